@@ -1,0 +1,154 @@
+"""Kueue feature gates with their v0.19 defaults, parsed from Kueue's `K=V,...` syntax."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.errors import FlagError
+
+# Every gate Kueue v0.19 knows (and the few earlier TAS gates still accepted), with its
+# default at v0.19. Gates that change TAS behaviour are the ones the engine reads.
+DEFAULTS: dict[str, bool] = {
+    # Topology Aware Scheduling
+    "TopologyAwareScheduling": True,
+    "TASProfileMixed": True,
+    "TASProfileLeastFreeCapacity": False,
+    "TASFailedNodeReplacement": True,
+    "TASFailedNodeReplacementFailFast": True,
+    "TASReplaceNodeOnPodTermination": True,
+    "TASReplaceNodeDueToNotReadyOverFixedTime": False,
+    "TASReplaceNodeOnNodeTaints": True,
+    "SkipReassignmentForPodOwnedWorkloads": True,
+    "TASBalancedPlacement": False,
+    "TASAssignmentsEncodingByHostnamePrefix": True,
+    "TASMultiLayerTopology": True,
+    "TASHandleOverlappingFlavors": True,
+    "TASRecomputeAssignmentWithinSchedulingCycle": True,
+    "TASRespectNodeAffinityPreferred": False,
+    "TASCacheNodeMatchResults": True,
+    "TASCachingRemainingResources": True,
+    "TASCacheTopologyTree": True,
+    "TASValidateWorkloadSliceSize": True,
+    "ElasticJobsViaWorkloadSlices": True,
+    "ElasticJobsViaWorkloadSlicesWithTAS": False,
+    "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp": False,
+    "VectorizedResourceRequests": True,
+    # Scheduling, quota and preemption
+    "PartialAdmission": True,
+    "FlavorFungibility": True,
+    "FlavorFungibilityPreserveScanProgress": True,
+    "PrioritySortingWithinCohort": True,
+    "FairSharingPreemptWithinNominal": True,
+    "FairSharingPrioritizeNonBorrowing": True,
+    "FairSharingReevaluatePreemptionCandidates": False,
+    "AdmissionFairSharing": True,
+    "ReclaimablePods": True,
+    "QuotaCheckStrategy": True,
+    "ConcurrentAdmission": False,
+    "SchedulingEquivalenceHashing": True,
+    "SchedulingEquivalenceHashingIgnorePodSetName": True,
+    "RecomputeAssignmentUponPreemptionTargetsOverlap": True,
+    "PrioritizePreemptorWorkloads": False,
+    "PriorityBoost": False,
+    "AdmissionGatedBy": True,
+    "UnadmittedWorkloadsObservability": True,
+    "UnadmittedWorkloadsExplicitStatus": False,
+    "DynamicQuotaOrchestration": False,
+    "SchedulerLibraryIntegration": False,
+    "WorkloadPriorityClassDefaulting": False,
+    # Everything else Kueue knows; accepted, not read by the engine
+    "VisibilityOnDemand": True,
+    "DisableWaitForPodsReady": False,
+    "MultiKueue": True,
+    "MultiKueueBatchJobClearingTTLSecondsAfterFinishedOnWorkerCluster": True,
+    "MultiKueueAdaptersForCustomJobs": True,
+    "MultiKueueKubeConfigPathValidation": False,
+    "MultiKueueClusterProfile": False,
+    "MultiKueueOrchestratedPreemption": False,
+    "MultiKueueIncrementalDispatcherConfig": True,
+    "MultiKueueIncrementalDispatcherRespectConfigOrder": True,
+    "MultiKueueManagerQuotaAutomation": False,
+    "MultiKueueRemoteSpecSync": True,
+    "LocalQueueMetrics": True,
+    "ManagedJobsNamespaceSelectorAlwaysRespected": True,
+    "KueueDRAIntegration": True,
+    "KueueDRAIntegrationExtendedResource": True,
+    "KueueDRAIntegrationPartitionableDevices": True,
+    "KueueDRAIntegrationConsumableCapacity": False,
+    "KueueDRARejectWorkloadsWhenDRADisabled": True,
+    "ReservedResourceNameValidation": True,
+    "WorkloadRequestUseMergePatch": False,
+    "FailureRecoveryPolicy": False,
+    "TLSOptions": True,
+    "RemoveFinalizersWithStrictPatch": True,
+    "AssignQueueLabelsForPods": True,
+    "CustomMetricLabels": False,
+    "SparkApplicationIntegration": False,
+    "ShortWorkloadNames": False,
+    "FastQuotaReleaseInPodIntegration": False,
+    "RejectUpdatesToCQWithInvalidOnFlavors": False,
+    "FinishOrphanedWorkloads": True,
+    "MetricForWorkloadCreationLatency": True,
+    "WorkloadIdentifierAnnotations": True,
+    "MetricsForCohorts": True,
+    "CleanupProvisioningRequestsOnEviction": True,
+    "DeferRayServiceFinalizationForRedisCleanup": True,
+    "WorkloadValidateResourcesAreNonNegative": True,
+    "WorkloadValidationForPodSetMetadata": True,
+    "LWSImmutableGroupSize": True,
+    "SkipAncestorCheckForDeletedWorkloads": True,
+    "PodIntegrationValidateGroupOwner": True,
+    "ValidateRayAndSparkJobUpdates": True,
+}
+
+_TRUE = {"true": True, "false": False}
+
+
+@dataclass(frozen=True)
+class FeatureGates:
+    """An immutable set of gate values; unset gates take their v0.19 default."""
+
+    overrides: Mapping[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.overrides) - set(DEFAULTS))
+        if unknown:
+            raise FlagError(f"unknown feature gate {unknown[0]!r}")
+
+    def enabled(self, name: str) -> bool:
+        if name not in DEFAULTS:
+            raise KeyError(f"unknown feature gate {name!r}")
+        return self.overrides.get(name, DEFAULTS[name])
+
+    def __getattr__(self, name: str) -> bool:
+        # gates.TASProfileMixed reads like Kueue's features.Enabled(features.TASProfileMixed)
+        if name in DEFAULTS:
+            return self.enabled(name)
+        raise AttributeError(name)
+
+    def with_overrides(self, **values: bool) -> FeatureGates:
+        return FeatureGates({**self.overrides, **values})
+
+    def as_dict(self) -> dict[str, bool]:
+        return {name: self.enabled(name) for name in DEFAULTS}
+
+    @classmethod
+    def parse(cls, text: str | None) -> FeatureGates:
+        """Parse `Name=true,Other=false` as Kueue's --feature-gates flag does."""
+        values: dict[str, bool] = {}
+        for item in (text or "").split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, raw = item.partition("=")
+            name, raw = name.strip(), raw.strip().lower()
+            if not sep or raw not in _TRUE:
+                raise FlagError(f"--feature-gates: {item!r}: expected Name=true or Name=false")
+            if name not in DEFAULTS:
+                raise FlagError(f"--feature-gates: unknown feature gate {name!r}")
+            values[name] = _TRUE[raw]
+        return cls(values)
+
+
+DEFAULT_GATES = FeatureGates()
