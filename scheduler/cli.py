@@ -59,8 +59,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     for path in args.files:
         objects.extend((path, obj) for obj in read_objects(path))
     result = simulate(objects, gates=gates, now=now, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
-    sys.stdout.write(render(result, args.output))
-    return 0
+    sys.stdout.write(render(result, args.output, by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix))
+    for problem in result.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if result.problems else 0
 
 
 def _cmd_encode(args: argparse.Namespace) -> int:

@@ -1,0 +1,163 @@
+"""The cluster as one pass sees it: objects indexed by name, TAS flavor snapshots, usage.
+
+`ClusterState` is built once per pass from parsed objects. It owns the per-flavor TAS
+snapshots (capacity minus non-TAS usage minus admitted TAS usage) and ClusterQueue quota
+usage, and updates both as the pass admits or evicts workloads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from scheduler.features import FeatureGates
+from scheduler.model import (
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Node,
+    Pod,
+    PodSetAssignment,
+    ResourceFlavor,
+    Topology,
+    Workload,
+    WorkloadPriorityClass,
+)
+from scheduler.parse import (
+    ANNOTATION_PREFERRED,
+    ANNOTATION_REQUIRED,
+    ANNOTATION_SLICE_TOPOLOGY,
+    ANNOTATION_UNCONSTRAINED,
+    ParsedObjects,
+)
+from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot
+
+_TAS_POD_ANNOTATIONS = (
+    ANNOTATION_PREFERRED,
+    ANNOTATION_REQUIRED,
+    ANNOTATION_SLICE_TOPOLOGY,
+    ANNOTATION_UNCONSTRAINED,
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints",
+)
+
+
+def is_tas_pod(pod: Pod) -> bool:
+    """Kueue's IsTAS: the pod carries one of the topology annotations."""
+    return any(a in pod.annotations for a in _TAS_POD_ANNOTATIONS)
+
+
+def counts_as_non_tas_usage(pod: Pod) -> bool:
+    """Bound, not terminal and not TAS: its requests come off the node's free capacity."""
+    return bool(pod.node_name) and not pod.terminal and not is_tas_pod(pod)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorResource:
+    flavor: str
+    resource: str
+
+
+class ClusterState:
+    def __init__(self, parsed: ParsedObjects, gates: FeatureGates, warn: Callable[[str], None]) -> None:
+        self.gates = gates
+        self.warn = warn
+        self.nodes: dict[str, Node] = {n.name: n for n in parsed.nodes}
+        self.pods: list[Pod] = parsed.pods
+        self.topologies: dict[str, Topology] = {t.name: t for t in parsed.topologies}
+        self.flavors: dict[str, ResourceFlavor] = {f.name: f for f in parsed.flavors}
+        self.cluster_queues: dict[str, ClusterQueue] = {c.name: c for c in parsed.cluster_queues}
+        self.local_queues: dict[str, LocalQueue] = {q.key: q for q in parsed.local_queues}
+        self.cohorts: dict[str, Cohort] = {c.name: c for c in parsed.cohorts}
+        self.admission_checks: dict[str, AdmissionCheck] = {a.name: a for a in parsed.admission_checks}
+        self.priority_classes: dict[str, WorkloadPriorityClass] = {p.name: p for p in parsed.priority_classes}
+        self.workloads: list[Workload] = parsed.workloads
+        self.tas_snapshots: dict[str, TASFlavorSnapshot] = self._build_tas_snapshots()
+        # quota used per ClusterQueue, flavor and resource by workloads holding a reservation
+        self.quota_usage: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
+        for wl in self.workloads:
+            if wl.has_quota_reservation and not wl.is_finished:
+                self.add_workload_usage(wl, sign=1)
+
+    # ------------------------------------------------------------ construction
+
+    def _build_tas_snapshots(self) -> dict[str, TASFlavorSnapshot]:
+        if not self.gates.TopologyAwareScheduling:
+            return {}
+        snapshots: dict[str, TASFlavorSnapshot] = {}
+        nodes = list(self.nodes.values())
+        for flavor in self.flavors.values():
+            if not flavor.is_tas:
+                continue
+            topology = self.topologies.get(flavor.topology_name or "")
+            if topology is None:
+                self.warn(f"ResourceFlavor/{flavor.name}: spec.topologyName: Topology "
+                          f"{flavor.topology_name!r} not found; the flavor cannot be used for TAS")
+                continue
+            snapshots[flavor.name] = build_flavor_snapshot(flavor, topology, nodes)
+        usage = [(pod.node_name, pod.spec.requests) for pod in self.pods if counts_as_non_tas_usage(pod)]
+        for snap in snapshots.values():
+            snap.add_non_tas_usages(usage)
+        return snapshots
+
+    # ------------------------------------------------------------ lookups
+
+    def cluster_queue_for(self, wl: Workload) -> ClusterQueue | None:
+        if wl.admission is not None:
+            return self.cluster_queues.get(wl.admission.cluster_queue)
+        lq = self.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        return self.cluster_queues.get(lq.cluster_queue) if lq else None
+
+    def priority_of(self, wl: Workload) -> int:
+        if wl.priority is not None:
+            return wl.priority
+        if wl.priority_class_name and wl.priority_class_name in self.priority_classes:
+            return self.priority_classes[wl.priority_class_name].value
+        return 0
+
+    def is_tas_only(self, cq: ClusterQueue) -> bool:
+        """Every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly)."""
+        names = cq.flavor_names()
+        return bool(names) and all(n in self.tas_snapshots for n in names)
+
+    def tas_flavor_of(self, psa: PodSetAssignment) -> str | None:
+        tas = {f for f in psa.flavors.values() if f in self.tas_snapshots}
+        return next(iter(tas)) if len(tas) == 1 else None
+
+    # ------------------------------------------------------------ usage
+
+    def add_workload_usage(self, wl: Workload, sign: int) -> None:
+        """Quota and TAS usage of a workload holding a reservation (sign=-1 removes it)."""
+        if wl.admission is None:
+            return
+        cq_usage = self.quota_usage[wl.admission.cluster_queue]
+        for psa in wl.admission.pod_set_assignments:
+            ps = wl.pod_set(psa.name)
+            count = psa.count if psa.count is not None else (ps.count if ps else 0)
+            usage: Mapping[str, int] = psa.resource_usage
+            if not usage and ps is not None:
+                usage = {r: v * count for r, v in ps.spec.requests.items()}
+            for resource, value in usage.items():
+                flavor = psa.flavors.get(resource)
+                if flavor is not None:
+                    cq_usage[FlavorResource(flavor, resource)] += sign * value
+            if psa.topology_assignment is not None and ps is not None:
+                self.add_tas_assignment_usage(psa, ps.spec.requests, sign)
+
+    def add_tas_assignment_usage(self, psa: PodSetAssignment, requests: Mapping[str, int], sign: int) -> None:
+        flavor = self.tas_flavor_of(psa)
+        if flavor is None or psa.topology_assignment is None:
+            return
+        for snap in self.snapshots_sharing_usage_of(flavor):
+            snap.add_assignment_usage(psa.topology_assignment, requests, sign)
+
+    def snapshots_sharing_usage_of(self, flavor: str) -> list[TASFlavorSnapshot]:
+        """The flavor's own snapshot, plus (TASHandleOverlappingFlavors) every hostname-leaf
+        flavor's, since flavors whose lowest level is the hostname can select the same nodes."""
+        own = self.tas_snapshots.get(flavor)
+        if own is None:
+            return []
+        if not (self.gates.TASHandleOverlappingFlavors and own.lowest_is_node):
+            return [own]
+        return [s for s in self.tas_snapshots.values() if s is own or s.lowest_is_node]

@@ -1,0 +1,471 @@
+"""The object model: the parts of Kubernetes and Kueue objects that TAS reads.
+
+Instances are built by `scheduler.parse` from Kubernetes/Kueue JSON (v1beta1 and v1beta2
+shapes alike) and are treated as immutable by the engine; the scheduling pass records
+its decisions separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
+
+Requests = Mapping[str, int]
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+
+
+# ---------------------------------------------------------------- scheduling primitives
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = ""
+    time_added: datetime | None = None
+
+    def __str__(self) -> str:  # Kubernetes' Taint.ToString
+        if not self.value:
+            return f"{self.key}:{self.effect}"
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists | Gt | Lt
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' Toleration.ToleratesTaint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("Gt", "Lt"):
+            try:
+                have, want = int(taint.value), int(self.value)
+            except ValueError:
+                return False
+            return have > want if self.operator == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement (matchExpressions / matchFields item)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        op = self.operator
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt") and present and len(self.values) == 1:
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        # An empty term matches no node (Kubernetes' nodeaffinity semantics).
+        if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(r.matches(labels) for r in self.match_expressions):
+            return False
+        fields = {"metadata.name": node_name}
+        return all(r.matches(fields) for r in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    required: tuple[NodeSelectorTerm, ...] | None = None  # None: no required affinity
+    preferred: tuple[PreferredTerm, ...] = ()
+
+    def required_matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        if self.required is None:
+            return True
+        return any(term.matches(labels, node_name) for term in self.required)
+
+    def preferred_score(self, labels: Mapping[str, str], node_name: str) -> int:
+        return sum(t.weight for t in self.preferred if t.weight and t.preference.matches(labels, node_name))
+
+
+# ---------------------------------------------------------------- Kubernetes objects
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Requests
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: str | None = None  # status of the Ready condition: "True" | "False" | "Unknown" | None
+    ready_since: datetime | None = None  # lastTransitionTime of the Ready condition
+    deleted: bool = False  # has a deletionTimestamp
+
+    @property
+    def is_ready(self) -> bool:
+        return self.ready == "True"
+
+    @property
+    def schedulable_and_ready(self) -> bool:
+        return self.is_ready and not self.unschedulable and not self.deleted
+
+
+@dataclass(slots=True)
+class PodSpecInfo:
+    """What placement reads from a pod template: requests and node constraints."""
+
+    requests: Requests
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: NodeAffinity | None = None
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
+    spec: PodSpecInfo = field(default_factory=lambda: PodSpecInfo(requests={}))
+    scheduling_gates: tuple[str, ...] = ()
+    phase: str = ""
+    deleting: bool = False
+    owner_references: tuple[OwnerReference, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def gated_by_topology(self) -> bool:
+        return TOPOLOGY_GATE in self.scheduling_gates
+
+
+# ---------------------------------------------------------------- Kueue objects
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    name: str
+    levels: tuple[str, ...]
+
+    @property
+    def lowest_is_hostname(self) -> bool:
+        return bool(self.levels) and self.levels[-1] == HOSTNAME_LABEL
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+    @property
+    def is_tas(self) -> bool:
+        return self.topology_name is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    name: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str
+    resources: tuple[ResourceQuota, ...]
+
+    def quota(self, resource: str) -> ResourceQuota | None:
+        for q in self.resources:
+            if q.name == resource:
+                return q
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheckStrategyRule:
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    queueing_strategy: str = "BestEffortFIFO"
+    namespace_selector: Mapping | None = None
+    preemption: Mapping = field(default_factory=dict)
+    flavor_fungibility: Mapping = field(default_factory=dict)
+    admission_checks: tuple[AdmissionCheckStrategyRule, ...] = ()
+    stop_policy: str = "None"
+
+    def flavor_names(self) -> list[str]:
+        return [fq.name for rg in self.resource_groups for fq in rg.flavors]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    name: str
+    controller_name: str = ""
+    active: bool = True
+
+    @property
+    def is_provisioning_request(self) -> bool:
+        return self.controller_name == "kueue.x-k8s.io/provisioning-request"
+
+    @property
+    def is_multikueue(self) -> bool:
+        return self.controller_name == "kueue.x-k8s.io/multikueue"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class SliceConstraint:
+    topology: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Kueue's PodSetTopologyRequest."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
+    pod_set_group_name: str | None = None
+    slice_required_topology: str | None = None
+    slice_size: int | None = None
+    slice_constraints: tuple[SliceConstraint, ...] = ()
+
+    @property
+    def explicit(self) -> bool:
+        """Kueue's IsExplicitlyRequestingTAS for one PodSet."""
+        return (
+            self.required is not None
+            or self.preferred is not None
+            or bool(self.unconstrained)
+            or self.slice_required_topology is not None
+            or bool(self.slice_constraints)
+        )
+
+    def slice_layers(self) -> tuple[SliceConstraint, ...]:
+        """The slice constraints, outermost first, whichever form the request used
+        (Kueue's PodSetSliceRequiredTopologyConstraints); a missing size reads as 0."""
+        if self.slice_constraints:
+            return self.slice_constraints
+        if self.slice_required_topology is None:
+            return ()
+        return (SliceConstraint(self.slice_required_topology, self.slice_size or 0),)
+
+    @property
+    def slice_only(self) -> bool:
+        return self.required is None and self.preferred is None and bool(self.slice_layers())
+
+    @property
+    def slices_requested(self) -> bool:
+        return bool(self.slice_layers())
+
+
+@dataclass(slots=True)
+class PodSet:
+    name: str
+    count: int
+    spec: PodSpecInfo
+    min_count: int | None = None
+    topology_request: TopologyRequest | None = None
+
+    @property
+    def explicit_tas(self) -> bool:
+        return self.topology_request is not None and self.topology_request.explicit
+
+
+@dataclass(slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    count: int | None = None
+    resource_usage: Requests = field(default_factory=dict)
+    topology_assignment: TopologyAssignment | None = None
+    delayed_topology_request: str | None = None  # "Pending" | "Ready"
+
+
+@dataclass(slots=True)
+class Admission:
+    cluster_queue: str
+    pod_set_assignments: list[PodSetAssignment]
+
+    def assignment_for(self, pod_set: str) -> PodSetAssignment | None:
+        for psa in self.pod_set_assignments:
+            if psa.name == pod_set:
+                return psa
+        return None
+
+
+@dataclass(slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+@dataclass(slots=True)
+class AdmissionCheckState:
+    name: str
+    state: str  # Pending | Ready | Retry | Rejected
+    message: str = ""
+    pod_set_updates: tuple[Mapping, ...] = ()
+
+
+@dataclass(slots=True)
+class Workload:
+    namespace: str
+    name: str
+    pod_sets: list[PodSet]
+    queue_name: str = ""
+    priority: int | None = None
+    priority_class_name: str | None = None
+    uid: str = ""
+    creation_timestamp: datetime | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    owner_references: tuple[OwnerReference, ...] = ()
+    active: bool = True
+    admission: Admission | None = None
+    conditions: list[Condition] = field(default_factory=list)
+    admission_checks: list[AdmissionCheckState] = field(default_factory=list)
+    unhealthy_nodes: list[str] = field(default_factory=list)
+    source_api_version: str = "kueue.x-k8s.io/v1beta2"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in self.conditions:
+            if c.type == type_:
+                return c
+        return None
+
+    def condition_true(self, type_: str) -> bool:
+        c = self.condition(type_)
+        return c is not None and c.status == "True"
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        # Kueue reads the QuotaReserved condition; an admission written without any
+        # condition (hand-made objects) is taken at its word.
+        if self.admission is None:
+            return False
+        cond = self.condition("QuotaReserved")
+        return cond is None or cond.status == "True"
+
+    @property
+    def is_admitted(self) -> bool:
+        return self.admission is not None and self.condition_true("Admitted")
+
+    @property
+    def is_finished(self) -> bool:
+        return self.condition_true("Finished")
+
+    def pod_set(self, name: str) -> PodSet | None:
+        for ps in self.pod_sets:
+            if ps.name == name:
+                return ps
+        return None

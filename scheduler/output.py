@@ -1,0 +1,96 @@
+"""Rendering a pass result: JSON (the CLI contract), YAML, or a table for people."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from scheduler.codec import encode_assignment
+from scheduler.results import PassResult, PodSetResult, WorkloadResult
+
+
+def _time(value) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
+def pod_set_json(ps: PodSetResult, *, by_hostname_prefix: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": ps.name, "count": ps.count, "flavors": dict(ps.flavors)}
+    if ps.assignment is not None:
+        out["topologyAssignment"] = encode_assignment(ps.assignment, by_hostname_prefix=by_hostname_prefix)
+        decoded = ps.assignment.to_decoded_json()
+        out["levels"], out["domains"] = decoded["levels"], decoded["domains"]
+    else:
+        out["topologyAssignment"] = None
+    out["delayedTopologyRequest"] = ps.delayed_topology_request
+    if ps.failure_reason:
+        out["failureReason"] = ps.failure_reason
+    return out
+
+
+def workload_json(w: WorkloadResult, *, by_hostname_prefix: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "namespace": w.workload.namespace,
+        "name": w.workload.name,
+        "clusterQueue": w.cluster_queue,
+        "status": w.status,
+        "message": w.message,
+        "podSets": [pod_set_json(ps, by_hostname_prefix=by_hostname_prefix) for ps in w.pod_sets],
+        "unhealthyNodes": list(w.unhealthy_nodes),
+    }
+    if w.eviction_reason:
+        out["evictionReason"] = w.eviction_reason
+    out["conditions"] = [
+        {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+         "lastTransitionTime": _time(c.last_transition_time)}
+        for c in w.conditions
+    ]
+    return out
+
+
+def result_json(result: PassResult, *, by_hostname_prefix: bool = True) -> dict[str, Any]:
+    return {
+        "workloads": [workload_json(w, by_hostname_prefix=by_hostname_prefix) for w in result.workloads],
+        "pods": [{"namespace": p.namespace, "name": p.name, "ungated": p.ungated, "nodeSelector": p.node_selector}
+                 for p in result.pods],
+        "events": [{"key": e.key, "type": e.type, "reason": e.reason, "message": e.message} for e in result.events],
+    }
+
+
+def _domains_text(ps: PodSetResult, limit: int = 6) -> str:
+    if ps.assignment is None:
+        return "-"
+    parts = [f"{'/'.join(d.values)} ({d.count})" for d in ps.assignment.domains[:limit]]
+    more = len(ps.assignment.domains) - limit
+    if more > 0:
+        parts.append(f"… +{more} more")
+    return ", ".join(parts)
+
+
+def render_table(result: PassResult) -> str:
+    """One row per workload: where it is, why, and the decoded domains of each PodSet."""
+    header = ("WORKLOAD", "CLUSTERQUEUE", "STATUS", "PODSET", "PODS", "DOMAINS / REASON")
+    rows: list[tuple[str, ...]] = []
+    for w in result.workloads:
+        first = True
+        for ps in w.pod_sets or [PodSetResult("-", 0)]:
+            detail = _domains_text(ps) if ps.assignment is not None else (ps.failure_reason or w.message or "-")
+            rows.append((w.key if first else "", w.cluster_queue if first else "", w.status if first else "",
+                         ps.name, str(ps.count), detail))
+            first = False
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render(result: PassResult, fmt: str, *, by_hostname_prefix: bool = True) -> str:
+    if fmt == "table":
+        return render_table(result)
+    data = result_json(result, by_hostname_prefix=by_hostname_prefix)
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return json.dumps(data, indent=2) + "\n"

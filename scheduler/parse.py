@@ -1,0 +1,804 @@
+"""Kubernetes/Kueue JSON -> `scheduler.model`, validating as it goes.
+
+Every error names the file, the object (`Kind/namespace/name`) and the field path, e.g.
+`cluster.yaml: Workload/ml/train: spec.podSets[0].count: must be >= 0, got -1`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from scheduler.errors import InputError
+from scheduler.model import (
+    Admission,
+    AdmissionCheck,
+    AdmissionCheckState,
+    AdmissionCheckStrategyRule,
+    ClusterQueue,
+    Cohort,
+    Condition,
+    FlavorQuotas,
+    LocalQueue,
+    Node,
+    NodeAffinity,
+    NodeSelectorTerm,
+    OwnerReference,
+    Pod,
+    PodSet,
+    PodSetAssignment,
+    PodSpecInfo,
+    PreferredTerm,
+    Requirement,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    SliceConstraint,
+    Taint,
+    Toleration,
+    Topology,
+    TopologyRequest,
+    Workload,
+    WorkloadPriorityClass,
+)
+from scheduler.quantity import QuantityError, resource_value
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+MAX_TOPOLOGY_LEVELS = 8
+
+# Pod template annotations Kueue's job integrations translate into a PodSet's topologyRequest.
+ANNOTATION_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+ANNOTATION_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+ANNOTATION_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+ANNOTATION_SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+ANNOTATION_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+ANNOTATION_GROUP = "kueue.x-k8s.io/podset-group-name"
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_TOLERATION_OPERATORS = {"", "Equal", "Exists", "Gt", "Lt"}
+_TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
+_SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+
+
+# ---------------------------------------------------------------- field access
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a value sits: the object it belongs to and the field path inside it."""
+
+    obj: str
+    path: str = ""
+
+    def at(self, key: str | int) -> Where:
+        if isinstance(key, int):
+            return Where(self.obj, f"{self.path}[{key}]")
+        return Where(self.obj, f"{self.path}.{key}" if self.path else key)
+
+    def error(self, reason: str) -> InputError:
+        return InputError(reason, field=self.path, obj=self.obj)
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def mapping(d: Any, key: str, where: Where, *, required: bool = False) -> Mapping:
+    value = d.get(key)
+    if value is None:
+        if required:
+            raise where.at(key).error("is required")
+        return {}
+    if not isinstance(value, Mapping):
+        raise where.at(key).error(f"must be a mapping, got {_type_name(value)}")
+    return value
+
+
+def sequence(d: Any, key: str, where: Where) -> list:
+    value = d.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise where.at(key).error(f"must be a list, got {_type_name(value)}")
+    return value
+
+
+def string(d: Any, key: str, where: Where, *, required: bool = False, default: str = "") -> str:
+    value = d.get(key)
+    if value is None:
+        if required:
+            raise where.at(key).error("is required")
+        return default
+    if not isinstance(value, str):
+        raise where.at(key).error(f"must be a string, got {_type_name(value)}")
+    if required and not value:
+        raise where.at(key).error("must not be empty")
+    return value
+
+
+def optional_string(d: Any, key: str, where: Where) -> str | None:
+    return string(d, key, where) if d.get(key) is not None else None
+
+
+def integer(d: Any, key: str, where: Where, *, default: int | None = None, minimum: int | None = None) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+            value = int(value)
+        else:
+            raise where.at(key).error(f"must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise where.at(key).error(f"must be >= {minimum}, got {value}")
+    return value
+
+
+def boolean(d: Any, key: str, where: Where, *, default: bool | None = None) -> bool | None:
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise where.at(key).error(f"must be true or false, got {value!r}")
+    return value
+
+
+def string_map(d: Any, key: str, where: Where) -> Mapping[str, str]:
+    raw = mapping(d, key, where)
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if not isinstance(k, str):
+            raise where.at(key).error(f"keys must be strings, got {k!r}")
+        if v is None:
+            v = ""
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        if isinstance(v, int | float):
+            v = str(v)
+        if not isinstance(v, str):
+            raise where.at(key).at(k).error(f"must be a string, got {_type_name(v)}")
+        out[k] = v
+    return MappingProxyType(out)
+
+
+def timestamp(d: Any, key: str, where: Where) -> datetime | None:
+    value = d.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str):
+        raise where.at(key).error(f"must be an RFC 3339 time, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise where.at(key).error(f"must be an RFC 3339 time, got {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def resource_list(d: Any, key: str, where: Where) -> dict[str, int]:
+    raw = mapping(d, key, where)
+    out: dict[str, int] = {}
+    for name, qty in raw.items():
+        try:
+            out[str(name)] = resource_value(str(name), qty)
+        except QuantityError as exc:
+            raise where.at(key).at(str(name)).error(str(exc)) from None
+    return out
+
+
+def quantity_value(d: Any, key: str, resource: str, where: Where, *, required: bool = False) -> int | None:
+    raw = d.get(key)
+    if raw is None:
+        if required:
+            raise where.at(key).error("is required")
+        return None
+    try:
+        return resource_value(resource, raw)
+    except QuantityError as exc:
+        raise where.at(key).error(str(exc)) from None
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def object_label(obj: Mapping) -> str:
+    """`Kind/namespace/name` (or `Kind/name`) for error messages."""
+    kind = obj.get("kind") or "object"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    name = meta.get("name") or "<unnamed>"
+    ns = meta.get("namespace")
+    return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
+
+
+def metadata_name(obj: Mapping, where: Where) -> tuple[Mapping, str]:
+    meta = mapping(obj, "metadata", where, required=True)
+    return meta, string(meta, "name", where.at("metadata"), required=True)
+
+
+def parse_taint(d: Any, where: Where) -> Taint:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    effect = string(d, "effect", where)
+    if effect and effect not in _TAINT_EFFECTS:
+        raise where.at("effect").error(f"must be one of {sorted(_TAINT_EFFECTS)}, got {effect!r}")
+    return Taint(string(d, "key", where, required=True), string(d, "value", where), effect,
+                 timestamp(d, "timeAdded", where))
+
+
+def parse_toleration(d: Any, where: Where) -> Toleration:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    operator = string(d, "operator", where, default="Equal") or "Equal"
+    if operator not in _TOLERATION_OPERATORS:
+        raise where.at("operator").error(f"must be one of Equal, Exists, Gt, Lt, got {operator!r}")
+    key = string(d, "key", where)
+    if not key and operator != "Exists":
+        raise where.at("operator").error("must be Exists when key is empty")
+    return Toleration(key, operator, string(d, "value", where), string(d, "effect", where),
+                      integer(d, "tolerationSeconds", where))
+
+
+def parse_tolerations(d: Any, key: str, where: Where) -> tuple[Toleration, ...]:
+    return tuple(parse_toleration(t, where.at(key).at(i)) for i, t in enumerate(sequence(d, key, where)))
+
+
+def parse_requirement(d: Any, where: Where) -> Requirement:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    operator = string(d, "operator", where, required=True)
+    if operator not in _SELECTOR_OPERATORS:
+        raise where.at("operator").error(f"must be one of {sorted(_SELECTOR_OPERATORS)}, got {operator!r}")
+    values = tuple(str(v) for v in sequence(d, "values", where))
+    if operator in ("In", "NotIn") and not values:
+        raise where.at("values").error(f"must be non-empty for operator {operator}")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise where.at("values").error(f"must be empty for operator {operator}")
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not re.fullmatch(r"[+-]?\d+", values[0])):
+        raise where.at("values").error(f"must be a single integer for operator {operator}")
+    return Requirement(string(d, "key", where, required=True), operator, values)
+
+
+def parse_node_selector_term(d: Any, where: Where) -> NodeSelectorTerm:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    exprs = tuple(parse_requirement(r, where.at("matchExpressions").at(i))
+                  for i, r in enumerate(sequence(d, "matchExpressions", where)))
+    fields = tuple(parse_requirement(r, where.at("matchFields").at(i))
+                   for i, r in enumerate(sequence(d, "matchFields", where)))
+    return NodeSelectorTerm(exprs, fields)
+
+
+def parse_node_affinity(spec: Mapping, where: Where) -> NodeAffinity | None:
+    affinity = mapping(spec, "affinity", where)
+    na = mapping(affinity, "nodeAffinity", where.at("affinity"))
+    if not na:
+        return None
+    nw = where.at("affinity").at("nodeAffinity")
+    required = None
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        rw = nw.at("requiredDuringSchedulingIgnoredDuringExecution")
+        if not isinstance(req, Mapping):
+            raise rw.error(f"must be a mapping, got {_type_name(req)}")
+        required = tuple(parse_node_selector_term(t, rw.at("nodeSelectorTerms").at(i))
+                         for i, t in enumerate(sequence(req, "nodeSelectorTerms", rw)))
+    preferred = []
+    pw = nw.at("preferredDuringSchedulingIgnoredDuringExecution")
+    for i, p in enumerate(sequence(na, "preferredDuringSchedulingIgnoredDuringExecution", nw)):
+        if not isinstance(p, Mapping):
+            raise pw.at(i).error(f"must be a mapping, got {_type_name(p)}")
+        weight = integer(p, "weight", pw.at(i), default=0)
+        if not 0 <= weight <= 100:
+            raise pw.at(i).at("weight").error(f"must be between 0 and 100, got {weight}")
+        preferred.append(PreferredTerm(weight, parse_node_selector_term(
+            mapping(p, "preference", pw.at(i), required=True), pw.at(i).at("preference"))))
+    return NodeAffinity(required, tuple(preferred))
+
+
+def validate_label_key(key: str, where: Where) -> None:
+    prefix, _, name = key.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or not _LABEL_NAME.match(name):
+        raise where.error(f"{key!r} is not a valid label key")
+
+
+def _add(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        total[k] = total.get(k, 0) + v
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        if v > total.get(k, 0):
+            total[k] = v
+
+
+def container_requests(c: Mapping, where: Where) -> dict[str, int]:
+    """A container's requests; a resource with only a limit requests its limit (API defaulting)."""
+    resources = mapping(c, "resources", where)
+    requests = resource_list(resources, "requests", where.at("resources"))
+    for name, value in resource_list(resources, "limits", where.at("resources")).items():
+        requests.setdefault(name, value)
+    return requests
+
+
+def pod_spec_requests(spec: Mapping, where: Where) -> dict[str, int]:
+    """Kubernetes' effective pod requests: containers, init containers (sidecars too), overhead."""
+    pod_level = resource_list(mapping(spec, "resources", where), "requests", where.at("resources"))
+    total: dict[str, int] = {}
+    for i, c in enumerate(sequence(spec, "containers", where)):
+        if not isinstance(c, Mapping):
+            raise where.at("containers").at(i).error(f"must be a mapping, got {_type_name(c)}")
+        _add(total, container_requests(c, where.at("containers").at(i)))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(sequence(spec, "initContainers", where)):
+        cw = where.at("initContainers").at(i)
+        if not isinstance(c, Mapping):
+            raise cw.error(f"must be a mapping, got {_type_name(c)}")
+        reqs = container_requests(c, cw)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs alongside the main containers
+            _add(total, reqs)
+            _add(sidecars, reqs)
+            step = dict(sidecars)
+        else:
+            step = dict(reqs)
+            _add(step, sidecars)
+        _max_into(init_peak, step)
+    _max_into(total, init_peak)
+    total.update(pod_level)
+    _add(total, resource_list(spec, "overhead", where))
+    return total
+
+
+def parse_pod_spec(spec: Mapping, where: Where) -> PodSpecInfo:
+    selector = string_map(spec, "nodeSelector", where)
+    for key in selector:
+        validate_label_key(key, where.at("nodeSelector"))
+    return PodSpecInfo(
+        requests=MappingProxyType(pod_spec_requests(spec, where)),
+        node_selector=selector,
+        tolerations=parse_tolerations(spec, "tolerations", where),
+        affinity=parse_node_affinity(spec, where),
+    )
+
+
+def parse_owner_references(meta: Mapping, where: Where) -> tuple[OwnerReference, ...]:
+    out = []
+    for i, r in enumerate(sequence(meta, "ownerReferences", where)):
+        rw = where.at("ownerReferences").at(i)
+        if not isinstance(r, Mapping):
+            raise rw.error(f"must be a mapping, got {_type_name(r)}")
+        out.append(OwnerReference(string(r, "apiVersion", rw), string(r, "kind", rw), string(r, "name", rw),
+                                  string(r, "uid", rw), bool(boolean(r, "controller", rw, default=False))))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- core/v1
+
+
+def parse_node(obj: Mapping, where: Where) -> Node:
+    meta, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    status = mapping(obj, "status", where)
+    ready, since = None, None
+    for i, c in enumerate(sequence(status, "conditions", where.at("status"))):
+        cw = where.at("status").at("conditions").at(i)
+        if isinstance(c, Mapping) and c.get("type") == "Ready":
+            ready = string(c, "status", cw) or None
+            since = timestamp(c, "lastTransitionTime", cw)
+            break
+    taints = tuple(parse_taint(t, where.at("spec").at("taints").at(i))
+                   for i, t in enumerate(sequence(spec, "taints", where.at("spec"))))
+    return Node(
+        name=name,
+        labels=string_map(meta, "labels", where.at("metadata")),
+        allocatable=MappingProxyType(resource_list(status, "allocatable", where.at("status"))),
+        taints=taints,
+        unschedulable=bool(boolean(spec, "unschedulable", where.at("spec"), default=False)),
+        ready=ready,
+        ready_since=since,
+        deleted=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def parse_pod(obj: Mapping, where: Where) -> Pod:
+    meta, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    status = mapping(obj, "status", where)
+    gates = []
+    for i, g in enumerate(sequence(spec, "schedulingGates", where.at("spec"))):
+        gates.append(string(g if isinstance(g, Mapping) else {}, "name",
+                            where.at("spec").at("schedulingGates").at(i), required=True))
+    return Pod(
+        namespace=string(meta, "namespace", where.at("metadata"), default="default"),
+        name=name,
+        uid=string(meta, "uid", where.at("metadata")),
+        labels=string_map(meta, "labels", where.at("metadata")),
+        annotations=string_map(meta, "annotations", where.at("metadata")),
+        node_name=string(spec, "nodeName", where.at("spec")),
+        spec=parse_pod_spec(spec, where.at("spec")),
+        scheduling_gates=tuple(gates),
+        phase=string(status, "phase", where.at("status")),
+        deleting=meta.get("deletionTimestamp") is not None,
+        owner_references=parse_owner_references(meta, where.at("metadata")),
+    )
+
+
+# ---------------------------------------------------------------- kueue.x-k8s.io
+
+
+def parse_topology(obj: Mapping, where: Where) -> Topology:
+    _, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where, required=True)
+    sw = where.at("spec")
+    raw_levels = sequence(spec, "levels", sw)
+    if not raw_levels:
+        raise sw.at("levels").error("must list at least one level")
+    if len(raw_levels) > MAX_TOPOLOGY_LEVELS:
+        raise sw.at("levels").error(f"must list at most {MAX_TOPOLOGY_LEVELS} levels, got {len(raw_levels)}")
+    levels = []
+    for i, level in enumerate(raw_levels):
+        lw = sw.at("levels").at(i)
+        if not isinstance(level, Mapping):
+            raise lw.error(f"must be a mapping, got {_type_name(level)}")
+        label = string(level, "nodeLabel", lw, required=True)
+        validate_label_key(label, lw.at("nodeLabel"))
+        if label in levels:
+            raise lw.at("nodeLabel").error(f"level {label!r} is listed twice")
+        levels.append(label)
+    if "kubernetes.io/hostname" in levels[:-1]:
+        raise sw.at("levels").error("kubernetes.io/hostname may only be the lowest level")
+    return Topology(name, tuple(levels))
+
+
+def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
+    _, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    sw = where.at("spec")
+    return ResourceFlavor(
+        name=name,
+        node_labels=string_map(spec, "nodeLabels", sw),
+        node_taints=tuple(parse_taint(t, sw.at("nodeTaints").at(i))
+                          for i, t in enumerate(sequence(spec, "nodeTaints", sw))),
+        tolerations=parse_tolerations(spec, "tolerations", sw),
+        topology_name=optional_string(spec, "topologyName", sw) or None,
+    )
+
+
+def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, ...]:
+    groups = []
+    for gi, rg in enumerate(sequence(spec, "resourceGroups", where)):
+        gw = where.at("resourceGroups").at(gi)
+        if not isinstance(rg, Mapping):
+            raise gw.error(f"must be a mapping, got {_type_name(rg)}")
+        covered = tuple(str(r) for r in sequence(rg, "coveredResources", gw))
+        flavors = []
+        for fi, fq in enumerate(sequence(rg, "flavors", gw)):
+            fw = gw.at("flavors").at(fi)
+            if not isinstance(fq, Mapping):
+                raise fw.error(f"must be a mapping, got {_type_name(fq)}")
+            quotas = []
+            for ri, rq in enumerate(sequence(fq, "resources", fw)):
+                rw = fw.at("resources").at(ri)
+                if not isinstance(rq, Mapping):
+                    raise rw.error(f"must be a mapping, got {_type_name(rq)}")
+                rname = string(rq, "name", rw, required=True)
+                if covered and rname not in covered:
+                    raise rw.at("name").error(f"resource {rname!r} is not in coveredResources {list(covered)}")
+                quotas.append(ResourceQuota(
+                    rname,
+                    quantity_value(rq, "nominalQuota", rname, rw, required=True),
+                    quantity_value(rq, "borrowingLimit", rname, rw),
+                    quantity_value(rq, "lendingLimit", rname, rw),
+                ))
+            flavors.append(FlavorQuotas(string(fq, "name", fw, required=True), tuple(quotas)))
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(groups)
+
+
+def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
+    _, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    sw = where.at("spec")
+    checks = [AdmissionCheckStrategyRule(str(n)) for n in sequence(spec, "admissionChecks", sw)]
+    strategy = mapping(spec, "admissionChecksStrategy", sw)
+    for i, rule in enumerate(sequence(strategy, "admissionChecks", sw.at("admissionChecksStrategy"))):
+        rw = sw.at("admissionChecksStrategy").at("admissionChecks").at(i)
+        if not isinstance(rule, Mapping):
+            raise rw.error(f"must be a mapping, got {_type_name(rule)}")
+        checks.append(AdmissionCheckStrategyRule(
+            string(rule, "name", rw, required=True),
+            tuple(str(f) for f in sequence(rule, "onFlavors", rw))))
+    cohort = optional_string(spec, "cohortName", sw) or optional_string(spec, "cohort", sw)
+    return ClusterQueue(
+        name=name,
+        resource_groups=parse_resource_groups(spec, sw),
+        cohort=cohort or None,
+        queueing_strategy=string(spec, "queueingStrategy", sw, default="BestEffortFIFO") or "BestEffortFIFO",
+        namespace_selector=spec.get("namespaceSelector") if isinstance(spec.get("namespaceSelector"), Mapping)
+        else None,
+        preemption=MappingProxyType(dict(mapping(spec, "preemption", sw))),
+        flavor_fungibility=MappingProxyType(dict(mapping(spec, "flavorFungibility", sw))),
+        admission_checks=tuple(checks),
+        stop_policy=string(spec, "stopPolicy", sw, default="None") or "None",
+    )
+
+
+def parse_local_queue(obj: Mapping, where: Where) -> LocalQueue:
+    meta, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where, required=True)
+    return LocalQueue(string(meta, "namespace", where.at("metadata"), default="default"), name,
+                      string(spec, "clusterQueue", where.at("spec"), required=True))
+
+
+def parse_cohort(obj: Mapping, where: Where) -> Cohort:
+    _, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    sw = where.at("spec")
+    parent = optional_string(spec, "parentName", sw) or optional_string(spec, "parent", sw)
+    return Cohort(name, parent or None, parse_resource_groups(spec, sw))
+
+
+def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:
+    _, name = metadata_name(obj, where)
+    spec = mapping(obj, "spec", where)
+    status = mapping(obj, "status", where)
+    active = True
+    for c in sequence(status, "conditions", where.at("status")):
+        if isinstance(c, Mapping) and c.get("type") == "Active":
+            active = c.get("status") == "True"
+    return AdmissionCheck(name, string(spec, "controllerName", where.at("spec")), active)
+
+
+def parse_priority_class(obj: Mapping, where: Where) -> WorkloadPriorityClass:
+    _, name = metadata_name(obj, where)
+    return WorkloadPriorityClass(name, integer(obj, "value", where, default=0))
+
+
+def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
+    if d is None:
+        return None
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    required = optional_string(d, "required", where)
+    preferred = optional_string(d, "preferred", where)
+    unconstrained = boolean(d, "unconstrained", where)
+    if required is not None and preferred is not None:
+        raise where.error("required and preferred are mutually exclusive; set only one")
+    if unconstrained and (required is not None or preferred is not None):
+        raise where.at("unconstrained").error("cannot be combined with required or preferred")
+    for key, value in (("required", required), ("preferred", preferred)):
+        if value is not None:
+            validate_label_key(value, where.at(key))
+    constraints = []
+    for i, c in enumerate(sequence(d, "podsetSliceRequiredTopologyConstraints", where)):
+        cw = where.at("podsetSliceRequiredTopologyConstraints").at(i)
+        if not isinstance(c, Mapping):
+            raise cw.error(f"must be a mapping, got {_type_name(c)}")
+        constraints.append(SliceConstraint(string(c, "topology", cw, required=True),
+                                           integer(c, "size", cw, default=0, minimum=1)))
+    slice_topology = optional_string(d, "podSetSliceRequiredTopology", where)
+    slice_size = integer(d, "podSetSliceSize", where, minimum=1)
+    return TopologyRequest(
+        required=required,
+        preferred=preferred,
+        unconstrained=unconstrained,
+        pod_index_label=optional_string(d, "podIndexLabel", where),
+        sub_group_index_label=optional_string(d, "subGroupIndexLabel", where),
+        sub_group_count=integer(d, "subGroupCount", where, minimum=1),
+        pod_set_group_name=optional_string(d, "podSetGroupName", where),
+        slice_required_topology=slice_topology,
+        slice_size=slice_size,
+        slice_constraints=tuple(constraints),
+    )
+
+
+def topology_request_from_annotations(annotations: Mapping[str, str], where: Where) -> TopologyRequest | None:
+    """A topologyRequest from the pod template's Kueue annotations, as the job integrations build it."""
+    keys = (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_UNCONSTRAINED, ANNOTATION_SLICE_TOPOLOGY)
+    if not any(k in annotations for k in keys):
+        return None
+    raw: dict[str, Any] = {}
+    if ANNOTATION_REQUIRED in annotations:
+        raw["required"] = annotations[ANNOTATION_REQUIRED]
+    if ANNOTATION_PREFERRED in annotations:
+        raw["preferred"] = annotations[ANNOTATION_PREFERRED]
+    if ANNOTATION_UNCONSTRAINED in annotations:
+        raw["unconstrained"] = annotations[ANNOTATION_UNCONSTRAINED] or "true"
+    if ANNOTATION_SLICE_TOPOLOGY in annotations:
+        raw["podSetSliceRequiredTopology"] = annotations[ANNOTATION_SLICE_TOPOLOGY]
+    if ANNOTATION_SLICE_SIZE in annotations:
+        raw["podSetSliceSize"] = annotations[ANNOTATION_SLICE_SIZE]
+    if ANNOTATION_GROUP in annotations:
+        raw["podSetGroupName"] = annotations[ANNOTATION_GROUP]
+    return parse_topology_request(raw, where)
+
+
+def parse_pod_set(d: Any, where: Where) -> PodSet:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    name = string(d, "name", where, default="main") or "main"
+    count = integer(d, "count", where, default=1, minimum=0)
+    min_count = integer(d, "minCount", where, minimum=0)
+    if min_count is not None and min_count > count:
+        raise where.at("minCount").error(f"must be <= count ({count}), got {min_count}")
+    template = mapping(d, "template", where)
+    tw = where.at("template")
+    spec = parse_pod_spec(mapping(template, "spec", tw), tw.at("spec"))
+    request = parse_topology_request(d.get("topologyRequest"), where.at("topologyRequest"))
+    if request is None:
+        annotations = string_map(mapping(template, "metadata", tw), "annotations", tw.at("metadata"))
+        request = topology_request_from_annotations(annotations, tw.at("metadata").at("annotations"))
+    return PodSet(name=name, count=count, spec=spec, min_count=min_count, topology_request=request)
+
+
+def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAssignment:
+    if not isinstance(d, Mapping):
+        raise where.error(f"must be a mapping, got {_type_name(d)}")
+    flavors = string_map(d, "flavors", where)
+    ta = d.get("topologyAssignment")
+    assignment = None
+    if ta is not None:
+        try:
+            assignment = decode(ta)
+        except InputError as exc:
+            raise exc.under(where.at("topologyAssignment").path).located(obj=where.obj) from None
+    delayed = optional_string(d, "delayedTopologyRequest", where)
+    if delayed not in (None, "Pending", "Ready"):
+        raise where.at("delayedTopologyRequest").error(f"must be Pending or Ready, got {delayed!r}")
+    return PodSetAssignment(
+        name=string(d, "name", where, default="main") or "main",
+        flavors=flavors,
+        count=integer(d, "count", where, minimum=0),
+        resource_usage=MappingProxyType(resource_list(d, "resourceUsage", where)),
+        topology_assignment=assignment,
+        delayed_topology_request=delayed,
+    )
+
+
+def parse_conditions(d: Mapping, where: Where) -> list[Condition]:
+    out = []
+    for i, c in enumerate(sequence(d, "conditions", where)):
+        cw = where.at("conditions").at(i)
+        if not isinstance(c, Mapping):
+            raise cw.error(f"must be a mapping, got {_type_name(c)}")
+        out.append(Condition(string(c, "type", cw, required=True), string(c, "status", cw, default="Unknown"),
+                             string(c, "reason", cw), string(c, "message", cw),
+                             timestamp(c, "lastTransitionTime", cw)))
+    return out
+
+
+def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
+    meta, name = metadata_name(obj, where)
+    mw = where.at("metadata")
+    spec = mapping(obj, "spec", where, required=True)
+    sw = where.at("spec")
+    raw_pod_sets = sequence(spec, "podSets", sw)
+    if not raw_pod_sets:
+        raise sw.at("podSets").error("must list at least one PodSet")
+    pod_sets = [parse_pod_set(ps, sw.at("podSets").at(i)) for i, ps in enumerate(raw_pod_sets)]
+    seen: set[str] = set()
+    for i, ps in enumerate(pod_sets):
+        if ps.name in seen:
+            raise sw.at("podSets").at(i).at("name").error(f"PodSet name {ps.name!r} is used twice")
+        seen.add(ps.name)
+    status = mapping(obj, "status", where)
+    stw = where.at("status")
+    admission = None
+    raw_admission = status.get("admission")
+    if raw_admission is not None:
+        aw = stw.at("admission")
+        if not isinstance(raw_admission, Mapping):
+            raise aw.error(f"must be a mapping, got {_type_name(raw_admission)}")
+        admission = Admission(
+            cluster_queue=string(raw_admission, "clusterQueue", aw, required=True),
+            pod_set_assignments=[parse_pod_set_assignment(p, aw.at("podSetAssignments").at(i), decode)
+                                 for i, p in enumerate(sequence(raw_admission, "podSetAssignments", aw))],
+        )
+    checks = []
+    for i, ac in enumerate(sequence(status, "admissionChecks", stw)):
+        cw = stw.at("admissionChecks").at(i)
+        if not isinstance(ac, Mapping):
+            raise cw.error(f"must be a mapping, got {_type_name(ac)}")
+        checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
+                                          string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
+                                          tuple(u for u in sequence(ac, "podSetUpdates", cw)
+                                                if isinstance(u, Mapping))))
+    unhealthy = []
+    for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
+        unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
+                         if isinstance(n, Mapping) else str(n))
+    priority_class = optional_string(spec, "priorityClassName", sw)
+    ref = mapping(spec, "priorityClassRef", sw)
+    if ref:
+        priority_class = string(ref, "name", sw.at("priorityClassRef")) or priority_class
+    return Workload(
+        namespace=string(meta, "namespace", mw, default="default") or "default",
+        name=name,
+        pod_sets=pod_sets,
+        queue_name=string(spec, "queueName", sw),
+        priority=integer(spec, "priority", sw),
+        priority_class_name=priority_class,
+        uid=string(meta, "uid", mw),
+        creation_timestamp=timestamp(meta, "creationTimestamp", mw),
+        labels=string_map(meta, "labels", mw),
+        annotations=string_map(meta, "annotations", mw),
+        owner_references=parse_owner_references(meta, mw),
+        active=bool(boolean(spec, "active", sw, default=True)),
+        admission=admission,
+        conditions=parse_conditions(status, stw),
+        admission_checks=checks,
+        unhealthy_nodes=unhealthy,
+        source_api_version=str(obj.get("apiVersion") or "kueue.x-k8s.io/v1beta2"),
+    )
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+@dataclass
+class ParsedObjects:
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    topologies: list[Topology] = field(default_factory=list)
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)
+    priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # object label -> file it came from
+
+
+_CORE = {"Node": ("nodes", parse_node), "Pod": ("pods", parse_pod)}
+_KUEUE = {
+    "Topology": ("topologies", parse_topology),
+    "ResourceFlavor": ("flavors", parse_resource_flavor),
+    "ClusterQueue": ("cluster_queues", parse_cluster_queue),
+    "LocalQueue": ("local_queues", parse_local_queue),
+    "Cohort": ("cohorts", parse_cohort),
+    "AdmissionCheck": ("admission_checks", parse_admission_check),
+    "WorkloadPriorityClass": ("priority_classes", parse_priority_class),
+}
+
+
+def parse_objects(
+    items: list[tuple[str, Any]], *, decode_assignment: Callable, warn: Callable[[str], None]
+) -> ParsedObjects:
+    """Every object we read, grouped by kind; other kinds are skipped with a warning."""
+    out = ParsedObjects()
+    for file, obj in items:
+        label = object_label(obj) if isinstance(obj, Mapping) else "object"
+        where = Where(label)
+        try:
+            if not isinstance(obj, Mapping):
+                raise where.error(f"expected a Kubernetes object (a mapping), got {_type_name(obj)}")
+            kind = obj.get("kind")
+            api_version = str(obj.get("apiVersion") or "")
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            if not kind:
+                raise where.at("kind").error("is required")
+            out.origins[label] = file
+            if kind in _CORE and group == "":
+                attr, parser = _CORE[kind]
+                getattr(out, attr).append(parser(obj, where))
+            elif kind in _KUEUE and group == KUEUE_GROUP:
+                attr, parser = _KUEUE[kind]
+                getattr(out, attr).append(parser(obj, where))
+            elif kind == "Workload" and group == KUEUE_GROUP:
+                out.workloads.append(parse_workload(obj, where, decode_assignment))
+            else:
+                warn(f"{file}: {label}: kind {kind!r} ({api_version or 'no apiVersion'}) is not read; skipped")
+        except InputError as exc:
+            raise exc.located(file=file, obj=label) from None
+    return out

@@ -1,0 +1,892 @@
+"""Placement of one PodSet (or a leader/worker group) on a TAS flavor snapshot.
+
+Kueue's algorithm (KEP-2724):
+
+* phase 1 - for every domain, how many pods and slices fit (leaves from free capacity,
+  parents by summing their children);
+* phase 2a - the level and the domains at it that can hold the whole request: the
+  requested level for `required`, climbing levels for `preferred`, the lowest level for
+  `unconstrained`; BestFit picks the tightest domain that fits, LeastFreeCapacity the
+  fullest;
+* phase 2b - walk down level by level, spreading the pods over as few domains as possible;
+* the assignment lists the lowest-level domains in order of their level values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from scheduler.assignment import DomainAssignment, TopologyAssignment
+from scheduler.features import FeatureGates
+from scheduler.model import NO_EXECUTE, NO_SCHEDULE, NodeAffinity, PodSet, Taint, Toleration, TopologyRequest
+from scheduler.quantity import PODS
+from scheduler.snapshot import TASFlavorSnapshot
+
+MAX_INT32 = 2**31 - 1
+_NO_CONTRIBUTOR = np.int64(2**62)
+
+
+# ---------------------------------------------------------------- inputs and results
+
+
+@dataclass(slots=True)
+class TASPodSetRequest:
+    """What placement needs to know about one PodSet assigned to a TAS flavor."""
+
+    pod_set: PodSet
+    count: int
+    single_pod_requests: Mapping[str, int]
+    flavor: str
+    implied: bool = False
+    node_selector: Mapping[str, str] | None = None  # after podSetUpdates; None: the template's
+    tolerations: tuple[Toleration, ...] | None = None  # after podSetUpdates; None: the template's
+    previous_assignment: TopologyAssignment | None = None
+
+    @property
+    def name(self) -> str:
+        return self.pod_set.name
+
+    @property
+    def topology_request(self) -> TopologyRequest | None:
+        return self.pod_set.topology_request
+
+    @property
+    def group_name(self) -> str | None:
+        tr = self.pod_set.topology_request
+        return tr.pod_set_group_name if tr is not None else None
+
+    def effective_node_selector(self) -> Mapping[str, str]:
+        return self.pod_set.spec.node_selector if self.node_selector is None else self.node_selector
+
+    def effective_tolerations(self) -> tuple[Toleration, ...]:
+        return self.pod_set.spec.tolerations if self.tolerations is None else self.tolerations
+
+
+@dataclass(slots=True)
+class ExclusionStats:
+    """Why nodes could not take a pod, for Kueue's failure message."""
+
+    total_nodes: int = 0
+    node_selector: int = 0
+    affinity: int = 0
+    topology_domain: int = 0
+    taints: Counter = field(default_factory=Counter)
+    resources: Counter = field(default_factory=Counter)
+
+    def has_exclusions(self) -> bool:
+        return bool(self.node_selector or self.affinity or self.topology_domain or self.taints or self.resources)
+
+    def format_reasons(self) -> str:
+        reasons = []
+        if self.node_selector:
+            reasons.append(f"nodeSelector: {self.node_selector}")
+        if self.affinity:
+            reasons.append(f"affinity: {self.affinity}")
+        if self.topology_domain:
+            reasons.append(f"topologyDomain: {self.topology_domain}")
+        reasons.extend(f"taint {go_quote(t)}: {n}" for t, n in self.taints.items())
+        reasons.extend(f"resource {go_quote(r)}: {n}" for r, n in self.resources.items())
+        return ", ".join(sorted(reasons))
+
+    def suffix(self) -> str:
+        """`. Total nodes: N; excluded: ...` when any node was excluded."""
+        if not self.has_exclusions():
+            return ""
+        return f". Total nodes: {self.total_nodes}; excluded: {self.format_reasons()}"
+
+
+def go_quote(text: str) -> str:
+    """Go's %q for the plain strings that appear in Kueue's messages."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def go_string_map(m: Mapping[str, str]) -> str:
+    """Go's %s of a map[string]string: `map[a:1 b:2]` with sorted keys."""
+    return "map[" + " ".join(f"{k}:{v}" for k, v in sorted(m.items())) + "]"
+
+
+@dataclass(slots=True)
+class PodSetPlacement:
+    """The result for one PodSet: an assignment, or the reason it does not fit."""
+
+    assignment: TopologyAssignment | None = None
+    failure: str = ""
+
+
+# ---------------------------------------------------------------- node matching
+
+
+def untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (FindMatchingUntoleratedTaint)."""
+    for taint in taints:
+        if taint.effect not in (NO_SCHEDULE, NO_EXECUTE):
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+@dataclass(slots=True)
+class NodeMatch:
+    """Which leaves a PodSet's node constraints exclude, and the preferred-affinity score of each."""
+
+    excluded: np.ndarray  # bool per leaf
+    affinity_score: np.ndarray | None  # int64 per leaf, None when no preferred terms apply
+    taints: Counter
+    node_selector: int
+    affinity: int
+
+
+def match_nodes(
+    snap: TASFlavorSnapshot,
+    tolerations: tuple[Toleration, ...],
+    selector: Mapping[str, str],
+    affinity: NodeAffinity | None,
+    score_preferred: bool,
+) -> NodeMatch:
+    """Taints first, then the nodeSelector, then required node affinity, as Kueue checks them."""
+    n = snap.tree.leaf_count
+    excluded = np.zeros(n, dtype=bool)
+    taints: Counter = Counter()
+    for leaf, leaf_taints in snap.tainted_leaves:
+        taint = untolerated_taint(leaf_taints, tolerations)
+        if taint is not None:
+            excluded[leaf] = True
+            taints[str(taint)] += 1
+    selector_excluded = 0
+    if selector:
+        matches = np.ones(n, dtype=bool)
+        for key, value in selector.items():
+            matches &= snap.label_column(key) == value
+        newly = ~matches & ~excluded
+        selector_excluded = int(newly.sum())
+        excluded |= newly
+    affinity_excluded = 0
+    score = None
+    if affinity is not None:
+        nodes = snap.tree.leaf_nodes
+        if affinity.required is not None:
+            for leaf in np.flatnonzero(~excluded).tolist():
+                node = nodes[leaf][0]
+                if not affinity.required_matches(node.labels, node.name):
+                    excluded[leaf] = True
+                    affinity_excluded += 1
+        if score_preferred and affinity.preferred:
+            score = np.zeros(n, dtype=np.int64)
+            for leaf in np.flatnonzero(~excluded).tolist():
+                node = nodes[leaf][0]
+                score[leaf] = affinity.preferred_score(node.labels, node.name)
+    return NodeMatch(excluded, score, taints, selector_excluded, affinity_excluded)
+
+
+# ---------------------------------------------------------------- per-run domain state
+
+
+@dataclass(slots=True)
+class _Params:
+    count: int
+    slice_size: int
+    leader_count: int
+    requested_level: int
+    slice_level: int
+    required: bool
+    unconstrained: bool
+    slice_size_at_level: dict[int, int]
+    multi_layer: tuple = ()
+
+
+class _Counts:
+    """Per-domain counters of one placement run, indexed by global domain index.
+
+    `state`: pods that fit (phase 1), then pods assigned (phase 2); `slice`: slices that fit;
+    `*_wl`: the same with room kept for the leader; `leader`: whether the leader fits.
+    """
+
+    __slots__ = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.state: list[int] = arrays["state"].tolist()
+        self.state_wl: list[int] = arrays["state_wl"].tolist()
+        self.slice: list[int] = arrays["slice"].tolist()
+        self.slice_wl: list[int] = arrays["slice_wl"].tolist()
+        self.leader: list[int] = arrays["leader"].tolist()
+        self.affinity: list[int] = arrays["affinity"].tolist()
+
+
+Field = Literal["state", "state_wl", "slice", "slice_wl"]
+
+
+class Placer:
+    """One run of Kueue's placement algorithm for a PodSet (with an optional leader PodSet)."""
+
+    def __init__(self, snap: TASFlavorSnapshot, gates: FeatureGates) -> None:
+        self.snap = snap
+        self.tree = snap.tree
+        self.gates = gates
+        self.affinity_first = gates.TASRespectNodeAffinityPreferred
+        self.stats = ExclusionStats()
+        self.counts: _Counts | None = None
+        self.params: _Params | None = None
+
+    # ------------------------------------------------------------ algorithm choice
+
+    def least_free(self, unconstrained: bool) -> bool:
+        """LeastFreeCapacity for unconstrained requests under TASProfileMixed (KEP-2724's matrix)."""
+        if self.gates.TASProfileLeastFreeCapacity:
+            return True
+        return unconstrained and self.gates.TASProfileMixed
+
+    def best_fit(self, unconstrained: bool) -> bool:
+        return not self.least_free(unconstrained)
+
+    # ------------------------------------------------------------ level keys
+
+    def level_key(self, tr: TopologyRequest | None) -> str | None:
+        if tr is None:
+            return None
+        if tr.required is not None:
+            return tr.required
+        if tr.preferred is not None:
+            return tr.preferred
+        if tr.slice_only:
+            return self.tree.level_keys[0]
+        if tr.unconstrained:
+            return self.tree.level_keys[-1]
+        return None
+
+    def level_key_with_implied(self, req: TASPodSetRequest) -> str | None:
+        key = self.level_key(req.topology_request)
+        if key is None and req.implied:
+            return self.tree.level_keys[-1]
+        return key
+
+    def slice_level_key(self, tr: TopologyRequest | None) -> str:
+        layers = tr.slice_layers() if tr is not None else ()
+        return layers[0].topology if layers else self.tree.level_keys[-1]
+
+    # ------------------------------------------------------------ phase 1
+
+    def fill_in_counts(
+        self,
+        requests: np.ndarray,
+        leader_requests: np.ndarray | None,
+        match: NodeMatch | None,
+        remaining: np.ndarray,
+        in_domain: np.ndarray | None,
+        params: _Params,
+    ) -> None:
+        snap, tree = self.snap, self.tree
+        n = tree.leaf_count
+        self.stats.total_nodes += n
+        visited = np.ones(n, dtype=bool)
+        if match is not None:
+            visited &= ~match.excluded
+            self.stats.taints.update(match.taints)
+            self.stats.node_selector += match.node_selector
+            self.stats.affinity += match.affinity
+        if in_domain is not None:
+            self.stats.topology_domain += int((visited & ~in_domain).sum())
+            visited &= in_domain
+        state, limiting = count_in(requests, remaining, snap.resources.names)
+        state[~visited] = 0
+        starved = visited & (state == 0) & (limiting >= 0)
+        if starved.any():
+            for col, num in zip(*np.unique(limiting[starved], return_counts=True), strict=True):
+                self.stats.resources[snap.resources.names[int(col)]] += int(num)
+        if leader_requests is not None:
+            leader_fits, _ = count_in(leader_requests, remaining, snap.resources.names)
+            leader = (leader_fits > 0) & visited
+            after_leader = remaining - np.where(leader[:, None], leader_requests[None, :], 0)
+            state_wl, _ = count_in(requests, after_leader, snap.resources.names)
+            state_wl[~visited] = 0
+            leader = leader.astype(np.int64)
+        else:
+            leader = np.zeros(n, dtype=np.int64)
+            state_wl = state.copy()
+        affinity = np.zeros(n, dtype=np.int64)
+        if match is not None and match.affinity_score is not None:
+            affinity = np.where(visited, match.affinity_score, 0)
+        self.counts = _Counts(self._roll_up(state, state_wl, leader, affinity, params))
+
+    def _roll_up(
+        self, state: np.ndarray, state_wl: np.ndarray, leader: np.ndarray, affinity: np.ndarray, params: _Params
+    ) -> dict[str, np.ndarray]:
+        """Leaf counters -> counters of every domain, bottom-up (fillInCountsHelper)."""
+        tree = self.tree
+        depth = tree.depth
+        lowest = depth - 1
+        per_level: list[dict[str, np.ndarray]] = [{} for _ in range(depth)]
+        if params.slice_level == lowest:
+            slice_, slice_wl = state // params.slice_size, state_wl // params.slice_size
+        else:
+            slice_, slice_wl = np.zeros_like(state), np.zeros_like(state)
+        per_level[lowest] = dict(state=state, state_wl=state_wl, slice=slice_, slice_wl=slice_wl,
+                                 leader=leader, affinity=affinity)
+        leader_required = params.leader_count > 0
+        for lvl in range(lowest - 1, -1, -1):
+            child = per_level[lvl + 1]
+            starts = tree.levels[lvl].child_start[:-1]
+            c_state, c_state_wl = child["state"], child["state_wl"]
+            inner = params.slice_size_at_level.get(lvl + 1)
+            if inner:
+                c_state = c_state // inner * inner
+                c_state_wl = c_state_wl // inner * inner
+            contributor = child["leader"] > 0 if leader_required else np.ones(len(c_state), dtype=bool)
+            min_diff = np.minimum.reduceat(np.where(contributor, c_state - c_state_wl, _NO_CONTRIBUTOR), starts)
+            min_slice_diff = np.minimum.reduceat(
+                np.where(contributor, child["slice"] - child["slice_wl"], _NO_CONTRIBUTOR), starts)
+            has = np.maximum.reduceat(contributor.astype(np.int8), starts) > 0
+            d_state = np.add.reduceat(c_state, starts)
+            slice_cap = np.add.reduceat(child["slice"], starts)
+            d_state_wl = np.where(has, d_state - min_diff, 0)
+            d_slice_wl = np.where(has, slice_cap - min_slice_diff, 0)
+            if lvl == params.slice_level:
+                slice_cap = d_state // params.slice_size
+                d_slice_wl = d_state_wl // params.slice_size
+            per_level[lvl] = dict(
+                state=d_state, state_wl=d_state_wl, slice=slice_cap, slice_wl=d_slice_wl,
+                leader=np.maximum.reduceat(child["leader"], starts),
+                affinity=np.add.reduceat(child["affinity"], starts),
+            )
+        return {k: np.concatenate([per_level[lvl][k] for lvl in range(depth)]) for k in per_level[0]}
+
+    # ------------------------------------------------------------ ordering
+
+    def sorted_domains(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
+        """BestFit: most slices first; LeastFreeCapacity: fewest first; then fewest pods, then values."""
+        c, rank = self.counts, self.tree.rank_of
+        sign = 1 if self.least_free(unconstrained) else -1
+        if self.affinity_first:
+            return sorted(domains, key=lambda d: (-c.affinity[d], sign * c.slice[d], c.state[d], rank[d]))
+        return sorted(domains, key=lambda d: (sign * c.slice[d], c.state[d], rank[d]))
+
+    def sorted_domains_with_leader(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
+        c, rank = self.counts, self.tree.rank_of
+        sign = 1 if self.least_free(unconstrained) else -1
+        if self.affinity_first:
+            return sorted(domains, key=lambda d: (-c.leader[d], -c.affinity[d], sign * c.slice_wl[d],
+                                                  c.state_wl[d], rank[d]))
+        return sorted(domains, key=lambda d: (-c.leader[d], sign * c.slice_wl[d], c.state_wl[d], rank[d]))
+
+    def top_affinity_tier(self, candidates: Sequence[int]) -> Sequence[int]:
+        if not self.affinity_first or not candidates:
+            return candidates
+        score = self.counts.affinity[candidates[0]]
+        for i, d in enumerate(candidates):
+            if self.counts.affinity[d] != score:
+                return candidates[:i]
+        return candidates
+
+    def best_fit_domain(self, domains: Sequence[int], needed: int, getter: list[int], leader_count: int) -> int:
+        """The first domain with the fewest free units that still holds `needed` (and the leaders);
+        the first domain when none does."""
+        candidates = self.top_affinity_tier(domains)
+        leader = self.counts.leader
+        best, best_count, found = candidates[0], MAX_INT32, False
+        for d in candidates:
+            if leader[d] < leader_count:
+                continue
+            s = getter[d]
+            if needed <= s < best_count:
+                best, best_count, found = d, s, True
+        return best if found else candidates[0]
+
+    def best_fit_for_pods(self, domains: Sequence[int], count: int, leader_count: int) -> int:
+        getter = self.counts.state_wl if leader_count > 0 else self.counts.state
+        return self.best_fit_domain(domains, count, getter, leader_count)
+
+    def best_fit_for_slices(self, domains: Sequence[int], slice_count: int, leader_count: int) -> int:
+        getter = self.counts.slice_wl if leader_count > 0 else self.counts.slice
+        return self.best_fit_domain(domains, slice_count, getter, leader_count)
+
+    # ------------------------------------------------------------ phase 2a
+
+    def not_fit_message(self, fit: int, total: int, slice_size: int) -> str:
+        unit = "pod" if slice_size == 1 else "slice"
+        name = go_quote(self.snap.topology_name)
+        if fit == 0:
+            head = f"topology {name} doesn't allow to fit any of {total} {unit}(s)"
+        else:
+            head = f"topology {name} allows to fit only {fit} out of {total} {unit}(s)"
+        return head + self.stats.suffix()
+
+    def multi_layer_not_fit_message(self, level: int, params: _Params) -> str:
+        c, tree = self.counts, self.tree
+        text = f"topology {go_quote(self.snap.topology_name)} doesn't allow to fit"
+        best = None
+        for d in tree.level_domains(level):
+            if best is None or c.slice[d] > c.slice[best] or (
+                c.slice[d] == c.slice[best] and tree.id_of[d] < tree.id_of[best]
+            ):
+                best = d
+        if best is None:
+            return text
+        for constraint in params.multi_layer:
+            target = tree.level_index(constraint.topology)
+            if target is None:
+                continue
+            needed = params.count // constraint.size
+            fit = self._slices_in_subtree(best, level, target, constraint.size)
+            text += f"; {fit}/{needed} slice(s) fit on level {constraint.topology}"
+        return text + self.stats.suffix()
+
+    def _slices_in_subtree(self, d: int, level: int, target: int, size: int) -> int:
+        if level == target:
+            return self.counts.state[d] // size
+        return sum(self._slices_in_subtree(ch, level + 1, target, size) for ch in self.tree.children_of[d])
+
+    def find_level_with_fit_domains(self, level: int, p: _Params) -> tuple[int, list[int], str]:
+        c, tree = self.counts, self.tree
+        domains = tree.level_domains(level)
+        if len(domains) == 0:
+            return 0, [], f"no topology domains at level: {tree.level_keys[level]}"
+        ordered = self.sorted_domains_with_leader(domains, p.unconstrained)
+        top = ordered[0]
+        slice_count = p.count // p.slice_size
+        best_fit = self.best_fit(p.unconstrained)
+        if best_fit and c.slice_wl[top] >= slice_count and c.leader[top] >= p.leader_count:
+            top = self.best_fit_for_slices(ordered, slice_count, p.leader_count)
+
+        def not_fit(fit: int, total: int) -> str:
+            if p.multi_layer:
+                return self.multi_layer_not_fit_message(level, p)
+            return self.not_fit_message(fit, total, p.slice_size)
+
+        if self.least_free(p.unconstrained):
+            for d in ordered:
+                capacity = c.slice[d]
+                if p.leader_count > 0:
+                    if c.leader[d] < p.leader_count:
+                        continue
+                    capacity = c.slice_wl[d]
+                if capacity >= slice_count:
+                    return level, [d], ""
+            if p.required:
+                return 0, [], not_fit(c.state[ordered[-1]], slice_count)
+        if c.slice_wl[top] >= slice_count and c.leader[top] >= p.leader_count:
+            return level, [top], ""
+        if p.required:
+            if self.affinity_first:
+                for i in range(1, len(ordered)):
+                    d = ordered[i]
+                    if c.slice_wl[d] >= slice_count and c.leader[d] >= p.leader_count:
+                        return level, [self.best_fit_for_slices(ordered[i:], slice_count, p.leader_count)], ""
+            return 0, [], not_fit(c.slice[top], slice_count)
+        if level > 0 and not p.unconstrained:
+            return self.find_level_with_fit_domains(level - 1, p)
+        return self._spread_over_level(level, ordered, slice_count, p, not_fit)
+
+    def _spread_over_level(self, level, ordered, slice_count, p: _Params, not_fit) -> tuple[int, list[int], str]:
+        """No single domain holds everything: take domains in order, leaders first."""
+        c = self.counts
+        best_fit = self.best_fit(p.unconstrained)
+        results: list[int] = []
+        remaining_slices, remaining_leaders = slice_count, p.leader_count
+        ordered = self.prioritize_leader_domain(ordered, p.count, p.leader_count, p.slice_size, True)
+        idx = 0
+        while remaining_leaders > 0 and idx < len(ordered) and c.leader[ordered[idx]] > 0:
+            d = ordered[idx]
+            if best_fit and c.slice_wl[d] >= remaining_slices:
+                d = self.best_fit_for_slices(ordered[idx:], remaining_slices, remaining_leaders)
+            results.append(d)
+            remaining_leaders -= c.leader[d]
+            remaining_slices -= c.slice_wl[d]
+            idx += 1
+        if remaining_leaders > 0:
+            return 0, [], not_fit(p.leader_count - remaining_leaders, slice_count)
+        rest = self.sorted_domains(ordered[idx:], p.unconstrained)
+        i = 0
+        while remaining_slices > 0 and i < len(rest):
+            d = rest[i]
+            if best_fit and c.slice[d] >= remaining_slices:
+                d = self.best_fit_for_slices(rest[i:], remaining_slices, 0)
+            results.append(d)
+            remaining_slices -= c.slice[d]
+            i += 1
+        if remaining_slices > 0:
+            return 0, [], not_fit(slice_count - remaining_slices, slice_count)
+        return level, results, ""
+
+    # ------------------------------------------------------------ phase 2b
+
+    def consume_with_leaders(
+        self, d: int, rest: Sequence[int], remaining: int, leaders: int, unconstrained: bool, slices: bool,
+        slice_size: int,
+    ) -> tuple[int, bool, int, int]:
+        """Take what domain `d` offers while leaders are still to be placed (consumeWithLeadersGeneric)."""
+        c = self.counts
+        wl, primary = (c.slice_wl, c.slice) if slices else (c.state_wl, c.state)
+        if self.best_fit(unconstrained) and wl[d] >= remaining and c.leader[d] >= leaders:
+            if slices:
+                d = self.best_fit_for_slices(rest, remaining, leaders)
+            else:
+                d = self.best_fit_for_pods(rest, remaining, leaders)
+        if wl[d] >= remaining and c.leader[d] >= leaders:
+            primary[d] = remaining
+            c.leader[d] = leaders
+            c.state[d] = remaining * slice_size
+            return d, True, 0, 0
+        wl[d] = min(wl[d], remaining)
+        c.leader[d] = min(c.leader[d], leaders)
+        primary[d] = wl[d]
+        c.state[d] = wl[d] * slice_size
+        return d, False, remaining - wl[d], leaders - c.leader[d]
+
+    def prioritize_leader_domain(
+        self, domains: Sequence[int], count: int, leader_count: int, slice_size: int, slices: bool
+    ) -> Sequence[int]:
+        """Move to the front the first domain that can host the leader without costing the workers
+        capacity they need (the roll-up assumed the cheapest leader placement)."""
+        if leader_count == 0 or len(domains) < 2:
+            return domains
+        c = self.counts
+        required = count // slice_size if slices else count
+        available = sum(c.slice[d] for d in domains) if slices else sum(c.state[d] for d in domains)
+        for i, d in enumerate(domains):
+            if c.leader[d] < leader_count:
+                continue
+            penalty = c.slice[d] - c.slice_wl[d] if slices else c.state[d] - c.state_wl[d]
+            if available - penalty < required:
+                continue
+            if i == 0:
+                return domains
+            return [d, *domains[:i], *domains[i + 1:]]
+        return domains
+
+    def update_counts_to_minimum(
+        self, domains: Sequence[int], count: int, leader_count: int, slice_size: int, unconstrained: bool,
+        slices: bool,
+    ) -> list[int]:
+        """Assign `count` pods (or slices) greedily over `domains`, optimizing the last one."""
+        c = self.counts
+        best_fit = self.best_fit(unconstrained)
+        domains = self.prioritize_leader_domain(domains, count, leader_count, slice_size, slices)
+        result: list[int] = []
+        remaining = count // slice_size if slices else count
+        leaders = leader_count
+        for i, d in enumerate(domains):
+            if leaders > 0:
+                d, done, remaining, leaders = self.consume_with_leaders(
+                    d, domains[i:], remaining, leaders, unconstrained, slices, slice_size)
+                result.append(d)
+                if done:
+                    return result
+                continue
+            if slices:
+                if best_fit and c.slice[d] >= remaining:
+                    d = self.best_fit_for_slices(domains[i:], remaining, 0)
+                c.leader[d] = 0
+                if c.slice[d] >= remaining:
+                    c.state[d] = remaining * slice_size
+                    c.slice[d] = remaining
+                    result.append(d)
+                    return result
+                c.state[d] = c.slice[d] * slice_size
+                remaining -= c.slice[d]
+                result.append(d)
+                continue
+            if best_fit and c.state[d] >= remaining:
+                d = self.best_fit_for_pods(domains[i:], remaining, 0)
+            c.leader[d] = 0
+            if c.state[d] >= remaining:
+                c.state[d] = remaining
+                result.append(d)
+                return result
+            remaining -= c.state[d]
+            result.append(d)
+        return []  # Kueue logs "unexpected remainingCount" and assigns nothing
+
+    def descend(self, fit: list[int], fit_level: int, p: _Params, balanced: bool = False) -> list[int]:
+        """Walk from the fit level to the leaves, narrowing the domains at each level."""
+        tree, c = self.tree, self.counts
+        fit = self.update_counts_to_minimum(fit, p.count, p.leader_count, p.slice_size, p.unconstrained, True)
+        level = fit_level
+        lowest = tree.depth - 1
+        while level < min(lowest, p.slice_level) and not balanced:
+            children = [ch for d in fit for ch in tree.children_of[d]]
+            ordered = self.sorted_domains(children, p.unconstrained)
+            fit = self.update_counts_to_minimum(ordered, p.count, p.leader_count, p.slice_size, p.unconstrained, True)
+            level += 1
+        while level < lowest:
+            size = p.slice_size
+            if level >= p.slice_level:
+                size = p.slice_size_at_level.get(level + 1, 1)
+            next_fit: list[int] = []
+            for d in fit:
+                ordered = self.sorted_domains(tree.children_of[d], p.unconstrained)
+                if size > 1:
+                    for ch in ordered:
+                        c.slice[ch] = c.state[ch] // size
+                        c.slice_wl[ch] = c.state_wl[ch] // size
+                next_fit.extend(self.update_counts_to_minimum(
+                    ordered, c.state[d], c.leader[d], size, p.unconstrained, size > 1))
+            fit = next_fit
+            level += 1
+        return fit
+
+    def build_assignment(self, domains: Sequence[int], counts: Sequence[int]) -> TopologyAssignment:
+        """Lowest-level domains sorted by their level values; only the hostname when it is the lowest level."""
+        tree = self.tree
+        start = tree.depth - 1 if tree.lowest_is_node else 0
+        pairs = sorted((tree.values_of[d], n) for d, n in zip(domains, counts, strict=True) if n)
+        return TopologyAssignment(
+            tree.level_keys[start:], tuple(DomainAssignment(values[start:], n) for values, n in pairs))
+
+
+# ---------------------------------------------------------------- vector helpers
+
+
+def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """How many times `requests` fits in each row of `capacity`, and the limiting column per row.
+
+    Ties between resources go to the alphabetically first name, as in Kueue's
+    CountInWithLimitingResource; a row limited by nothing reports -1.
+    """
+    cols = [i for i in np.flatnonzero(requests).tolist()]
+    cols.sort(key=lambda i: names[i])
+    n = capacity.shape[0]
+    if not cols:
+        return np.full(n, MAX_INT32, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    per_resource = np.maximum(capacity[:, cols] // requests[cols], 0)
+    np.minimum(per_resource, MAX_INT32, out=per_resource)
+    which = np.argmin(per_resource, axis=1)
+    counts = per_resource[np.arange(n), which]
+    return counts, np.asarray(cols, dtype=np.int64)[which]
+
+
+__all__ = [
+    "PODS",
+    "ExclusionStats",
+    "NodeMatch",
+    "Placer",
+    "PodSetPlacement",
+    "TASPodSetRequest",
+    "count_in",
+    "find_topology_assignment",
+    "match_nodes",
+    "untolerated_taint",
+]
+
+
+# ---------------------------------------------------------------- one PodSet (or group)
+
+
+def slice_size_with_single_pod_default(tr: TopologyRequest | None) -> tuple[int, str]:
+    """The outermost slice size; a single pod when no slice topology is requested."""
+    layers = tr.slice_layers() if tr is not None else ()
+    if not layers:
+        return 1, ""
+    if layers[0].size <= 0:
+        return 0, "slice topology requested, but slice size not provided"
+    return layers[0].size, ""
+
+
+def slice_size_at_levels(
+    snap: TASFlavorSnapshot, tr: TopologyRequest | None, slice_size: int, slice_level: int, gates: FeatureGates
+) -> tuple[dict[int, int], str]:
+    """For multi-layer slices: the slice size to distribute in at each level below the outermost layer."""
+    sizes: dict[int, int] = {}
+    if not gates.TASMultiLayerTopology or tr is None:
+        return sizes, ""
+    prev_size, prev_level = slice_size, slice_level
+    for layer in tr.slice_layers()[1:]:
+        level = snap.tree.level_index(layer.topology)
+        if level is None:
+            return {}, f"no requested topology level for additional slice layer: {layer.topology}"
+        if level <= prev_level:
+            return {}, (f"additional slice layer topology {layer.topology} must be at a lower level "
+                        f"than {snap.level_keys[prev_level]}")
+        if prev_size % layer.size != 0:
+            return {}, f"additional slice layer size {layer.size} must evenly divide parent layer size {prev_size}"
+        for lvl in range(prev_level + 1, level + 1):
+            sizes[lvl] = layer.size
+        prev_size, prev_level = layer.size, level
+    return sizes, ""
+
+
+def has_level(snap: TASFlavorSnapshot, tr: TopologyRequest | None, gates: FeatureGates) -> bool:
+    """Whether the flavor's topology has every level the request names (Kueue's HasLevel)."""
+    placer = Placer(snap, gates)
+    key = placer.level_key(tr)
+    if key is None:
+        return False
+    if not snap.has_level(key) or not snap.has_level(placer.slice_level_key(tr)):
+        return False
+    if tr is not None:
+        return all(snap.has_level(layer.topology) for layer in tr.slice_layers())
+    return True
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def invalid_selector_reason(selector: Mapping[str, str]) -> str | None:
+    for key, value in sorted(selector.items()):
+        if len(value) > 63 or not _LABEL_VALUE.match(value):
+            return (f"values[0][{key}]: Invalid value: {go_quote(value)}: a valid label must be an empty string "
+                    "or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                    "alphanumeric character")
+    return None
+
+
+def node_match_for(snap: TASFlavorSnapshot, req: TASPodSetRequest, gates: FeatureGates) -> NodeMatch:
+    """The PodSet's node constraints against the flavor's nodes, cached per snapshot."""
+    tolerations = req.effective_tolerations() + snap.tolerations
+    selector = req.effective_node_selector()
+    affinity = req.pod_set.spec.affinity
+    score = gates.TASRespectNodeAffinityPreferred
+    key = (tolerations, tuple(sorted(selector.items())), affinity, score)
+    cached = snap.node_match_cache.get(key)
+    if cached is None:
+        cached = snap.node_match_cache[key] = match_nodes(snap, tolerations, selector, affinity, score)
+    return cached  # type: ignore[return-value]
+
+
+def leaves_in_domain(snap: TASFlavorSnapshot, domain: str) -> np.ndarray:
+    """Leaves inside the domain a replacement must stay in (DomainID ancestry, not string prefixes)."""
+    tree = snap.tree
+    inner = domain + ","
+    return np.fromiter((d == domain or d.startswith(inner) for d in map(",".join, tree.leaves.values)),
+                       dtype=bool, count=tree.leaf_count)
+
+
+def find_topology_assignment(
+    snap: TASFlavorSnapshot,
+    workers: TASPodSetRequest,
+    leader: TASPodSetRequest | None,
+    *,
+    gates: FeatureGates,
+    assumed_usage: Mapping[str, Mapping[str, int]] | None = None,
+    simulate_empty: bool = False,
+    required_replacement_domain: str = "",
+) -> tuple[dict[str, TopologyAssignment], str]:
+    """Assignments for the workers PodSet (and its leader), or Kueue's reason why they do not fit."""
+    placer = Placer(snap, gates)
+    tr = workers.topology_request
+    slice_size, reason = slice_size_with_single_pod_default(tr)
+    if reason:
+        return {}, reason
+    required = tr is not None and tr.required is not None
+    unconstrained = bool(tr is not None and tr.unconstrained) or workers.implied or bool(tr and tr.slice_only)
+    key = placer.level_key_with_implied(workers)
+    if key is None:
+        return {}, "topology level not specified"
+    requested_level = snap.tree.level_index(key)
+    if requested_level is None:
+        return {}, f"no requested topology level: {key}"
+    slice_key = placer.slice_level_key(tr)
+    slice_level = snap.tree.level_index(slice_key)
+    if slice_level is None:
+        return {}, f"no requested topology level for slices: {slice_key}"
+    if requested_level > slice_level:
+        return {}, f"podset slice topology {slice_key} is above the podset topology {key}"
+    sizes, reason = slice_size_at_levels(snap, tr, slice_size, slice_level, gates)
+    if reason:
+        return {}, reason
+    multi_layer = tr.slice_layers() if sizes and tr is not None else ()
+    match = None
+    if snap.lowest_is_node:
+        selector = workers.effective_node_selector()
+        bad = invalid_selector_reason(selector)
+        if bad:
+            return {}, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
+        match = node_match_for(snap, workers, gates)
+    params = _Params(
+        count=workers.count, slice_size=slice_size, leader_count=1 if leader else 0,
+        requested_level=requested_level, slice_level=slice_level, required=required,
+        unconstrained=unconstrained, slice_size_at_level=sizes, multi_layer=multi_layer,
+    )
+    requests = snap.request_vector(workers.single_pod_requests)
+    leader_requests = snap.request_vector(leader.single_pod_requests) if leader else None
+    remaining = snap.remaining(simulate_empty=simulate_empty)
+    index = snap.tree.leaves.index_by_id
+    for leaf_id, usage in (assumed_usage or {}).items():
+        leaf = index.get(leaf_id)
+        if leaf is not None:
+            remaining[leaf] -= snap.vector(usage)
+    in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
+    placer.fill_in_counts(requests, leader_requests, match, remaining, in_domain, params)
+    fit_level, fit, reason = placer.find_level_with_fit_domains(requested_level, params)
+    if reason:
+        return {}, reason
+    fit = placer.descend(fit, fit_level, params)
+    c = placer.counts
+    assignments: dict[str, TopologyAssignment] = {}
+    if leader is not None:
+        leader_domains = [d for d in fit if c.leader[d] > 0]
+        assignments[leader.name] = placer.build_assignment(leader_domains, [c.leader[d] for d in leader_domains])
+        fit = [d for d in fit if c.state[d] > 0]
+    assignments[workers.name] = placer.build_assignment(fit, [c.state[d] for d in fit])
+    return assignments, ""
+
+
+# ---------------------------------------------------------------- all PodSets of a workload on one flavor
+
+
+def find_leader_and_workers(group: list[TASPodSetRequest]) -> tuple[TASPodSetRequest | None, TASPodSetRequest]:
+    """In a PodSet group the PodSet with fewer pods is the leader (LeaderWorkerSet's leader + workers)."""
+    workers = group[0]
+    leader = None
+    if len(group) > 1:
+        leader = group[1]
+        if leader.count > workers.count:
+            leader, workers = group[0], group[1]
+    return leader, workers
+
+
+def add_assumed_usage(assumed: dict[str, dict[str, int]], assignment: TopologyAssignment,
+                      requests: Mapping[str, int], snap: TASFlavorSnapshot) -> None:
+    """Record what an assignment uses, keyed by leaf ID (the hostname for hostname-leaf topologies)."""
+    tree = snap.tree
+    for dom in assignment.domains:
+        leaf = tree.leaf_for_values(dom.values)
+        if leaf is None:
+            continue
+        usage = assumed.setdefault(tree.leaves.ids[leaf], {})
+        for name, value in requests.items():
+            usage[name] = usage.get(name, 0) + value * dom.count
+        usage[PODS] = usage.get(PODS, 0) + dom.count
+
+
+def group_requests(requests: Sequence[TASPodSetRequest]) -> list[list[TASPodSetRequest]]:
+    """PodSets sharing a podSetGroupName are placed together; the others one by one, in order."""
+    groups: dict[str, list[TASPodSetRequest]] = {}
+    for i, req in enumerate(requests):
+        key = req.group_name if req.group_name is not None else f"#{i}"
+        groups.setdefault(key, []).append(req)
+    return list(groups.values())
+
+
+def find_topology_assignments_for_flavor(
+    snap: TASFlavorSnapshot,
+    requests: Sequence[TASPodSetRequest],
+    *,
+    gates: FeatureGates,
+    simulate_empty: bool = False,
+    assumed_usage: dict[str, dict[str, int]] | None = None,
+) -> dict[str, PodSetPlacement]:
+    """Place every TAS PodSet of one workload on this flavor; PodSets placed earlier count as used.
+
+    Stops at the first PodSet that does not fit, as Kueue does. `assumed_usage` (leaf ID ->
+    requests) carries usage between flavors sharing nodes and is updated in place.
+    """
+    result: dict[str, PodSetPlacement] = {}
+    assumed = assumed_usage if assumed_usage is not None else {}
+    for group in group_requests(requests):
+        leader, workers = find_leader_and_workers(group)
+        assignments, reason = find_topology_assignment(
+            snap, workers, leader, gates=gates, assumed_usage=assumed, simulate_empty=simulate_empty)
+        for req in group:
+            result[req.name] = PodSetPlacement(assignments.get(req.name), reason)
+        if reason:
+            return result
+        for req in group:
+            add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+    return result

@@ -1,0 +1,94 @@
+"""Kubernetes resource quantities, as exact integers.
+
+Kueue compares resources as int64: CPU in milli-units (`MilliValue`), everything else in
+whole units (`Value`, bytes for memory). Both round *up* a fractional value, as
+`resource.Quantity` does. We parse with exact rational arithmetic, so `0.1`, `100m` and
+`1e-1` are the same amount and nothing is lost to floating point.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
+)
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity."""
+
+
+@lru_cache(maxsize=65536)
+def parse_quantity(text: str) -> Fraction:
+    """The exact amount a quantity string denotes (`"1.5Gi"` -> 1610612736)."""
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        raise QuantityError(f"{text!r} is not a valid quantity (e.g. 500m, 2, 1.5Gi, 1e3)")
+    amount = Fraction(match["num"])
+    if match["suffix"] is not None:
+        factor = _BINARY.get(match["suffix"]) or _DECIMAL[match["suffix"]]
+        amount *= factor
+    elif match["exp"] is not None:
+        exponent = int(match["exp"])
+        if abs(exponent) > 64:
+            raise QuantityError(f"{text!r} has an exponent out of range")
+        amount *= Fraction(10) ** exponent
+    return -amount if match["sign"] == "-" else amount
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def to_fraction(raw: object) -> Fraction:
+    """A quantity from YAML/JSON: a string, or a bare number YAML parsed for us."""
+    if isinstance(raw, bool) or raw is None:
+        raise QuantityError(f"{raw!r} is not a valid quantity")
+    if isinstance(raw, int):
+        return Fraction(raw)
+    if isinstance(raw, float):
+        return parse_quantity(repr(raw))
+    if isinstance(raw, str):
+        return parse_quantity(raw)
+    raise QuantityError(f"{raw!r} is not a valid quantity")
+
+
+@lru_cache(maxsize=65536)
+def _resource_value_of_str(name: str, text: str) -> int:
+    amount = parse_quantity(text)
+    return _ceil(amount * 1000) if name == CPU else _ceil(amount)
+
+
+def resource_value(name: str, raw: object) -> int:
+    """Kueue's integer value of a resource: milli-CPU for `cpu`, whole units otherwise."""
+    if isinstance(raw, str):
+        return _resource_value_of_str(name, raw)
+    amount = to_fraction(raw)
+    return _ceil(amount * 1000) if name == CPU else _ceil(amount)
+
+
+_BINARY_DESC = sorted(_BINARY.items(), key=lambda kv: -kv[1])
+
+
+def format_value(name: str, value: int) -> str:
+    """A compact quantity string for an integer resource value (for people and messages)."""
+    if name == CPU:
+        if value % 1000 == 0:
+            return str(value // 1000)
+        return f"{value}m"
+    if name == MEMORY or name.endswith("storage"):
+        for suffix, factor in _BINARY_DESC:
+            if value and value % factor == 0:
+                return f"{value // factor}{suffix}"
+    return str(value)

@@ -1,0 +1,59 @@
+"""`python -m scheduler simulate`: one pass of the engine over a cluster snapshot.
+
+The pass does what Kueue's scheduler and TAS controllers would do, in order (see
+docs/CLI.md): node-failure handling, the ProvisioningRequest second pass, one scheduling
+cycle, the topology ungater. Objects in, decisions out; nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from scheduler.cluster import ClusterState
+from scheduler.codec import decode_assignment
+from scheduler.cycle import SchedulingCycle, unchanged_result
+from scheduler.errors import InputError
+from scheduler.features import FeatureGates
+from scheduler.parse import ParsedObjects, parse_objects
+from scheduler.results import PassResult
+
+
+def unknown_level_problems(parsed: ParsedObjects) -> list[InputError]:
+    """Topology requests naming a level no Topology has: Kueue keeps such a workload pending
+    forever ("does not contain the requested level"), which is almost always a typo."""
+    known = {level for t in parsed.topologies for level in t.levels}
+    problems = []
+    for wl in parsed.workloads:
+        label = f"Workload/{wl.namespace}/{wl.name}"
+        for i, ps in enumerate(wl.pod_sets):
+            tr = ps.topology_request
+            if tr is None:
+                continue
+            named = [("required", tr.required), ("preferred", tr.preferred),
+                     ("podSetSliceRequiredTopology", tr.slice_required_topology)]
+            named += [(f"podsetSliceRequiredTopologyConstraints[{j}].topology", c.topology)
+                      for j, c in enumerate(tr.slice_constraints)]
+            for field, level in named:
+                if level is not None and level not in known:
+                    choices = ", ".join(sorted(known)) or "none"
+                    problems.append(InputError(
+                        f"level {level!r} is not a level of any Topology (levels: {choices})",
+                        field=f"spec.podSets[{i}].topologyRequest.{field}", obj=label,
+                        file=parsed.origins.get(label, "")))
+    return problems
+
+
+def simulate(
+    objects: Iterable[tuple[str, dict]],
+    *,
+    gates: FeatureGates,
+    now: datetime,
+    warn: Callable[[str], None] = lambda _msg: None,
+) -> PassResult:
+    parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
+    result = PassResult(problems=unknown_level_problems(parsed))
+    state = ClusterState(parsed, gates, warn)
+    decided = SchedulingCycle(state, now, result).run()
+    result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
+    return result

@@ -1,0 +1,187 @@
+"""Per-cycle capacity of one TAS ResourceFlavor on top of its immutable topology tree.
+
+Free capacity per leaf is the nodes' allocatable minus the usage of non-TAS pods bound to
+them; TAS usage is what admitted TAS workloads (and, within a cycle, the workloads just
+admitted) hold. Both are integer matrices (leaves x resources) so placement can compute
+how many pods fit in every leaf with a few vector operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.assignment import TopologyAssignment
+from scheduler.model import Node, ResourceFlavor, Taint, Toleration, Topology
+from scheduler.quantity import PODS
+from scheduler.tree import TopologyTree
+
+
+@dataclass(slots=True)
+class ResourceIndex:
+    """A stable column per resource name; columns are added as new names appear."""
+
+    names: list[str] = field(default_factory=list)
+    column: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str) -> int:
+        col = self.column.get(name)
+        if col is None:
+            col = self.column[name] = len(self.names)
+            self.names.append(name)
+        return col
+
+
+class TASFlavorSnapshot:
+    """Capacity and usage of every leaf domain of one TAS flavor."""
+
+    def __init__(self, flavor: ResourceFlavor, topology: Topology, tree: TopologyTree) -> None:
+        self.flavor = flavor
+        self.topology = topology
+        self.tree = tree
+        self.tolerations: tuple[Toleration, ...] = flavor.tolerations
+        self.resources = ResourceIndex()
+        for group in tree.leaf_nodes:
+            for node in group:
+                for name in node.allocatable:
+                    self.resources.add(name)
+        self.resources.add(PODS)
+        column = self.resources.column
+        rows = []
+        for group in tree.leaf_nodes:
+            row = [0] * len(self.resources.names)
+            for node in group:
+                for name, value in node.allocatable.items():
+                    row[column[name]] += value
+            rows.append(row)
+        self.free = np.array(rows, dtype=np.int64).reshape(tree.leaf_count, len(self.resources.names))
+        self.tas_usage = np.zeros_like(self.free)
+        # leaves whose nodes carry taints: the only ones a toleration check must look at
+        self.tainted_leaves: list[tuple[int, tuple[Taint, ...]]] = [
+            (leaf, group[0].taints) for leaf, group in enumerate(tree.leaf_nodes) if group and group[0].taints
+        ]
+        self._label_columns: dict[str, np.ndarray] = {}
+        self.node_match_cache: dict[tuple, object] = {}
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def name(self) -> str:
+        return self.flavor.name
+
+    @property
+    def topology_name(self) -> str:
+        return self.topology.name
+
+    @property
+    def level_keys(self) -> tuple[str, ...]:
+        return self.tree.level_keys
+
+    @property
+    def lowest_is_node(self) -> bool:
+        return self.tree.lowest_is_node
+
+    def has_level(self, key: str) -> bool:
+        return key in self.tree.level_keys
+
+    def label_column(self, key: str) -> np.ndarray:
+        """The value of label `key` on each leaf's node (None where absent), for vectorised selectors."""
+        column = self._label_columns.get(key)
+        if column is None:
+            column = np.array([group[0].labels.get(key) if group else None for group in self.tree.leaf_nodes],
+                              dtype=object)
+            self._label_columns[key] = column
+        return column
+
+    # ------------------------------------------------------------ vectors
+
+    def ensure_resources(self, names: Iterable[str]) -> None:
+        """Columns (of zero capacity) for resources no node offers, so requests for them count as 0."""
+        missing = [n for n in names if n not in self.resources.column]
+        if not missing:
+            return
+        for name in missing:
+            self.resources.add(name)
+        pad = np.zeros((self.free.shape[0], len(missing)), dtype=np.int64)
+        self.free = np.hstack([self.free, pad])
+        self.tas_usage = np.hstack([self.tas_usage, pad])
+
+    def request_vector(self, requests: Mapping[str, int], *, pods: int = 1) -> np.ndarray:
+        """A PodSet's per-pod requests (plus one pod) as a row, adding columns for unknown resources."""
+        self.ensure_resources(name for name, value in requests.items() if value)
+        return self.vector(requests, pods=pods)
+
+    def vector(self, requests: Mapping[str, int], *, pods: int = 0) -> np.ndarray:
+        """`requests` as a row over this snapshot's resource columns (unknown names are dropped)."""
+        row = np.zeros(len(self.resources.names), dtype=np.int64)
+        for name, value in requests.items():
+            col = self.resources.column.get(name)
+            if col is not None:
+                row[col] += value
+        if pods:
+            row[self.resources.column[PODS]] += pods
+        return row
+
+    # ------------------------------------------------------------ usage
+
+    def add_non_tas_usage(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """A running non-TAS pod on a node of this flavor: its requests and one pod slot."""
+        self.add_non_tas_usages([(node_name, requests)])
+
+    def add_non_tas_usages(self, pods: Iterable[tuple[str, Mapping[str, int]]]) -> None:
+        """Many non-TAS pods at once, summed per leaf before touching the matrix."""
+        per_leaf: dict[int, dict[str, int]] = {}
+        node_to_leaf = self.tree.node_to_leaf
+        for node_name, requests in pods:
+            leaf = node_to_leaf.get(node_name)
+            if leaf is None:
+                continue
+            usage = per_leaf.setdefault(leaf, {PODS: 0})
+            usage[PODS] += 1
+            for name, value in requests.items():
+                usage[name] = usage.get(name, 0) + value
+        if not per_leaf:
+            return
+        column = self.resources.column
+        leaves = list(per_leaf)
+        delta = np.zeros((len(leaves), len(self.resources.names)), dtype=np.int64)
+        for i, leaf in enumerate(leaves):
+            for name, value in per_leaf[leaf].items():
+                col = column.get(name)
+                if col is not None:
+                    delta[i, col] = value
+        self.free[leaves] -= delta
+
+    def add_tas_usage(self, values: Sequence[str], requests: Mapping[str, int], count: int, sign: int = 1) -> bool:
+        """`count` pods of `requests` on the leaf an assignment domain names; False if it is gone."""
+        leaf = self.tree.leaf_for_values(values)
+        if leaf is None:  # the node was deleted or is no longer Ready: nothing to account
+            return False
+        usage = self.vector(requests)
+        usage *= count
+        usage[self.resources.column[PODS]] += count
+        self.tas_usage[leaf] += sign * usage
+        return True
+
+    def add_assignment_usage(
+        self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int = 1
+    ) -> None:
+        for dom in assignment.domains:
+            self.add_tas_usage(dom.values, requests, dom.count, sign)
+
+    def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
+        """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster)."""
+        return self.free.copy() if simulate_empty else self.free - self.tas_usage
+
+
+def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Iterable[Node]) -> TASFlavorSnapshot:
+    """The tree of the Ready, schedulable nodes that carry the flavor's labels and every level label."""
+    wanted = dict(flavor.node_labels).items()
+    levels = set(topology.levels)
+    selected = [
+        n for n in nodes
+        if n.schedulable_and_ready and n.labels.keys() >= levels and dict(n.labels).items() >= wanted
+    ]
+    return TASFlavorSnapshot(flavor, topology, TopologyTree(topology.levels, selected))
