@@ -1,0 +1,39 @@
+# The two commands of the README. Both set up .venv on first use (Python 3.11+ as python3)
+# and reinstall only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Holds the hash of the pyproject.toml the venv was installed from.
+STAMP := $(VENV)/.installed-pyproject
+
+# The example cluster's timestamps are relative to this instant (examples/generate_cluster.py):
+# fixing the clock makes the demo's wait times and decisions the same on every run.
+DEMO_NOW ?= 2025-06-01T12:00:00Z
+
+.PHONY: run test venv services lint
+
+run: venv
+	$(BIN)/tas simulate examples/cluster.yaml -o table --now $(DEMO_NOW)
+
+test: venv services lint
+	$(BIN)/pytest
+
+venv:
+	@if [ ! -x $(BIN)/python ]; then \
+		$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+			|| { echo "error: $(PYTHON) is older than Python 3.11; run: make PYTHON=python3.11 ..." >&2; exit 1; }; \
+		echo "Creating $(VENV) ..."; \
+		$(PYTHON) -m venv $(VENV); \
+	fi
+	@want="$$($(BIN)/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')"; \
+	if [ "$$(cat $(STAMP) 2>/dev/null)" != "$$want" ]; then \
+		echo "Installing the project and its dependencies into $(VENV) ..."; \
+		$(BIN)/python -m pip install -qq --disable-pip-version-check -e '.[dev]' && echo "$$want" > $(STAMP); \
+	fi
+
+services:
+	@scripts/ensure-services.sh
+
+lint: venv
+	$(BIN)/ruff check .

@@ -1,0 +1,1 @@
+"""Cross-cutting pieces of the service: health checks and the worker heartbeat."""

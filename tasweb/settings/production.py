@@ -1,0 +1,45 @@
+"""Deployment settings: DEBUG off, a secret key required, secure cookies and HTTPS.
+
+Every secure default can be relaxed from the environment for a plain-HTTP setup such as
+the docker-compose stack on localhost, never silently.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from tasweb.settings.base import *  # noqa: F403
+from tasweb.settings.base import env_bool, env_int, env_str
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set for production settings")
+
+# Without DJANGO_ALLOWED_HOSTS only local names are served (base's default), never "*".
+
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    # The browsable API is a development aid; clients get JSON.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+
+# Behind a TLS-terminating proxy, trust its X-Forwarded-Proto to know the request was HTTPS.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+# Health probes come from inside the cluster or the compose network over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 60 * 60 * 24 * 365)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Hashed, compressed static files served by WhiteNoise from STATIC_ROOT (collectstatic).
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
