@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 
 from scheduler.errors import FlagError
 
-# Every gate Kueue v0.19 knows (and the few earlier TAS gates still accepted), with its
-# default at v0.19. Gates that change TAS behaviour are the ones the engine reads.
+# Every gate Kueue v0.19 knows, with its default at v0.19.
+# Gates that change TAS behaviour are the ones the engine reads.
 DEFAULTS: dict[str, bool] = {
     # Topology Aware Scheduling
     "TopologyAwareScheduling": True,
     "TASProfileMixed": True,
-    "TASProfileLeastFreeCapacity": False,
     "TASFailedNodeReplacement": True,
     "TASFailedNodeReplacementFailFast": True,
     "TASReplaceNodeOnPodTermination": True,

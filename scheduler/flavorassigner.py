@@ -13,14 +13,9 @@ from dataclasses import dataclass, field
 
 from scheduler.cluster import ClusterState, FlavorResource
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
-from scheduler.placement import (
-    PodSetPlacement,
-    TASPodSetRequest,
-    find_topology_assignments_for_flavor,
-    has_level,
-    untolerated_taint,
-)
+from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
 from scheduler.quantity import PODS, format_value
+from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
 
 
 @dataclass(slots=True)

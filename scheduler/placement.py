@@ -14,7 +14,6 @@ Kueue's algorithm (KEP-2724):
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ import numpy as np
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import NO_EXECUTE, NO_SCHEDULE, NodeAffinity, PodSet, Taint, Toleration, TopologyRequest
-from scheduler.quantity import PODS
 from scheduler.snapshot import TASFlavorSnapshot
 
 MAX_INT32 = 2**31 - 1
@@ -234,13 +232,43 @@ class Placer:
         self.stats = ExclusionStats()
         self.counts: _Counts | None = None
         self.params: _Params | None = None
+        # Structure by global domain index. Shared with the tree until balanced placement
+        # clones subtrees (copies with counters of their own), then private and extended.
+        self.children: list = snap.tree.children_of
+        self.rank: list[int] = snap.tree.rank_of
+        self.origin: list[int] | None = None
+
+    # ------------------------------------------------------------ structure (clones included)
+
+    def original(self, d: int) -> int:
+        return d if self.origin is None else self.origin[d]
+
+    def values(self, d: int) -> tuple[str, ...]:
+        return self.tree.values_of[self.original(d)]
+
+    def domain_id(self, d: int) -> str:
+        return self.tree.id_of[self.original(d)]
+
+    def clone(self, d: int) -> int:
+        """A copy of domain `d` and its subtree whose counters can change independently."""
+        if self.origin is None:
+            self.children = list(self.children)
+            self.rank = list(self.rank)
+            self.origin = list(range(len(self.children)))
+        c = self.counts
+        new = len(self.children)
+        self.children.append(())
+        self.rank.append(self.rank[d])
+        self.origin.append(self.origin[d])
+        for values in (c.state, c.state_wl, c.slice, c.slice_wl, c.leader, c.affinity):
+            values.append(values[d])
+        self.children[new] = [self.clone(ch) for ch in self.children[d]]
+        return new
 
     # ------------------------------------------------------------ algorithm choice
 
     def least_free(self, unconstrained: bool) -> bool:
         """LeastFreeCapacity for unconstrained requests under TASProfileMixed (KEP-2724's matrix)."""
-        if self.gates.TASProfileLeastFreeCapacity:
-            return True
         return unconstrained and self.gates.TASProfileMixed
 
     def best_fit(self, unconstrained: bool) -> bool:
@@ -361,14 +389,14 @@ class Placer:
 
     def sorted_domains(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
         """BestFit: most slices first; LeastFreeCapacity: fewest first; then fewest pods, then values."""
-        c, rank = self.counts, self.tree.rank_of
+        c, rank = self.counts, self.rank
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
             return sorted(domains, key=lambda d: (-c.affinity[d], sign * c.slice[d], c.state[d], rank[d]))
         return sorted(domains, key=lambda d: (sign * c.slice[d], c.state[d], rank[d]))
 
     def sorted_domains_with_leader(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
-        c, rank = self.counts, self.tree.rank_of
+        c, rank = self.counts, self.rank
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
             return sorted(domains, key=lambda d: (-c.leader[d], -c.affinity[d], sign * c.slice_wl[d],
@@ -423,7 +451,7 @@ class Placer:
         best = None
         for d in tree.level_domains(level):
             if best is None or c.slice[d] > c.slice[best] or (
-                c.slice[d] == c.slice[best] and tree.id_of[d] < tree.id_of[best]
+                c.slice[d] == c.slice[best] and self.domain_id(d) < self.domain_id(best)
             ):
                 best = d
         if best is None:
@@ -440,7 +468,7 @@ class Placer:
     def _slices_in_subtree(self, d: int, level: int, target: int, size: int) -> int:
         if level == target:
             return self.counts.state[d] // size
-        return sum(self._slices_in_subtree(ch, level + 1, target, size) for ch in self.tree.children_of[d])
+        return sum(self._slices_in_subtree(ch, level + 1, target, size) for ch in self.children[d])
 
     def find_level_with_fit_domains(self, level: int, p: _Params) -> tuple[int, list[int], str]:
         c, tree = self.counts, self.tree
@@ -610,7 +638,7 @@ class Placer:
         level = fit_level
         lowest = tree.depth - 1
         while level < min(lowest, p.slice_level) and not balanced:
-            children = [ch for d in fit for ch in tree.children_of[d]]
+            children = [ch for d in fit for ch in self.children[d]]
             ordered = self.sorted_domains(children, p.unconstrained)
             fit = self.update_counts_to_minimum(ordered, p.count, p.leader_count, p.slice_size, p.unconstrained, True)
             level += 1
@@ -620,7 +648,7 @@ class Placer:
                 size = p.slice_size_at_level.get(level + 1, 1)
             next_fit: list[int] = []
             for d in fit:
-                ordered = self.sorted_domains(tree.children_of[d], p.unconstrained)
+                ordered = self.sorted_domains(self.children[d], p.unconstrained)
                 if size > 1:
                     for ch in ordered:
                         c.slice[ch] = c.state[ch] // size
@@ -635,7 +663,7 @@ class Placer:
         """Lowest-level domains sorted by their level values; only the hostname when it is the lowest level."""
         tree = self.tree
         start = tree.depth - 1 if tree.lowest_is_node else 0
-        pairs = sorted((tree.values_of[d], n) for d, n in zip(domains, counts, strict=True) if n)
+        pairs = sorted((self.values(d), n) for d, n in zip(domains, counts, strict=True) if n)
         return TopologyAssignment(
             tree.level_keys[start:], tuple(DomainAssignment(values[start:], n) for values, n in pairs))
 
@@ -659,234 +687,3 @@ def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -
     which = np.argmin(per_resource, axis=1)
     counts = per_resource[np.arange(n), which]
     return counts, np.asarray(cols, dtype=np.int64)[which]
-
-
-__all__ = [
-    "PODS",
-    "ExclusionStats",
-    "NodeMatch",
-    "Placer",
-    "PodSetPlacement",
-    "TASPodSetRequest",
-    "count_in",
-    "find_topology_assignment",
-    "match_nodes",
-    "untolerated_taint",
-]
-
-
-# ---------------------------------------------------------------- one PodSet (or group)
-
-
-def slice_size_with_single_pod_default(tr: TopologyRequest | None) -> tuple[int, str]:
-    """The outermost slice size; a single pod when no slice topology is requested."""
-    layers = tr.slice_layers() if tr is not None else ()
-    if not layers:
-        return 1, ""
-    if layers[0].size <= 0:
-        return 0, "slice topology requested, but slice size not provided"
-    return layers[0].size, ""
-
-
-def slice_size_at_levels(
-    snap: TASFlavorSnapshot, tr: TopologyRequest | None, slice_size: int, slice_level: int, gates: FeatureGates
-) -> tuple[dict[int, int], str]:
-    """For multi-layer slices: the slice size to distribute in at each level below the outermost layer."""
-    sizes: dict[int, int] = {}
-    if not gates.TASMultiLayerTopology or tr is None:
-        return sizes, ""
-    prev_size, prev_level = slice_size, slice_level
-    for layer in tr.slice_layers()[1:]:
-        level = snap.tree.level_index(layer.topology)
-        if level is None:
-            return {}, f"no requested topology level for additional slice layer: {layer.topology}"
-        if level <= prev_level:
-            return {}, (f"additional slice layer topology {layer.topology} must be at a lower level "
-                        f"than {snap.level_keys[prev_level]}")
-        if prev_size % layer.size != 0:
-            return {}, f"additional slice layer size {layer.size} must evenly divide parent layer size {prev_size}"
-        for lvl in range(prev_level + 1, level + 1):
-            sizes[lvl] = layer.size
-        prev_size, prev_level = layer.size, level
-    return sizes, ""
-
-
-def has_level(snap: TASFlavorSnapshot, tr: TopologyRequest | None, gates: FeatureGates) -> bool:
-    """Whether the flavor's topology has every level the request names (Kueue's HasLevel)."""
-    placer = Placer(snap, gates)
-    key = placer.level_key(tr)
-    if key is None:
-        return False
-    if not snap.has_level(key) or not snap.has_level(placer.slice_level_key(tr)):
-        return False
-    if tr is not None:
-        return all(snap.has_level(layer.topology) for layer in tr.slice_layers())
-    return True
-
-
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def invalid_selector_reason(selector: Mapping[str, str]) -> str | None:
-    for key, value in sorted(selector.items()):
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
-            return (f"values[0][{key}]: Invalid value: {go_quote(value)}: a valid label must be an empty string "
-                    "or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                    "alphanumeric character")
-    return None
-
-
-def node_match_for(snap: TASFlavorSnapshot, req: TASPodSetRequest, gates: FeatureGates) -> NodeMatch:
-    """The PodSet's node constraints against the flavor's nodes, cached per snapshot."""
-    tolerations = req.effective_tolerations() + snap.tolerations
-    selector = req.effective_node_selector()
-    affinity = req.pod_set.spec.affinity
-    score = gates.TASRespectNodeAffinityPreferred
-    key = (tolerations, tuple(sorted(selector.items())), affinity, score)
-    cached = snap.node_match_cache.get(key)
-    if cached is None:
-        cached = snap.node_match_cache[key] = match_nodes(snap, tolerations, selector, affinity, score)
-    return cached  # type: ignore[return-value]
-
-
-def leaves_in_domain(snap: TASFlavorSnapshot, domain: str) -> np.ndarray:
-    """Leaves inside the domain a replacement must stay in (DomainID ancestry, not string prefixes)."""
-    tree = snap.tree
-    inner = domain + ","
-    return np.fromiter((d == domain or d.startswith(inner) for d in map(",".join, tree.leaves.values)),
-                       dtype=bool, count=tree.leaf_count)
-
-
-def find_topology_assignment(
-    snap: TASFlavorSnapshot,
-    workers: TASPodSetRequest,
-    leader: TASPodSetRequest | None,
-    *,
-    gates: FeatureGates,
-    assumed_usage: Mapping[str, Mapping[str, int]] | None = None,
-    simulate_empty: bool = False,
-    required_replacement_domain: str = "",
-) -> tuple[dict[str, TopologyAssignment], str]:
-    """Assignments for the workers PodSet (and its leader), or Kueue's reason why they do not fit."""
-    placer = Placer(snap, gates)
-    tr = workers.topology_request
-    slice_size, reason = slice_size_with_single_pod_default(tr)
-    if reason:
-        return {}, reason
-    required = tr is not None and tr.required is not None
-    unconstrained = bool(tr is not None and tr.unconstrained) or workers.implied or bool(tr and tr.slice_only)
-    key = placer.level_key_with_implied(workers)
-    if key is None:
-        return {}, "topology level not specified"
-    requested_level = snap.tree.level_index(key)
-    if requested_level is None:
-        return {}, f"no requested topology level: {key}"
-    slice_key = placer.slice_level_key(tr)
-    slice_level = snap.tree.level_index(slice_key)
-    if slice_level is None:
-        return {}, f"no requested topology level for slices: {slice_key}"
-    if requested_level > slice_level:
-        return {}, f"podset slice topology {slice_key} is above the podset topology {key}"
-    sizes, reason = slice_size_at_levels(snap, tr, slice_size, slice_level, gates)
-    if reason:
-        return {}, reason
-    multi_layer = tr.slice_layers() if sizes and tr is not None else ()
-    match = None
-    if snap.lowest_is_node:
-        selector = workers.effective_node_selector()
-        bad = invalid_selector_reason(selector)
-        if bad:
-            return {}, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
-        match = node_match_for(snap, workers, gates)
-    params = _Params(
-        count=workers.count, slice_size=slice_size, leader_count=1 if leader else 0,
-        requested_level=requested_level, slice_level=slice_level, required=required,
-        unconstrained=unconstrained, slice_size_at_level=sizes, multi_layer=multi_layer,
-    )
-    requests = snap.request_vector(workers.single_pod_requests)
-    leader_requests = snap.request_vector(leader.single_pod_requests) if leader else None
-    remaining = snap.remaining(simulate_empty=simulate_empty)
-    index = snap.tree.leaves.index_by_id
-    for leaf_id, usage in (assumed_usage or {}).items():
-        leaf = index.get(leaf_id)
-        if leaf is not None:
-            remaining[leaf] -= snap.vector(usage)
-    in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
-    placer.fill_in_counts(requests, leader_requests, match, remaining, in_domain, params)
-    fit_level, fit, reason = placer.find_level_with_fit_domains(requested_level, params)
-    if reason:
-        return {}, reason
-    fit = placer.descend(fit, fit_level, params)
-    c = placer.counts
-    assignments: dict[str, TopologyAssignment] = {}
-    if leader is not None:
-        leader_domains = [d for d in fit if c.leader[d] > 0]
-        assignments[leader.name] = placer.build_assignment(leader_domains, [c.leader[d] for d in leader_domains])
-        fit = [d for d in fit if c.state[d] > 0]
-    assignments[workers.name] = placer.build_assignment(fit, [c.state[d] for d in fit])
-    return assignments, ""
-
-
-# ---------------------------------------------------------------- all PodSets of a workload on one flavor
-
-
-def find_leader_and_workers(group: list[TASPodSetRequest]) -> tuple[TASPodSetRequest | None, TASPodSetRequest]:
-    """In a PodSet group the PodSet with fewer pods is the leader (LeaderWorkerSet's leader + workers)."""
-    workers = group[0]
-    leader = None
-    if len(group) > 1:
-        leader = group[1]
-        if leader.count > workers.count:
-            leader, workers = group[0], group[1]
-    return leader, workers
-
-
-def add_assumed_usage(assumed: dict[str, dict[str, int]], assignment: TopologyAssignment,
-                      requests: Mapping[str, int], snap: TASFlavorSnapshot) -> None:
-    """Record what an assignment uses, keyed by leaf ID (the hostname for hostname-leaf topologies)."""
-    tree = snap.tree
-    for dom in assignment.domains:
-        leaf = tree.leaf_for_values(dom.values)
-        if leaf is None:
-            continue
-        usage = assumed.setdefault(tree.leaves.ids[leaf], {})
-        for name, value in requests.items():
-            usage[name] = usage.get(name, 0) + value * dom.count
-        usage[PODS] = usage.get(PODS, 0) + dom.count
-
-
-def group_requests(requests: Sequence[TASPodSetRequest]) -> list[list[TASPodSetRequest]]:
-    """PodSets sharing a podSetGroupName are placed together; the others one by one, in order."""
-    groups: dict[str, list[TASPodSetRequest]] = {}
-    for i, req in enumerate(requests):
-        key = req.group_name if req.group_name is not None else f"#{i}"
-        groups.setdefault(key, []).append(req)
-    return list(groups.values())
-
-
-def find_topology_assignments_for_flavor(
-    snap: TASFlavorSnapshot,
-    requests: Sequence[TASPodSetRequest],
-    *,
-    gates: FeatureGates,
-    simulate_empty: bool = False,
-    assumed_usage: dict[str, dict[str, int]] | None = None,
-) -> dict[str, PodSetPlacement]:
-    """Place every TAS PodSet of one workload on this flavor; PodSets placed earlier count as used.
-
-    Stops at the first PodSet that does not fit, as Kueue does. `assumed_usage` (leaf ID ->
-    requests) carries usage between flavors sharing nodes and is updated in place.
-    """
-    result: dict[str, PodSetPlacement] = {}
-    assumed = assumed_usage if assumed_usage is not None else {}
-    for group in group_requests(requests):
-        leader, workers = find_leader_and_workers(group)
-        assignments, reason = find_topology_assignment(
-            snap, workers, leader, gates=gates, assumed_usage=assumed, simulate_empty=simulate_empty)
-        for req in group:
-            result[req.name] = PodSetPlacement(assignments.get(req.name), reason)
-        if reason:
-            return result
-        for req in group:
-            add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
-    return result
