@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scheduler.features import FeatureGates
 from scheduler.model import PodSet, PodSpecInfo, ResourceFlavor, Topology, TopologyRequest
 from scheduler.parse import Where, parse_node, parse_pod
-from scheduler.placement import TASPodSetRequest, find_topology_assignment
+from scheduler.placement import TASPodSetRequest
 from scheduler.quantity import resource_value
 from scheduler.snapshot import build_flavor_snapshot
+from scheduler.topology_assignment import find_topology_assignment
 
 BLOCK, RACK, HOST = "cloud.example.com/block", "cloud.example.com/rack", "kubernetes.io/hostname"
 
