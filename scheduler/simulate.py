@@ -54,6 +54,8 @@ def simulate(
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
     result = PassResult(problems=unknown_level_problems(parsed))
     state = ClusterState(parsed, gates, warn)
-    decided = SchedulingCycle(state, now, result).run()
+    # 1. node-failure handling, 2. the ProvisioningRequest second pass: see docs/CLI.md
+    decided = SchedulingCycle(state, now, result).run()  # 3. one scheduling cycle
     result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
+    # 4. the topology ungater
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -283,7 +284,7 @@ def test_neighbour_common_prefixes(values):
             n += 1
         return n
 
-    assert neighbour_common_prefixes(values) == [naive(a, b) for a, b in zip(values, values[1:], strict=False)]
+    assert neighbour_common_prefixes(values) == [naive(a, b) for a, b in pairwise(values)]
 
 
 # ---------------------------------------------------------------- decoding and validation
@@ -428,7 +429,12 @@ BAD_INPUTS = [
         "slices[1].valuesPerLevel[0]",
         "both",
     ),
-    ("neither universal nor individual", mutated("slices.1.valuesPerLevel.0", {}), "slices[1].valuesPerLevel[0]", "neither"),
+    (
+        "neither universal nor individual",
+        mutated("slices.1.valuesPerLevel.0", {}),
+        "slices[1].valuesPerLevel[0]",
+        "neither",
+    ),
     (
         "roots missing",
         mutated("slices.1.valuesPerLevel.1.individual", {"prefix": "p"}),
@@ -478,7 +484,12 @@ BAD_INPUTS = [
         "string",
     ),
     ("podCounts missing", mutated("slices.0.podCounts", ...), "slices[0].podCounts", "missing"),
-    ("podCounts both", mutated("slices.1.podCounts", {"universal": 1, "individual": [1]}), "slices[1].podCounts", "both"),
+    (
+        "podCounts both",
+        mutated("slices.1.podCounts", {"universal": 1, "individual": [1]}),
+        "slices[1].podCounts",
+        "both",
+    ),
     ("podCounts neither", mutated("slices.1.podCounts", {}), "slices[1].podCounts", "neither"),
     ("universal count zero", mutated("slices.1.podCounts.universal", 0), "slices[1].podCounts.universal", "at least 1"),
     (

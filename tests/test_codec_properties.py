@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -169,7 +170,7 @@ def kueue_reusable_keys(hostnames: list[str], max_slices: int = MAX_SLICES) -> l
         for prefixes in candidates:
             usable = [p for p in prefixes[:depth] if seen[p] >= 2]
             keys.append(usable[-1] if usable else "")
-        runs = 1 + sum(a != b for a, b in zip(keys, keys[1:], strict=False))
+        runs = 1 + sum(a != b for a, b in pairwise(keys))
         if runs <= max_slices:
             return keys
     return None
@@ -197,7 +198,7 @@ def test_neighbour_common_prefixes(values):
             n += 1
         return n
 
-    assert neighbour_common_prefixes(values) == [naive(a, b) for a, b in zip(values, values[1:], strict=False)]
+    assert neighbour_common_prefixes(values) == [naive(a, b) for a, b in pairwise(values)]
 
 
 @PROPERTY_SETTINGS
@@ -211,18 +212,30 @@ def test_go_json_size_matches_go_escaping(value):
     assert go_json_size(encoded) == len(text.encode("utf-8", "surrogatepass"))
 
 
+FIELD_NAMES = [
+    "levels",
+    "slices",
+    "domains",
+    "domainCount",
+    "valuesPerLevel",
+    "podCounts",
+    "universal",
+    "individual",
+    "prefix",
+    "suffix",
+    "roots",
+    "values",
+    "count",
+    "kind",
+    "status",
+    "admission",
+    "podSetAssignments",
+    "topologyAssignment",
+    "name",
+]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 2**32) | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(
-        st.sampled_from(
-            ["levels", "slices", "domains", "domainCount", "valuesPerLevel", "podCounts", "universal",
-             "individual", "prefix", "suffix", "roots", "values", "count", "kind", "status", "admission",
-             "podSetAssignments", "topologyAssignment", "name"]
-        ),
-        inner,
-        max_size=5,
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(FIELD_NAMES), inner, max_size=5),
     max_leaves=30,
 )
 
