@@ -42,6 +42,25 @@ class FlavorAssignment:
         return not self.failure
 
 
+def flavor_matches_node_constraints(ps: PodSet, flavor: ResourceFlavor, allowed_keys: set[str]) -> bool:
+    """The PodSet's nodeSelector and required node affinity, restricted to the label keys flavors
+    define, against the flavor's nodeLabels (as kube-scheduler's NodeAffinity filter would)."""
+    labels = flavor.node_labels
+    for key, value in ps.spec.node_selector.items():
+        if key in allowed_keys and labels.get(key) != value:
+            return False
+    affinity = ps.spec.affinity
+    if affinity is None or not affinity.required:
+        return True
+    terms = []
+    for term in affinity.required:
+        relevant = [r for r in term.match_expressions if r.key in allowed_keys]
+        if not relevant:
+            return True  # a term that says nothing about flavor labels lets any flavor through
+        terms.append(relevant)
+    return any(all(r.matches(labels) for r in term) for term in terms)
+
+
 def pod_set_needs(ps: PodSet, count: int) -> dict[str, int]:
     """Total requests of `count` pods of the PodSet, with Kueue's implicit `pods` resource."""
     needs = {r: v * count for r, v in ps.spec.requests.items()}
@@ -80,13 +99,21 @@ class FlavorAssigner:
                     return f'Flavor "{flavor.name}" does not contain the requested level'
         elif flavor.is_tas and gates.TopologyAwareScheduling:
             return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
-        taint = untolerated_taint(flavor.node_taints, ps.spec.tolerations)
+        taint = untolerated_taint(flavor.node_taints, ps.spec.tolerations + flavor.tolerations)
         if taint is not None:
             return f"untolerated taint {taint} in flavor {flavor.name}"
-        for key, value in ps.spec.node_selector.items():
-            if key in flavor.node_labels and flavor.node_labels[key] != value:
-                return f"flavor {flavor.name} doesn't match node affinity"
+        if not flavor_matches_node_constraints(ps, flavor, self.group_label_keys(group)):
+            return f"flavor {flavor.name} doesn't match node affinity"
         return None
+
+    def group_label_keys(self, group: ResourceGroup) -> set[str]:
+        """The node label keys of every flavor in the group: the only keys a flavor can be judged by."""
+        keys: set[str] = set()
+        for fq in group.flavors:
+            flavor = self.state.flavors.get(fq.name)
+            if flavor is not None:
+                keys.update(flavor.node_labels)
+        return keys
 
     # ------------------------------------------------------------ quota
 

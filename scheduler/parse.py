@@ -212,10 +212,10 @@ def quantity_value(d: Any, key: str, resource: str, where: Where, *, required: b
 
 def object_label(obj: Mapping) -> str:
     """`Kind/namespace/name` (or `Kind/name`) for error messages."""
-    kind = obj.get("kind") or "object"
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else "object"
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    name = meta.get("name") or "<unnamed>"
-    ns = meta.get("namespace")
+    name = meta.get("name") if isinstance(meta.get("name"), str) and meta.get("name") else "<unnamed>"
+    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
 
@@ -594,7 +594,7 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
         unconstrained=unconstrained,
         pod_index_label=optional_string(d, "podIndexLabel", where),
         sub_group_index_label=optional_string(d, "subGroupIndexLabel", where),
-        sub_group_count=integer(d, "subGroupCount", where, minimum=1),
+        sub_group_count=integer(d, "subGroupCount", where, minimum=0),
         pod_set_group_name=optional_string(d, "podSetGroupName", where),
         slice_required_topology=slice_topology,
         slice_size=slice_size,
@@ -784,10 +784,14 @@ def parse_objects(
             if not isinstance(obj, Mapping):
                 raise where.error(f"expected a Kubernetes object (a mapping), got {_type_name(obj)}")
             kind = obj.get("kind")
-            api_version = str(obj.get("apiVersion") or "")
-            group = api_version.split("/")[0] if "/" in api_version else ""
+            api_version = obj.get("apiVersion") or ""
             if not kind:
                 raise where.at("kind").error("is required")
+            if not isinstance(kind, str):
+                raise where.at("kind").error(f"must be a string, got {_type_name(kind)}")
+            if not isinstance(api_version, str):
+                raise where.at("apiVersion").error(f"must be a string, got {_type_name(api_version)}")
+            group = api_version.split("/")[0] if "/" in api_version else ""
             out.origins[label] = file
             if kind in _CORE and group == "":
                 attr, parser = _CORE[kind]

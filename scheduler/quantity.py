@@ -64,18 +64,29 @@ def to_fraction(raw: object) -> Fraction:
     raise QuantityError(f"{raw!r} is not a valid quantity")
 
 
+# Kueue keeps resource values in int64; we refuse anything near that bound rather than
+# letting sums of such values overflow.
+MAX_VALUE = 2**62
+
+
+def _integer_value(name: str, amount: Fraction, text: object) -> int:
+    value = _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    if abs(value) > MAX_VALUE:
+        unit = "milli-units" if name == CPU else "units"
+        raise QuantityError(f"{text!r} is too large (more than 2^62 {unit})")
+    return value
+
+
 @lru_cache(maxsize=65536)
 def _resource_value_of_str(name: str, text: str) -> int:
-    amount = parse_quantity(text)
-    return _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    return _integer_value(name, parse_quantity(text), text)
 
 
 def resource_value(name: str, raw: object) -> int:
     """Kueue's integer value of a resource: milli-CPU for `cpu`, whole units otherwise."""
     if isinstance(raw, str):
         return _resource_value_of_str(name, raw)
-    amount = to_fraction(raw)
-    return _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    return _integer_value(name, to_fraction(raw), raw)
 
 
 _BINARY_DESC = sorted(_BINARY.items(), key=lambda kv: -kv[1])

@@ -1,0 +1,265 @@
+"""`python -m scheduler simulate` per the CLI contract: output formats, bad input, bad flags."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scheduler.cli import main
+
+from .factories import (
+    HOSTNAME,
+    RACK,
+    admitted,
+    domains_json,
+    grid,
+    pod_set,
+    tas_setup,
+    workload,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_yaml(path: Path, objects: list[dict]) -> str:
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def cluster_file(tmp_path: Path) -> str:
+    return write_yaml(tmp_path / "cluster.yaml", tas_setup() + grid(cpu="4"))
+
+
+def workloads_file(tmp_path: Path, *objects: dict, name: str = "workloads.yaml") -> str:
+    return write_yaml(tmp_path / name, list(objects))
+
+
+def simulate(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err: str, *parts: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in err
+    for part in parts:
+        assert part in lines[0], (part, lines[0])
+
+
+class TestJSON:
+    def test_every_workload_with_its_assignment(self, capsys, tmp_path, cluster_file):
+        running = admitted(workload("running", count=2, cpu="1"),
+                           assignments={"main": domains_json([HOSTNAME], [("b2-r2-n2", 2)])})
+        wl_file = workloads_file(
+            tmp_path,
+            running,
+            workload("train", count=6, required=RACK),
+            workload("huge", count=100, required=RACK),
+            workload("lost", queue="nowhere"),
+        )
+        code, out, err = simulate(capsys, cluster_file, wl_file, "--now", "2025-06-01T12:00:00Z")
+        assert code == 0, err
+        data = json.loads(out)
+        assert set(data) >= {"workloads", "pods", "events"}
+        by_name = {w["name"]: w for w in data["workloads"]}
+        assert sorted(by_name) == ["huge", "lost", "running", "train"]
+
+        train = by_name["train"]
+        assert (train["namespace"], train["clusterQueue"], train["status"]) == ("default", "cq", "Admitted")
+        (ps,) = train["podSets"]
+        assert ps["name"] == "main" and ps["count"] == 6 and ps["flavors"] == {"cpu": "tas-flavor"}
+        assert ps["levels"] == [HOSTNAME]
+        # the running workload left exactly 6 free in rack b2/r2: the tightest fit
+        assert ps["domains"] == [{"values": ["b2-r2-n1"], "count": 4}, {"values": ["b2-r2-n2"], "count": 2}]
+        encoded = ps["topologyAssignment"]
+        assert encoded["levels"] == [HOSTNAME]
+        assert sum(s["domainCount"] for s in encoded["slices"]) == 2
+        assert ps["delayedTopologyRequest"] is None
+        assert [c["type"] for c in train["conditions"]] == ["QuotaReserved", "Admitted"]
+
+        huge = by_name["huge"]
+        assert huge["status"] in ("Pending", "Inadmissible")
+        assert huge["podSets"][0]["topologyAssignment"] is None
+        assert "allows to fit only 8 out of 100 pod(s)" in huge["podSets"][0]["failureReason"]
+        assert huge["message"].startswith("couldn't assign flavors to pod set main: ")
+
+        assert by_name["lost"]["status"] == "Inadmissible"
+        assert by_name["running"]["status"] == "Admitted"
+        assert by_name["running"]["podSets"][0]["domains"] == [{"values": ["b2-r2-n2"], "count": 2}]
+
+        keys = [(e["key"], e["reason"]) for e in data["events"]]
+        assert ("default/train", "QuotaReserved") in keys and ("default/train", "Admitted") in keys
+
+    def test_json_list_and_kind_list_inputs(self, capsys, tmp_path):
+        as_array = tmp_path / "array.json"
+        as_array.write_text(json.dumps(tas_setup()), encoding="utf-8")
+        as_list = tmp_path / "list.json"
+        as_list.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                       "items": [*grid(blocks=1, racks=1, nodes=1, cpu="2"),
+                                                 workload("w", count=2, required=RACK)]}), encoding="utf-8")
+        code, out, _ = simulate(capsys, str(as_array), str(as_list))
+        assert code == 0
+        (wl,) = json.loads(out)["workloads"]
+        assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n1"], "count": 2}]
+
+    def test_two_pod_sets(self, capsys, tmp_path, cluster_file):
+        wl = workload("pair", pod_sets=[pod_set("a", count=4, required=HOSTNAME),
+                                        pod_set("b", count=4, required=HOSTNAME)])
+        code, out, _ = simulate(capsys, cluster_file, workloads_file(tmp_path, wl))
+        assert code == 0
+        (result,) = json.loads(out)["workloads"]
+        assert [ps["domains"] for ps in result["podSets"]] == [
+            [{"values": ["b1-r1-n1"], "count": 4}],
+            [{"values": ["b1-r1-n2"], "count": 4}],
+        ]
+
+    def test_yaml_output(self, capsys, tmp_path, cluster_file):
+        code, out, _ = simulate(capsys, cluster_file, workloads_file(tmp_path, workload("w", count=3, required=RACK)),
+                                "-o", "yaml")
+        assert code == 0
+        data = yaml.safe_load(out)
+        (wl,) = data["workloads"]
+        assert wl["status"] == "Admitted"
+        assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n1"], "count": 3}]
+
+    def test_table_output(self, capsys, tmp_path, cluster_file):
+        wl_file = workloads_file(tmp_path, workload("train", count=6, required=RACK),
+                                 workload("huge", count=100, required=RACK))
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "-o", "table")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[0].split() == ["WORKLOAD", "CLUSTERQUEUE", "STATUS", "PODSET", "PODS", "DOMAINS", "/", "REASON"]
+        train = next(line for line in lines if line.startswith("default/train"))
+        assert "Admitted" in train and "b1-r1-n1 (4), b1-r1-n2 (2)" in train
+        huge = next(line for line in lines if line.startswith("default/huge"))
+        assert "allows to fit only 8 out of 100 pod(s)" in huge
+
+    def test_unknown_kinds_warn_on_stderr(self, capsys, tmp_path, cluster_file):
+        config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}
+        code, out, err = simulate(capsys, cluster_file, workloads_file(tmp_path, config_map))
+        assert code == 0
+        assert json.loads(out)["workloads"] == []
+        assert err.startswith("warning: ") and "ConfigMap" in err
+
+
+class TestBadInput:
+    def test_not_yaml_or_json(self, capsys, tmp_path, cluster_file):
+        bad = tmp_path / "broken.yaml"
+        bad.write_text("kind: Node\nmetadata: {name: [unclosed\n", encoding="utf-8")
+        code, out, err = simulate(capsys, cluster_file, str(bad))
+        assert code == 1
+        assert out == ""
+        assert_one_error_line(err, str(bad), "not valid YAML or JSON")
+
+    def test_broken_json(self, capsys, tmp_path, cluster_file):
+        bad = tmp_path / "broken.json"
+        bad.write_text('{"kind": "Node", "metadata": ', encoding="utf-8")
+        code, _, err = simulate(capsys, cluster_file, str(bad))
+        assert code == 1
+        assert_one_error_line(err, str(bad))
+
+    def test_document_that_is_not_an_object(self, capsys, tmp_path, cluster_file):
+        bad = tmp_path / "scalar.yaml"
+        bad.write_text("just some words\n", encoding="utf-8")
+        code, _, err = simulate(capsys, cluster_file, str(bad))
+        assert code == 1
+        assert_one_error_line(err, str(bad), "expected a Kubernetes object")
+
+    def test_level_no_topology_has(self, capsys, tmp_path, cluster_file):
+        wl_file = workloads_file(tmp_path, workload("train", count=2, required="example.com/zone"))
+        code, out, err = simulate(capsys, cluster_file, wl_file)
+        assert code == 1
+        assert_one_error_line(err, wl_file, "Workload/default/train",
+                              "spec.podSets[0].topologyRequest.required", "example.com/zone")
+        # the pass still ran: the JSON result is on stdout
+        (wl,) = json.loads(out)["workloads"]
+        assert wl["name"] == "train" and wl["status"] != "Admitted"
+
+    def test_required_and_preferred(self, capsys, tmp_path, cluster_file):
+        wl = workload("train", pod_sets=[pod_set(raw_topology_request={"required": RACK, "preferred": HOSTNAME})])
+        code, out, err = simulate(capsys, cluster_file, workloads_file(tmp_path, wl))
+        assert code == 1
+        assert out == ""
+        assert_one_error_line(err, "workloads.yaml", "Workload/default/train", "spec.podSets[0].topologyRequest",
+                              "mutually exclusive")
+
+    def test_negative_count(self, capsys, tmp_path, cluster_file):
+        code, _, err = simulate(capsys, cluster_file, workloads_file(tmp_path, workload("train", count=-2)))
+        assert code == 1
+        assert_one_error_line(err, "workloads.yaml", "Workload/default/train", "spec.podSets[0].count", "-2")
+
+    def test_unparseable_quantity(self, capsys, tmp_path, cluster_file):
+        code, _, err = simulate(capsys, cluster_file, workloads_file(tmp_path, workload("train", cpu="1.5.5")))
+        assert code == 1
+        assert_one_error_line(err, "workloads.yaml", "Workload/default/train",
+                              "spec.podSets[0].template.spec.containers[0].resources.requests.cpu", "1.5.5")
+
+    def test_missing_file(self, capsys, tmp_path, cluster_file):
+        missing = str(tmp_path / "missing.yaml")
+        code, out, err = simulate(capsys, cluster_file, missing)
+        assert code == 1
+        assert out == ""
+        assert_one_error_line(err, missing, "no such file")
+
+    def test_directory_instead_of_a_file(self, capsys, tmp_path):
+        code, _, err = simulate(capsys, str(tmp_path))
+        assert code == 1
+        assert_one_error_line(err, str(tmp_path))
+
+
+class TestBadFlags:
+    def test_unknown_feature_gate(self, capsys, cluster_file):
+        code, out, err = simulate(capsys, cluster_file, "--feature-gates", "TASMakeItFaster=true")
+        assert code == 2
+        assert out == ""
+        assert_one_error_line(err, "TASMakeItFaster")
+
+    def test_feature_gate_without_a_boolean(self, capsys, cluster_file):
+        code, _, err = simulate(capsys, cluster_file, "--feature-gates", "TASProfileMixed=maybe")
+        assert code == 2
+        assert_one_error_line(err, "TASProfileMixed")
+
+    def test_known_feature_gates_are_accepted(self, capsys, tmp_path, cluster_file):
+        wl_file = workloads_file(tmp_path, workload("w", count=5, unconstrained=True))
+        code, out, _ = simulate(capsys, cluster_file, wl_file,
+                                "--feature-gates", "TASProfileMixed=false,TASBalancedPlacement=false")
+        assert code == 0
+        assert json.loads(out)["workloads"][0]["status"] == "Admitted"
+
+    def test_bad_now(self, capsys, cluster_file):
+        code, out, err = simulate(capsys, cluster_file, "--now", "yesterday")
+        assert code == 2
+        assert out == ""
+        assert_one_error_line(err, "--now", "yesterday")
+
+    def test_bad_output_format(self, capsys, cluster_file):
+        code, _, err = simulate(capsys, cluster_file, "-o", "xml")
+        assert code == 2
+        assert_one_error_line(err)
+
+    def test_no_files(self, capsys):
+        code = main(["simulate"])
+        _, err = capsys.readouterr()
+        assert code == 2
+        assert_one_error_line(err)
+
+
+def test_module_entry_point(tmp_path, cluster_file):
+    wl_file = workloads_file(tmp_path, workload("train", count=6, required=RACK))
+    proc = subprocess.run(
+        [sys.executable, "-m", "scheduler", "simulate", cluster_file, wl_file, "--now", "2025-06-01T12:00:00Z"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wl,) = json.loads(proc.stdout)["workloads"]
+    assert wl["status"] == "Admitted"
+    assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n1"], "count": 4}, {"values": ["b1-r1-n2"], "count": 2}]

@@ -1,0 +1,220 @@
+"""One scheduling pass through `scheduler.simulate.simulate`: order, quota, queues, usage."""
+
+from __future__ import annotations
+
+from .factories import (
+    FLAVOR,
+    HOSTNAME,
+    RACK,
+    admission_check,
+    admitted,
+    cluster_queue,
+    domains,
+    domains_json,
+    local_queue,
+    node,
+    pod,
+    resource_flavor,
+    result_of,
+    run,
+    tas_setup,
+    topology,
+    workload,
+)
+
+
+def one_rack(**setup_kwargs) -> list[dict]:
+    """A single rack of two 4-CPU nodes: room for 8 one-CPU pods."""
+    return [
+        *tas_setup(**setup_kwargs),
+        node("x1", block="b1", rack="r1", cpu="4"),
+        node("x2", block="b1", rack="r1", cpu="4"),
+    ]
+
+
+def assignment_of(result, name: str, pod_set: str = "main"):
+    wl = result_of(result, name)
+    (ps,) = [p for p in wl.pod_sets if p.name == pod_set]
+    return ps.assignment
+
+
+class TestOrder:
+    def test_higher_priority_first_even_when_created_later(self):
+        early = workload("early", count=8, required=RACK, priority=0, created=0)
+        late = workload("late", count=8, required=RACK, priority=100, created=60)
+        result = run([*one_rack(), early, late])
+        assert result_of(result, "late").status == "Admitted"
+        assert domains(assignment_of(result, "late")) == [("x1", 4), ("x2", 4)]
+        assert result_of(result, "early").status != "Admitted"
+        assert assignment_of(result, "early") is None
+
+    def test_creation_order_within_a_priority(self):
+        # names sort the other way round: only the creation time may decide
+        first = workload("zz-first", count=8, required=RACK, created=0)
+        second = workload("aa-second", count=8, required=RACK, created=30)
+        result = run([*one_rack(), second, first])
+        assert result_of(result, "zz-first").status == "Admitted"
+        assert result_of(result, "aa-second").status != "Admitted"
+
+    def test_priority_class(self):
+        high = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "high"}, "value": 1000}
+        low = workload("low", count=8, required=RACK, created=0)
+        urgent = workload("urgent", count=8, required=RACK, created=60)
+        urgent["spec"]["priorityClassName"] = "high"
+        result = run([*one_rack(), high, low, urgent])
+        assert result_of(result, "urgent").status == "Admitted"
+        assert result_of(result, "low").status != "Admitted"
+
+    def test_later_workload_sees_what_the_earlier_one_took(self):
+        a = workload("a", count=3, required=HOSTNAME, created=0)
+        b = workload("b", count=3, required=HOSTNAME, created=10)
+        result = run([*one_rack(), a, b])
+        assert domains(assignment_of(result, "a")) == [("x1", 3)]
+        assert domains(assignment_of(result, "b")) == [("x2", 3)]
+
+
+class TestQuota:
+    def test_request_above_nominal_quota(self):
+        objects = [*one_rack(quota={"cpu": "4"}), workload("big", count=6, required=RACK)]
+        wl = result_of(run(objects), "big")
+        assert wl.status == "Inadmissible"
+        assert wl.message.startswith("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor "
+                                     f"{FLAVOR}")
+        assert "(6) > maximum capacity (4)" in wl.message
+
+    def test_quota_used_by_an_admitted_workload(self):
+        running = admitted(workload("running", count=4, cpu="1"),
+                           assignments={"main": domains_json([HOSTNAME], [("x1", 4)])})
+        objects = [*one_rack(quota={"cpu": "8"}), running, workload("next", count=6, required=RACK)]
+        wl = result_of(run(objects), "next")
+        assert wl.status == "Inadmissible"
+        assert wl.message == ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+                              f"{FLAVOR}, 2 more needed")
+
+    def test_quota_taken_earlier_in_the_same_pass(self):
+        first = workload("first", count=4, created=0, unconstrained=True)
+        second = workload("second", count=4, created=10, unconstrained=True)
+        result = run([*one_rack(quota={"cpu": "6"}), first, second])
+        assert result_of(result, "first").status == "Admitted"
+        second_result = result_of(result, "second")
+        assert second_result.status == "Inadmissible"
+        assert "insufficient unused quota for cpu" in second_result.message
+
+    def test_resource_not_covered_by_the_cluster_queue(self):
+        wl = workload("gpu", count=1, extra={"example.com/gpu": "1"}, required=RACK)
+        result = result_of(run([*one_rack(), wl]), "gpu")
+        assert result.status == "Inadmissible"
+        assert "example.com/gpu" in result.message
+
+
+class TestQueues:
+    def test_missing_local_queue(self):
+        wl = workload("lost", count=1, queue="nowhere", required=RACK)
+        result = result_of(run([*one_rack(), wl]), "lost")
+        assert result.status == "Inadmissible"
+        assert result.message == "LocalQueue nowhere doesn't exist"
+
+    def test_missing_cluster_queue(self):
+        objects = [topology(), resource_flavor(), local_queue(cluster_queue_name="gone"),
+                   node("x1", block="b1", rack="r1"), workload("orphan", count=1, required=RACK)]
+        result = result_of(run(objects), "orphan")
+        assert result.status == "Inadmissible"
+        assert result.message == "ClusterQueue gone doesn't exist"
+
+    def test_local_queue_of_another_namespace_does_not_count(self):
+        wl = workload("elsewhere", namespace="team-b", count=1, required=RACK)
+        result = result_of(run([*one_rack(), wl]), "elsewhere", namespace="team-b")
+        assert result.status == "Inadmissible"
+        assert "doesn't exist" in result.message
+
+    def test_admission_checks_give_quota_reserved(self):
+        objects = [
+            *one_rack(cq_kwargs={"admission_checks": ["prov"]}),
+            admission_check("prov"),
+            workload("checked", count=2, required=RACK),
+        ]
+        result = result_of(run(objects), "checked")
+        assert result.status == "QuotaReserved"
+        assert [(c.type, c.status) for c in result.conditions] == [("QuotaReserved", "True")]
+        assert domains(result.pod_sets[0].assignment) == [("x1", 2)]
+
+    def test_no_admission_checks_give_admitted(self):
+        result = result_of(run([*one_rack(), workload("plain", count=2, required=RACK)]), "plain")
+        assert result.status == "Admitted"
+        assert [(c.type, c.status) for c in result.conditions] == [("QuotaReserved", "True"), ("Admitted", "True")]
+        assert result.message.startswith("Quota reserved in ClusterQueue cq")
+
+
+class TestImpliedTAS:
+    def test_tas_only_cluster_queue_places_pod_sets_without_a_request(self):
+        objects = [*one_rack(), pod("web", node="x2", cpu="1"), workload("plain", count=3)]
+        result = result_of(run(objects), "plain")
+        assert result.status == "Admitted"
+        assert result.pod_sets[0].flavors == {"cpu": FLAVOR}
+        # unconstrained: the fullest node that holds all three
+        assert domains(result.pod_sets[0].assignment) == [("x2", 3)]
+
+    def test_mixed_cluster_queue_uses_the_plain_flavor_without_a_request(self):
+        objects = [topology(), resource_flavor(), resource_flavor("plain", topology_name=None),
+                   cluster_queue(flavors=(FLAVOR, "plain")), local_queue(),
+                   node("x1", block="b1", rack="r1"), workload("plain-wl", count=2)]
+        result = result_of(run(objects), "plain-wl")
+        assert result.status == "Admitted"
+        assert result.pod_sets[0].flavors == {"cpu": "plain"}
+        assert result.pod_sets[0].assignment is None
+
+    def test_explicit_request_in_a_mixed_cluster_queue_takes_the_tas_flavor(self):
+        objects = [topology(), resource_flavor("plain", topology_name=None), resource_flavor(),
+                   cluster_queue(flavors=("plain", FLAVOR)), local_queue(),
+                   node("x1", block="b1", rack="r1"), workload("tas-wl", count=2, required=RACK)]
+        result = result_of(run(objects), "tas-wl")
+        assert result.status == "Admitted"
+        assert result.pod_sets[0].flavors["cpu"] == FLAVOR
+        assert domains(result.pod_sets[0].assignment) == [("x1", 2)]
+
+
+class TestAdmittedUsage:
+    def running(self, *, finished: bool = False) -> dict:
+        return admitted(workload("running", count=4, cpu="1"), finished=finished,
+                        assignments={"main": domains_json([HOSTNAME], [("x1", 4)])})
+
+    def test_admitted_workload_reduces_capacity(self):
+        result = run([*one_rack(), self.running(), workload("big", count=5, required=RACK)])
+        big = result_of(result, "big")
+        assert big.status != "Admitted"
+        # x1 is full: it counts as excluded by its CPUs
+        reason = 'topology "default" allows to fit only 4 out of 5 pod(s). Total nodes: 2; excluded: resource "cpu": 1'
+        assert big.message == f"couldn't assign flavors to pod set main: {reason}"
+        assert big.pod_sets[0].failure_reason == reason
+
+    def test_pending_workload_goes_around_it(self):
+        result = run([*one_rack(), self.running(), workload("small", count=4, required=RACK)])
+        assert domains(assignment_of(result, "small")) == [("x2", 4)]
+
+    def test_admitted_workload_is_reported_unchanged(self):
+        result = run([*one_rack(), self.running()])
+        running = result_of(result, "running")
+        assert running.status == "Admitted"
+        assert domains(running.pod_sets[0].assignment) == [("x1", 4)]
+
+    def test_finished_workload_holds_nothing(self):
+        result = run([*one_rack(), self.running(finished=True), workload("big", count=8, required=RACK)])
+        assert result_of(result, "running").status == "Finished"
+        assert result_of(result, "big").status == "Admitted"
+        assert domains(assignment_of(result, "big")) == [("x1", 4), ("x2", 4)]
+
+    def test_finished_workload_frees_its_quota(self):
+        objects = [*one_rack(quota={"cpu": "8"}), self.running(finished=True), workload("big", count=8, required=RACK)]
+        assert result_of(run(objects), "big").status == "Admitted"
+
+    def test_every_input_workload_is_reported(self):
+        objects = [
+            *one_rack(),
+            self.running(),
+            workload("a", count=1, required=RACK),
+            workload("b", count=100, required=RACK),
+            workload("c", queue="nope"),
+        ]
+        result = run(objects)
+        assert [w.workload.name for w in result.workloads] == ["running", "a", "b", "c"]
