@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.features import FeatureGates
 from scheduler.model import (
     AdmissionCheck,
@@ -64,6 +65,9 @@ class ClusterState:
         self.gates = gates
         self.warn = warn
         self.nodes: dict[str, Node] = {n.name: n for n in parsed.nodes}
+        # assignments name nodes by their hostname label, which usually but not always is the node name
+        self.nodes_by_hostname: dict[str, Node] = {
+            n.labels.get(HOSTNAME_LABEL, n.name): n for n in parsed.nodes}
         self.pods: list[Pod] = parsed.pods
         self.topologies: dict[str, Topology] = {t.name: t for t in parsed.topologies}
         self.flavors: dict[str, ResourceFlavor] = {f.name: f for f in parsed.flavors}
@@ -102,6 +106,9 @@ class ClusterState:
         return snapshots
 
     # ------------------------------------------------------------ lookups
+
+    def node_for_hostname(self, hostname: str) -> Node | None:
+        return self.nodes_by_hostname.get(hostname) or self.nodes.get(hostname)
 
     def cluster_queue_for(self, wl: Workload) -> ClusterQueue | None:
         if wl.admission is not None:
@@ -142,6 +149,12 @@ class ClusterState:
                 flavor = psa.flavors.get(resource)
                 if flavor is not None:
                     cq_usage[FlavorResource(flavor, resource)] += sign * value
+        self.add_workload_tas_usage(wl, sign)
+
+    def add_workload_tas_usage(self, wl: Workload, sign: int) -> None:
+        """TAS usage of every PodSet of the workload that has a TopologyAssignment."""
+        for psa in wl.admission.pod_set_assignments if wl.admission else ():
+            ps = wl.pod_set(psa.name)
             if psa.topology_assignment is not None and ps is not None:
                 self.add_tas_assignment_usage(psa, ps.spec.requests, sign)
 

@@ -15,6 +15,7 @@ from scheduler.flavorassigner import FlavorAssigner, FlavorAssignment
 from scheduler.model import Admission, Condition, PodSetAssignment, Workload
 from scheduler.results import (
     ADMITTED,
+    EVICTED,
     FINISHED,
     INADMISSIBLE,
     PENDING,
@@ -122,15 +123,20 @@ class SchedulingCycle:
             admitted = f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s"
             conditions.append(Condition("Admitted", "True", "Admitted", admitted, self.now))
             self.result.events.append(Event(wl.key, "Normal", "Admitted", admitted))
+        # the workload now holds its admission, as later steps of the pass (the ungater) see it
+        wl.conditions = [c for c in wl.conditions if c.type not in {"QuotaReserved", "Admitted"}] + conditions
         return WorkloadResult(wl, cq_name, status, reserved, pod_sets, list(wl.unhealthy_nodes),
-                              conditions=conditions)
+                              conditions=list(wl.conditions))
 
 
 def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
     """A workload the pass left as it was: report its current state."""
     cq = state.cluster_queue_for(wl)
+    evicted = wl.condition("Evicted")
     if wl.is_finished:
         status = FINISHED
+    elif evicted is not None and evicted.status == "True":
+        status = EVICTED
     elif wl.has_quota_reservation:
         status = ADMITTED if wl.is_admitted else QUOTA_RESERVED
     else:
@@ -149,5 +155,6 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
         if cond is not None and cond.message:
             message = cond.message
             break
-    return WorkloadResult(wl, cq.name if cq else "", status, message, pod_sets, list(wl.unhealthy_nodes),
-                          conditions=list(wl.conditions))
+    eviction = evicted.message if status == EVICTED and evicted is not None else ""
+    return WorkloadResult(wl, cq.name if cq else "", status, eviction or message, pod_sets,
+                          list(wl.unhealthy_nodes), eviction_reason=eviction, conditions=list(wl.conditions))

@@ -49,12 +49,26 @@ def workload_json(w: WorkloadResult, *, by_hostname_prefix: bool = True) -> dict
     return out
 
 
+def pods_json(result: PassResult) -> list[dict[str, Any]]:
+    pods = [{"namespace": p.namespace, "name": p.name, "ungated": p.ungated, "nodeSelector": p.node_selector}
+            for p in result.pods]
+    pods += [{"namespace": t.namespace, "name": t.name, "ungated": False, "phase": "Failed", "nodeName": t.node,
+              "conditions": [{"type": "TerminatedByKueue", "status": "True", "reason": t.reason,
+                              "message": t.message}]}
+             for t in result.terminated_pods]
+    return pods
+
+
 def result_json(result: PassResult, *, by_hostname_prefix: bool = True) -> dict[str, Any]:
     return {
         "workloads": [workload_json(w, by_hostname_prefix=by_hostname_prefix) for w in result.workloads],
-        "pods": [{"namespace": p.namespace, "name": p.name, "ungated": p.ungated, "nodeSelector": p.node_selector}
-                 for p in result.pods],
+        "pods": pods_json(result),
         "events": [{"key": e.key, "type": e.type, "reason": e.reason, "message": e.message} for e in result.events],
+        "decisions": [
+            {"key": d.key, "kind": d.kind, "node": d.node, "trigger": d.trigger, "message": d.message,
+             "replacement": d.replacement, "podSet": d.pod_set}
+            for d in result.decisions
+        ],
     }
 
 

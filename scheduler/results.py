@@ -59,10 +59,45 @@ class Event:
     message: str
 
 
+# Kinds of Decision: what the pass did to a running workload, and why.
+NODE_UNHEALTHY = "NodeMarkedUnhealthy"
+NODE_RECOVERED = "NodeRecovered"
+NODE_REPLACED = "NodeReplaced"
+REPLACEMENT_FAILED = "ReplacementFailed"
+WORKLOAD_EVICTED = "WorkloadEvicted"
+POD_TERMINATED = "PodTerminated"
+
+
+@dataclass(slots=True)
+class Decision:
+    """One explained decision about a running workload (the history the service records)."""
+
+    key: str  # namespace/name of the workload
+    kind: str
+    node: str = ""
+    trigger: str = ""  # what made the engine act: "node deleted", "untolerated taint k=v:NoSchedule", ...
+    message: str = ""
+    replacement: list[str] = field(default_factory=list)  # nodes that took the failed node's pods
+    pod_set: str = ""
+
+
+@dataclass(slots=True)
+class PodTermination:
+    """A pod the pass moved to Failed (pending on a node its workload can no longer use)."""
+
+    namespace: str
+    name: str
+    node: str
+    reason: str = "UnschedulableOnAssignedNode"
+    message: str = "Pod terminated by Kueue NodeFailureController due to node taint"
+
+
 @dataclass(slots=True)
 class PassResult:
     workloads: list[WorkloadResult] = field(default_factory=list)
     pods: list[PodResult] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    terminated_pods: list[PodTermination] = field(default_factory=list)
     # input that Kueue would tolerate at run time but that is almost certainly a mistake
     problems: list[InputError] = field(default_factory=list)

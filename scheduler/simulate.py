@@ -15,8 +15,11 @@ from scheduler.codec import decode_assignment
 from scheduler.cycle import SchedulingCycle, unchanged_result
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
+from scheduler.node_failure import NodeFailureController
 from scheduler.parse import ParsedObjects, parse_objects
+from scheduler.replacement import NodeReplacer, annotate_failures
 from scheduler.results import PassResult
+from scheduler.ungater import ungate_pods
 
 
 def unknown_level_problems(parsed: ParsedObjects) -> list[InputError]:
@@ -54,8 +57,14 @@ def simulate(
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
     result = PassResult(problems=unknown_level_problems(parsed))
     state = ClusterState(parsed, gates, warn)
-    # 1. node-failure handling, 2. the ProvisioningRequest second pass: see docs/CLI.md
+    # 1. node-failure handling: mark unhealthy nodes, then replace them or evict
+    NodeFailureController(state, now, result).run()
+    replacer = NodeReplacer(state, now, result)
+    replacer.run()
+    # 2. the ProvisioningRequest second pass
     decided = SchedulingCycle(state, now, result).run()  # 3. one scheduling cycle
     result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
+    annotate_failures(result.workloads, replacer.failures)
     # 4. the topology ungater
+    result.pods = ungate_pods(state)
     return result

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from scheduler import balanced
-from scheduler.assignment import TopologyAssignment
+from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import TopologyRequest
 from scheduler.placement import (
@@ -251,3 +252,123 @@ def find_topology_assignments_for_flavor(
         for req in group:
             add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
     return result
+
+
+# ---------------------------------------------------------------- node replacement
+
+
+def find_incomplete_slice_domain(
+    snap: TASFlavorSnapshot, assignment: TopologyAssignment, missing: int, slice_size: int, key: str
+) -> str:
+    """The slice-level domain that, with the `missing` pods back, holds whole slices again."""
+    tree = snap.tree
+    level = tree.level_index(key)
+    if level is None:
+        return ""
+    per_domain: dict[str, int] = {}
+    for dom in assignment.domains:
+        leaf = tree.leaf_for_values(dom.values)
+        if leaf is None:
+            continue
+        g = tree.ancestor(tree.depth - 1, leaf, level) + tree.offsets[level]
+        domain = tree.id_of[g]
+        per_domain[domain] = per_domain.get(domain, 0) + dom.count
+    for domain, count in per_domain.items():
+        if (count + missing) % slice_size == 0:
+            return domain
+    return ""
+
+
+def required_replacement_domain(snap: TASFlavorSnapshot, req: TASPodSetRequest, gates: FeatureGates,
+                                assignment: TopologyAssignment) -> str:
+    """The domain the replacement pods must stay in: the incomplete slice's domain, or for a
+    `required` request the domain at the required level that holds the rest of the pods."""
+    tree = snap.tree
+    key = Placer(snap, gates).level_key_with_implied(req)
+    level = tree.level_index(key) if key is not None else None
+    if level is None or not assignment.domains:
+        return ""
+    tr = req.topology_request
+    size, reason = slice_size_with_single_pod_default(tr)
+    if reason:
+        return ""
+    if tr is not None and tr.slices_requested and req.count % size != 0:
+        layers = tr.slice_layers()
+        if len(layers) > 1:
+            for layer in reversed(layers):
+                if req.count % layer.size != 0:
+                    return find_incomplete_slice_domain(snap, assignment, req.count, layer.size, layer.topology)
+        return find_incomplete_slice_domain(snap, assignment, req.count, size, layers[0].topology)
+    if tr is None or tr.required is None:
+        return ""
+    leaf = tree.leaf_for_values(assignment.domains[0].values)
+    if leaf is None:
+        return ""
+    return tree.id_of[tree.offsets[level] + tree.ancestor(tree.depth - 1, leaf, level)]
+
+
+def merge_assignments(snap: TASFlavorSnapshot, a: TopologyAssignment, b: TopologyAssignment) -> TopologyAssignment:
+    """Both assignments' domains in order of their full level values, equal domains summed."""
+    tree = snap.tree
+
+    def order(values: tuple[str, ...]) -> str:
+        leaf = tree.leaf_for_values(values)
+        return ",".join(tree.leaves.values[leaf]) if leaf is not None else ",".join(values)
+
+    merged: list[DomainAssignment] = []
+    for dom in sorted([*a.domains, *b.domains], key=lambda d: order(d.values)):
+        if merged and merged[-1].values == dom.values:
+            merged[-1] = DomainAssignment(dom.values, merged[-1].count + dom.count)
+        else:
+            merged.append(dom)
+    return TopologyAssignment(a.levels or b.levels, tuple(merged))
+
+
+def replacement_request(req: TASPodSetRequest, required_domain: str) -> TASPodSetRequest:
+    """For a broken slice, place the missing pods as the innermost slice layer their count divides."""
+    tr = req.topology_request
+    if tr is None or not tr.slices_requested or not required_domain:
+        return req
+    size, _ = slice_size_with_single_pod_default(tr)
+    if size == 0 or req.count % size == 0:
+        return req
+    topology, effective = None, 1
+    for layer in reversed(tr.slice_layers()):
+        if req.count % layer.size == 0:
+            topology, effective = layer.topology, layer.size
+            break
+    narrowed = replace(tr, slice_constraints=(), slice_required_topology=topology, slice_size=effective)
+    return replace(req, pod_set=replace(req.pod_set, topology_request=narrowed))
+
+
+def find_replacement_assignment(
+    snap: TASFlavorSnapshot,
+    req: TASPodSetRequest,
+    existing: TopologyAssignment,
+    unhealthy_node: str,
+    *,
+    gates: FeatureGates,
+    assumed_usage: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[TopologyAssignment | None, TopologyAssignment | None, str]:
+    """(the whole new assignment, the part that replaces the node, failure reason)."""
+    kept = tuple(d for d in existing.domains if d.values[-1] != unhealthy_node)
+    affected = next((d.count for d in reversed(existing.domains) if d.values[-1] == unhealthy_node), 0)
+    remaining = TopologyAssignment(existing.levels, kept)
+    for dom in kept:
+        if snap.tree.leaf_for_values(dom.values) is None:
+            return None, None, ("Cannot replace the node, because the existing topologyAssignment is invalid, "
+                                f"as it contains the stale domain {dom.values[0]}")
+    req = replace(req, count=affected)
+    required_domain = required_replacement_domain(snap, req, gates, remaining)
+    _, reason = slice_size_with_single_pod_default(req.topology_request)
+    if reason:
+        return None, None, reason
+    placed, reason = find_topology_assignment(
+        snap, replacement_request(req, required_domain), None, gates=gates, assumed_usage=assumed_usage,
+        required_replacement_domain=required_domain)
+    if reason:
+        return None, None, reason
+    replacement = placed.get(req.name)
+    if replacement is None or not replacement.domains:
+        return None, None, f"cannot find replacement assignment for unhealthy node: {unhealthy_node}"
+    return merge_assignments(snap, replacement, remaining), replacement, ""

@@ -1,0 +1,277 @@
+"""Node-failure handling for admitted TAS workloads: marking unhealthy nodes.
+
+A node is unhealthy for a workload (recorded in `status.unhealthyNodes`) when it is
+deleted or has no Ready condition; when it is NotReady and the workload's pods on it have
+terminated or are terminating (TASReplaceNodeOnPodTermination), or has been NotReady for
+30 s (TASReplaceNodeDueToNotReadyOverFixedTime, or with pod termination off); or, with
+TASReplaceNodeOnNodeTaints, when it carries a taint the workload does not tolerate
+(NoExecute once `tolerationSeconds` ran out; NoSchedule, including `spec.unschedulable`,
+once the workload's pods stopped running there). A second failed node evicts the
+workload. Every decision is recorded with its trigger.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+
+from scheduler.assignment import HOSTNAME_LABEL
+from scheduler.cluster import ClusterState
+from scheduler.model import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    Condition,
+    Node,
+    Pod,
+    PodSet,
+    Taint,
+    Toleration,
+    Workload,
+)
+from scheduler.results import (
+    NODE_UNHEALTHY,
+    POD_TERMINATED,
+    WORKLOAD_EVICTED,
+    Decision,
+    Event,
+    PassResult,
+    PodTermination,
+)
+
+NODE_FAILURE_DELAY = timedelta(seconds=30)
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
+MULTIPLE_FAILURES = "Workload eviction triggered due to multiple TAS assigned node failures, including: {}"
+EVICTED_BY_NODE_FAILURES = "EvictedDueToNodeFailures"
+
+
+class Health(Enum):
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+    KEEP_MONITORING = "keep monitoring"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCheck:
+    health: Health
+    trigger: str = ""
+    untolerated_taint: Taint | None = None
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def is_evicted(wl: Workload) -> bool:
+    return wl.condition_true("Evicted")
+
+
+def is_admitted_by_tas(wl: Workload) -> bool:
+    return wl.is_admitted and wl.admission is not None and any(
+        psa.topology_assignment is not None for psa in wl.admission.pod_set_assignments)
+
+
+def assigned_nodes(wl: Workload) -> list[str]:
+    """Hostnames in the workload's assignments (only assignments whose lowest level is the hostname)."""
+    seen: dict[str, None] = {}
+    for psa in wl.admission.pod_set_assignments if wl.admission else ():
+        ta = psa.topology_assignment
+        if ta is None or not ta.levels or ta.levels[-1] != HOSTNAME_LABEL:
+            continue
+        for dom in ta.domains:
+            seen.setdefault(dom.values[-1])
+    return list(seen)
+
+
+def pod_sets_on_node(wl: Workload, node: str) -> list[PodSet]:
+    out = []
+    for psa in wl.admission.pod_set_assignments if wl.admission else ():
+        ta = psa.topology_assignment
+        if ta is not None and any(d.values[-1] == node for d in ta.domains):
+            ps = wl.pod_set(psa.name)
+            if ps is not None:
+                out.append(ps)
+    return out
+
+
+def pods_by_workload(pods: list[Pod]) -> dict[str, list[Pod]]:
+    out: dict[str, list[Pod]] = defaultdict(list)
+    for pod in pods:
+        name = pod.annotations.get(WORKLOAD_ANNOTATION)
+        if name:
+            out[f"{pod.namespace}/{name}"].append(pod)
+    return out
+
+
+def tolerated_now(taint: Taint, tolerations: tuple[Toleration, ...], now: datetime) -> bool:
+    """Some toleration tolerates the taint, and for NoExecute its tolerationSeconds have not run out."""
+    for t in tolerations:
+        if not t.tolerates(taint):
+            continue
+        if taint.effect != NO_EXECUTE or t.toleration_seconds is None or taint.time_added is None:
+            return True
+        if now < taint.time_added + timedelta(seconds=max(t.toleration_seconds, 0)):
+            return True
+    return False
+
+
+def untolerated_taints(node: Node, pod_sets: list[PodSet], now: datetime) -> list[Taint]:
+    """Scheduling taints (NoSchedule/NoExecute) that at least one PodSet on the node does not tolerate."""
+    if not pod_sets:
+        return []
+    taints = list(node.taints)
+    if node.unschedulable and not any(t.key == UNSCHEDULABLE_TAINT.key for t in taints):
+        taints.append(UNSCHEDULABLE_TAINT)  # what the node lifecycle controller adds to a cordoned node
+    return [t for t in taints if t.effect in (NO_SCHEDULE, NO_EXECUTE)
+            and any(not tolerated_now(t, ps.spec.tolerations, now) for ps in pod_sets)]
+
+
+# ---------------------------------------------------------------- the controller
+
+
+class NodeFailureController:
+    def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
+        self.state = state
+        self.gates = state.gates
+        self.now = now
+        self.result = result
+        self.pods = pods_by_workload(state.pods)
+        self.evicted: dict[str, str] = {}  # workload key -> eviction message
+
+    def run(self) -> None:
+        if not (self.gates.TopologyAwareScheduling and self.gates.TASFailedNodeReplacement):
+            return
+        for wl in self.state.workloads:
+            if is_admitted_by_tas(wl) and not is_evicted(wl):
+                for node in assigned_nodes(wl):
+                    if wl.key in self.evicted:
+                        break
+                    self.reconcile(wl, node)
+
+    # ------------------------------------------------------------ pods of a workload on a node
+
+    def pods_on_node(self, wl: Workload, node_name: str) -> list[Pod]:
+        node = self.state.node_for_hostname(node_name)
+        levels = {}
+        for psa in wl.admission.pod_set_assignments if wl.admission else ():
+            if psa.topology_assignment is not None:
+                levels[psa.name] = psa.topology_assignment.levels
+        single = next(iter(levels.values())) if len(levels) == 1 else ()
+        out = []
+        bound_names = {node_name, node.name} if node is not None else {node_name}
+        for pod in self.pods.get(wl.key, ()):
+            if pod.node_name:
+                if pod.node_name in bound_names:
+                    out.append(pod)
+                continue
+            # not bound yet: on the node if its selector for the lowest level names it
+            lv = levels.get(pod.labels.get(PODSET_LABEL, ""), single)
+            if node is None or not lv or not pod.spec.node_selector:
+                continue
+            key = lv[-1]
+            if key in pod.spec.node_selector and node.labels.get(key) == pod.spec.node_selector[key]:
+                out.append(pod)
+        return out
+
+    def all_pods_stopped(self, wl: Workload, node: str) -> bool:
+        """Every pod of the workload bound to the node is terminated or terminating."""
+        node_obj = self.state.node_for_hostname(node)
+        names = {node, node_obj.name} if node_obj is not None else {node}
+        return all(p.deleting or p.terminal for p in self.pods.get(wl.key, ()) if p.node_name in names)
+
+    def has_active_pods(self, wl: Workload, node: str) -> bool:
+        # A gated pod counts as active so that pods about to start are not terminated.
+        return any(not p.deleting and not p.terminal and (p.phase != "Pending" or p.scheduling_gates)
+                   for p in self.pods_on_node(wl, node))
+
+    # ------------------------------------------------------------ health
+
+    def check(self, wl: Workload, node_name: str) -> NodeCheck:
+        node = self.state.node_for_hostname(node_name)
+        if node is None:
+            return NodeCheck(Health.UNHEALTHY, "node deleted")
+        if node.ready is None:
+            return NodeCheck(Health.UNHEALTHY, "node has no Ready condition")
+        if node.ready == "True":
+            return self.check_taints(wl, node)
+        since = node.ready_since
+        not_ready_for = self.now - since if since is not None else timedelta.max
+        over_delay = not_ready_for >= NODE_FAILURE_DELAY
+        status = f"node is {'NotReady' if node.ready == 'False' else 'Ready=' + node.ready}"
+        if self.gates.TASReplaceNodeOnPodTermination:
+            if self.all_pods_stopped(wl, node_name):
+                return NodeCheck(Health.UNHEALTHY, f"{status} and the workload's pods on it have stopped")
+            if self.gates.TASReplaceNodeDueToNotReadyOverFixedTime and over_delay:
+                return NodeCheck(Health.UNHEALTHY, f"{status} for {_seconds(not_ready_for)}")
+            return NodeCheck(Health.KEEP_MONITORING, f"{status}, the workload's pods still run there")
+        if over_delay:
+            return NodeCheck(Health.UNHEALTHY, f"{status} for {_seconds(not_ready_for)}")
+        return NodeCheck(Health.KEEP_MONITORING, f"{status} for {_seconds(not_ready_for)}, under 30s")
+
+    def check_taints(self, wl: Workload, node: Node) -> NodeCheck:
+        if not self.gates.TASReplaceNodeOnNodeTaints:
+            return NodeCheck(Health.HEALTHY)
+        untolerated = untolerated_taints(node, pod_sets_on_node(wl, node.name), self.now)
+        if not untolerated:
+            return NodeCheck(Health.HEALTHY)
+        taint = untolerated[0]
+        if not self.gates.TASReplaceNodeOnPodTermination:
+            return NodeCheck(Health.UNHEALTHY, f"untolerated taint {taint}", taint)
+        if self.has_active_pods(wl, node.name):
+            return NodeCheck(Health.KEEP_MONITORING, f"untolerated taint {taint}, the workload's pods still run there",
+                             taint)
+        return NodeCheck(Health.UNHEALTHY, f"untolerated taint {taint} and the workload's pods stopped there", taint)
+
+    # ------------------------------------------------------------ actions
+
+    def reconcile(self, wl: Workload, node: str) -> None:
+        check = self.check(wl, node)
+        if check.health is Health.UNHEALTHY:
+            if check.untolerated_taint is not None:
+                self.terminate_pending_pods(wl, node)
+            if wl.unhealthy_nodes and node not in wl.unhealthy_nodes:
+                nodes = ", ".join([*wl.unhealthy_nodes, node])
+                self.evict(wl, MULTIPLE_FAILURES.format(nodes), node, check.trigger)
+                return
+            if node not in wl.unhealthy_nodes:
+                wl.unhealthy_nodes.append(node)
+                self.result.decisions.append(Decision(
+                    wl.key, NODE_UNHEALTHY, node, check.trigger,
+                    f"node {node} marked unhealthy for the workload: {check.trigger}"))
+            return
+        # A node already in status.unhealthyNodes stays there even if it looks healthy now:
+        # Kueue's scheduler replaces it on its next cycle, whatever the node does meanwhile.
+
+    def terminate_pending_pods(self, wl: Workload, node: str) -> None:
+        """Pending (ungated) pods bound to a node they cannot run on are moved to Failed."""
+        for pod in self.pods_on_node(wl, node):
+            if pod.deleting or pod.terminal or pod.phase != "Pending" or pod.scheduling_gates:
+                continue
+            pod.phase = "Failed"
+            termination = PodTermination(pod.namespace, pod.name, node)
+            self.result.terminated_pods.append(termination)
+            self.result.events.append(Event(pod.key, "Normal", "PodTerminatedByKueue", termination.message))
+            self.result.decisions.append(Decision(
+                wl.key, POD_TERMINATED, node, "pending on an unusable node",
+                f"pod {pod.key} was pending on {node} and was moved to Failed"))
+
+    def evict(self, wl: Workload, message: str, node: str, trigger: str) -> None:
+        evict_workload(wl, message, self.now, self.result, node=node, trigger=trigger)
+        self.evicted[wl.key] = message
+
+
+def evict_workload(wl: Workload, message: str, now: datetime, result: PassResult, *, node: str = "",
+                   trigger: str = "") -> None:
+    """Set the Evicted condition (reason NodeFailures) and record why."""
+    wl.conditions = [c for c in wl.conditions if c.type != "Evicted"]
+    wl.conditions.append(Condition("Evicted", "True", "NodeFailures", message, now))
+    result.events.append(Event(wl.key, "Normal", EVICTED_BY_NODE_FAILURES, message))
+    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, node, trigger, message))
+
+
+def _seconds(delta: timedelta) -> str:
+    if delta == timedelta.max:
+        return "an unknown time"
+    return f"{int(delta.total_seconds())}s"

@@ -1,0 +1,142 @@
+"""Replacing the unhealthy node of an admitted TAS workload (hot swap).
+
+For a workload with one unhealthy node, the pods that ran there get a new node inside the
+domain their request constrains; the rest of the assignment stays. When no replacement
+fits, the workload is evicted at once with TASFailedNodeReplacementFailFast, otherwise it
+is retried on the next pass. A workload owned by a single Pod keeps its assignment
+(SkipReassignmentForPodOwnedWorkloads): its pod cannot move, and a new one arrives as a
+new workload.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduler.cluster import ClusterState
+from scheduler.flavorassigner import FlavorAssigner
+from scheduler.model import ClusterQueue, PodSetAssignment, Workload
+from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
+from scheduler.placement import TASPodSetRequest
+from scheduler.results import NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
+from scheduler.topology_assignment import find_replacement_assignment
+
+NO_REPLACEMENT = "Workload was evicted as there was no replacement for unhealthy node(s): {}"
+IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
+
+
+def owned_by_single_pod(wl: Workload) -> bool:
+    """A bare pod's workload: exactly one owner, a v1 Pod, and not a pod group."""
+    if wl.annotations.get(IS_GROUP_WORKLOAD) == "true" or len(wl.owner_references) != 1:
+        return False
+    owner = wl.owner_references[0]
+    return owner.kind == "Pod" and owner.api_version == "v1"
+
+
+class NodeReplacer:
+    def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
+        self.state = state
+        self.gates = state.gates
+        self.now = now
+        self.result = result
+        self.evicted: set[str] = set()
+        self.replaced: set[str] = set()
+        self.failures: dict[str, tuple[str, str]] = {}  # workload key -> (PodSet, reason)
+
+    def run(self) -> None:
+        if not (self.gates.TopologyAwareScheduling and self.gates.TASFailedNodeReplacement):
+            return
+        for wl in self.state.workloads:
+            if wl.unhealthy_nodes and is_admitted_by_tas(wl) and not is_evicted(wl):
+                self.replace(wl)
+
+    def replace(self, wl: Workload) -> None:
+        if len(wl.unhealthy_nodes) > 1:
+            self.evict(wl, MULTIPLE_FAILURES.format(", ".join(wl.unhealthy_nodes)), "multiple unhealthy nodes")
+            return
+        node = wl.unhealthy_nodes[0]
+        affected = [psa for psa in wl.admission.pod_set_assignments
+                    if psa.topology_assignment is not None
+                    and any(d.values[-1] == node for d in psa.topology_assignment.domains)]
+        if self.gates.SkipReassignmentForPodOwnedWorkloads and owned_by_single_pod(wl):
+            wl.unhealthy_nodes.clear()  # the assignment stays where the pod runs
+            self.result.decisions.append(Decision(
+                wl.key, NODE_REPLACED, node, "workload owned by a single Pod",
+                f"node {node} not replaced: the workload's only pod cannot move; its assignment is kept"))
+            self.replaced.add(wl.key)
+            return
+        cq = self.state.cluster_queues.get(wl.admission.cluster_queue)
+        new_assignments, failure = self.find_replacements(wl, cq, affected, node)
+        if failure:
+            self.fail(wl, node, *failure)
+            return
+        self.apply(wl, node, new_assignments)
+
+    def tas_request(self, wl: Workload, cq: ClusterQueue | None, psa: PodSetAssignment) -> TASPodSetRequest | None:
+        ps = wl.pod_set(psa.name)
+        flavor = self.state.tas_flavor_of(psa)
+        if ps is None or flavor is None:
+            return None
+        implied = cq is not None and FlavorAssigner(self.state, wl, cq).tas_implied(ps)
+        count = psa.count if psa.count is not None else ps.count
+        return TASPodSetRequest(pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
+                                implied=implied)
+
+    def find_replacements(self, wl: Workload, cq: ClusterQueue | None, affected: list[PodSetAssignment],
+                          node: str) -> tuple[dict, tuple[str, str] | None]:
+        """New assignments per PodSet, or (PodSet, reason) for the first that cannot be repaired.
+
+        The workload's pods that keep running still hold their nodes, so its own usage stays
+        on the snapshot while the replacement is searched, as in Kueue's scheduling cycle."""
+        results: dict[str, tuple] = {}
+        assumed: dict[str, dict[str, int]] = {}
+        for psa in affected:
+            req = self.tas_request(wl, cq, psa)
+            if req is None:
+                return {}, (psa.name, f"no TAS flavor found for pod set {psa.name}")
+            snap = self.state.tas_snapshots[req.flavor]
+            new, part, reason = find_replacement_assignment(
+                snap, req, psa.topology_assignment, node, gates=self.gates, assumed_usage=assumed)
+            if reason:
+                return {}, (psa.name, reason)
+            results[psa.name] = (new, part)
+        return results, None
+
+    def apply(self, wl: Workload, node: str, new_assignments: dict) -> None:
+        self.state.add_workload_tas_usage(wl, sign=-1)
+        for psa in wl.admission.pod_set_assignments:
+            if psa.name in new_assignments:
+                psa.topology_assignment = new_assignments[psa.name][0]
+        self.state.add_workload_tas_usage(wl, sign=1)
+        wl.unhealthy_nodes.clear()
+        for name, (_, part) in new_assignments.items():
+            targets = [d.values[-1] for d in part.domains]
+            self.result.decisions.append(Decision(
+                wl.key, NODE_REPLACED, node, "unhealthy node",
+                f"pod set {name}: pods on {node} moved to {', '.join(targets)}", targets, name))
+        self.replaced.add(wl.key)
+
+    def fail(self, wl: Workload, node: str, pod_set: str, reason: str) -> None:
+        self.failures[wl.key] = (pod_set, reason)
+        message = f"couldn't assign flavors to pod set {pod_set}: {reason}"
+        self.result.decisions.append(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message,
+                                              pod_set=pod_set))
+        if self.gates.TASFailedNodeReplacementFailFast:
+            self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
+        else:
+            self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+
+    def evict(self, wl: Workload, message: str, trigger: str) -> None:
+        evict_workload(wl, message, self.now, self.result, node=", ".join(wl.unhealthy_nodes), trigger=trigger)
+        wl.unhealthy_nodes.clear()
+        self.evicted.add(wl.key)
+
+
+def annotate_failures(results: list, failures: dict[str, tuple[str, str]]) -> None:
+    """Put each failed replacement's reason on its PodSet in the pass result."""
+    for wr in results:
+        failure = failures.get(wr.key)
+        if failure is None:
+            continue
+        for ps in wr.pod_sets:
+            if ps.name == failure[0]:
+                ps.failure_reason = failure[1]
