@@ -54,7 +54,20 @@ def simulate(
     now: datetime,
     warn: Callable[[str], None] = lambda _msg: None,
 ) -> PassResult:
+    """One pass over objects read from files: `(file, object)` pairs."""
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
+    return simulate_parsed(parsed, gates=gates, now=now, warn=warn)
+
+
+def simulate_parsed(
+    parsed: ParsedObjects,
+    *,
+    gates: FeatureGates,
+    now: datetime,
+    warn: Callable[[str], None] = lambda _msg: None,
+) -> PassResult:
+    """One pass over already parsed objects. The pass updates the Workload and Pod objects
+    in place (admissions, conditions, unhealthy nodes), so give it objects of its own."""
     result = PassResult(problems=unknown_level_problems(parsed))
     state = ClusterState(parsed, gates, warn)
     # 1. node-failure handling: mark unhealthy nodes, then replace them or evict

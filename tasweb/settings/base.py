@@ -75,6 +75,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "tasweb.core",
+    "tasweb.cluster",
+    "tasweb.scheduling",
 ]
 
 MIDDLEWARE = [
@@ -202,6 +204,17 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 25},
     },
 }
+
+# --- The TAS service ----------------------------------------------------------------------
+
+# Where the mirrored cluster comes from: "simulator" (the embedded default), "kubernetes"
+# (KUBECONFIG or in-cluster config), or "none" (objects loaded with `manage.py tas_import`).
+TAS_CLUSTER_SOURCE = env_str("TAS_CLUSTER_SOURCE") or "simulator"
+# With a real cluster: "observe" (Kueue decides; we mirror, decode and explain) or
+# "control" (we admit, write assignments, evict and ungate).
+TAS_MODE = env_str("TAS_MODE") or "observe"
+# Kueue feature gates in Kueue's syntax, e.g. "TASBalancedPlacement=true".
+TAS_FEATURE_GATES = env_str("TAS_FEATURE_GATES")
 
 # --- REST API -----------------------------------------------------------------------------
 

@@ -1,0 +1,145 @@
+"""The mirrored cluster: Kubernetes and Kueue objects as the source last reported them.
+
+Every row keeps the object exactly as received (`raw`), plus the fields the API, the
+dashboard and the engine filter on, extracted at write time. Rows are keyed by the
+object's uid; `rv_number` (its resourceVersion) makes writes idempotent: an event older
+than what is stored is ignored, so replays after a reconnect change nothing.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class MirroredObject(models.Model):
+    uid = models.CharField(max_length=128, unique=True)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    resource_version = models.CharField(max_length=64, blank=True, default="")
+    # resourceVersion as a number when it is one (etcd's are), for ordering events
+    rv_number = models.BigIntegerField(default=0)
+    raw = models.JSONField()
+    # why the engine cannot read the object (it is kept, shown, and left out of passes)
+    invalid_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(null=True, blank=True)  # metadata.creationTimestamp
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["namespace", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class Node(MirroredObject):
+    hostname = models.CharField(max_length=253, db_index=True, blank=True, default="")
+    labels = models.JSONField(default=dict)
+    allocatable = models.JSONField(default=dict)  # resource -> integer value (milli-CPU, bytes, units)
+    taints = models.JSONField(default=list)  # [{"key", "value", "effect", "timeAdded"}]
+    unschedulable = models.BooleanField(default=False)
+    ready = models.CharField(max_length=16, blank=True, default="")  # Ready condition status; "" = none
+    ready_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta(MirroredObject.Meta):
+        indexes = [models.Index(fields=["name"]), models.Index(fields=["ready"])]
+
+
+class Pod(MirroredObject):
+    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    phase = models.CharField(max_length=32, blank=True, default="")
+    workload_name = models.CharField(max_length=253, blank=True, default="")  # kueue.x-k8s.io/workload
+    pod_set = models.CharField(max_length=253, blank=True, default="")  # kueue.x-k8s.io/podset
+    gated = models.BooleanField(default=False)  # carries the kueue.x-k8s.io/topology gate
+    tas = models.BooleanField(default=False)  # carries a Kueue topology annotation
+    deleting = models.BooleanField(default=False)
+    requests = models.JSONField(default=dict)  # effective pod requests, integer values
+
+    class Meta(MirroredObject.Meta):
+        indexes = [
+            models.Index(fields=["namespace", "workload_name"]),
+            models.Index(fields=["namespace", "name"]),
+        ]
+
+
+class Topology(MirroredObject):
+    levels = models.JSONField(default=list)
+
+
+class ResourceFlavor(MirroredObject):
+    topology_name = models.CharField(max_length=253, blank=True, default="")
+    node_labels = models.JSONField(default=dict)
+
+
+class ClusterQueue(MirroredObject):
+    cohort = models.CharField(max_length=253, blank=True, default="")
+
+
+class LocalQueue(MirroredObject):
+    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
+
+    class Meta(MirroredObject.Meta):
+        indexes = [models.Index(fields=["namespace", "name"])]
+
+
+class Cohort(MirroredObject):
+    parent = models.CharField(max_length=253, blank=True, default="")
+
+
+class AdmissionCheck(MirroredObject):
+    controller_name = models.CharField(max_length=253, blank=True, default="")
+
+
+class WorkloadPriorityClass(MirroredObject):
+    value = models.IntegerField(default=0)
+
+
+class WorkloadStatus(models.TextChoices):
+    PENDING = "Pending"
+    INADMISSIBLE = "Inadmissible"
+    QUOTA_RESERVED = "QuotaReserved"
+    ADMITTED = "Admitted"
+    EVICTED = "Evicted"
+    PREEMPTED = "Preempted"
+    FINISHED = "Finished"
+
+
+class Workload(MirroredObject):
+    queue_name = models.CharField(max_length=253, blank=True, default="")
+    cluster_queue = models.CharField(max_length=253, blank=True, default="")
+    status = models.CharField(max_length=16, choices=WorkloadStatus.choices, default=WorkloadStatus.PENDING)
+    # the reason Kueue (or the engine) gives for the status: why pending, why evicted
+    message = models.TextField(blank=True, default="")
+    priority = models.IntegerField(default=0)
+    pod_count = models.IntegerField(default=0)
+    unhealthy_nodes = models.JSONField(default=list)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(MirroredObject.Meta):
+        indexes = [
+            models.Index(fields=["namespace", "name"]),
+            models.Index(fields=["status", "cluster_queue"]),
+            models.Index(fields=["cluster_queue", "status", "priority", "created_at"]),
+            models.Index(fields=["queue_name"]),
+            models.Index(fields=["created_at"]),
+        ]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+# kind -> model, for the mirror
+KINDS: dict[str, type[MirroredObject]] = {
+    "Node": Node,
+    "Pod": Pod,
+    "Topology": Topology,
+    "ResourceFlavor": ResourceFlavor,
+    "ClusterQueue": ClusterQueue,
+    "LocalQueue": LocalQueue,
+    "Cohort": Cohort,
+    "AdmissionCheck": AdmissionCheck,
+    "WorkloadPriorityClass": WorkloadPriorityClass,
+    "Workload": Workload,
+}

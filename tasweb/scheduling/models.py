@@ -1,0 +1,140 @@
+"""What the engine decided, and the history of every workload.
+
+An admission is stored twice: `PodSetAssignment.encoded` is the v1beta2 TopologyAssignment
+byte for byte as Kueue stores it, and `AssignmentDomain` holds one row per domain with
+its full path of level values, so "which workloads are on rack r3" is one indexed query.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tasweb.cluster.models import Workload
+
+MAX_LEVELS = 8  # Kueue allows at most 8 topology levels
+
+
+class SchedulingPass(models.Model):
+    """One run of the engine over the mirrored cluster."""
+
+    class Trigger(models.TextChoices):
+        BEAT = "beat"
+        CHANGE = "change"
+        MANUAL = "manual"
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    mode = models.CharField(max_length=16, default="control")  # control | observe
+    workloads_seen = models.IntegerField(default=0)
+    admitted = models.IntegerField(default=0)
+    evicted = models.IntegerField(default=0)
+    nodes_replaced = models.IntegerField(default=0)
+    pods_ungated = models.IntegerField(default=0)
+    pending = models.IntegerField(default=0)
+    duration_ms = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+
+class PodSetAssignment(models.Model):
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="pod_set_assignments")
+    pod_set = models.CharField(max_length=253)
+    flavor = models.CharField(max_length=253, blank=True, default="")  # the TAS flavor
+    flavors = models.JSONField(default=dict)  # resource -> flavor
+    count = models.IntegerField(default=0)
+    levels = models.JSONField(default=list)  # the assignment's levels (hostname only when lowest)
+    topology_levels = models.JSONField(default=list)  # every level of the flavor's Topology
+    encoded = models.JSONField(null=True, blank=True)  # v1beta2 TopologyAssignment, as Kueue stores it
+    delayed_topology_request = models.CharField(max_length=16, blank=True, default="")
+    recorded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workload_id", "pod_set"]
+        constraints = [models.UniqueConstraint(fields=["workload", "pod_set"], name="one_assignment_per_pod_set")]
+
+
+class AssignmentDomain(models.Model):
+    """One domain of a decoded assignment, with the values of every topology level."""
+
+    assignment = models.ForeignKey(PodSetAssignment, on_delete=models.CASCADE, related_name="domains")
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="assignment_domains")
+    flavor = models.CharField(max_length=253, blank=True, default="")
+    position = models.IntegerField()  # order in the assignment
+    count = models.IntegerField()
+    values = models.JSONField(default=list)  # full path, one value per topology level
+    node = models.CharField(max_length=253, blank=True, default="", db_index=True)  # hostname when known
+    level_0 = models.CharField(max_length=253, blank=True, default="")
+    level_1 = models.CharField(max_length=253, blank=True, default="")
+    level_2 = models.CharField(max_length=253, blank=True, default="")
+    level_3 = models.CharField(max_length=253, blank=True, default="")
+    level_4 = models.CharField(max_length=253, blank=True, default="")
+    level_5 = models.CharField(max_length=253, blank=True, default="")
+    level_6 = models.CharField(max_length=253, blank=True, default="")
+    level_7 = models.CharField(max_length=253, blank=True, default="")
+
+    class Meta:
+        ordering = ["assignment_id", "position"]
+        indexes = [
+            models.Index(fields=["flavor", "level_0"]),
+            models.Index(fields=["flavor", "level_0", "level_1"]),
+            models.Index(fields=["flavor", "level_0", "level_1", "level_2"]),
+        ]
+
+
+class EventKind(models.TextChoices):
+    QUEUED = "Queued"
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    NODE_UNHEALTHY = "NodeMarkedUnhealthy"
+    NODE_REPLACED = "NodeReplaced"
+    REPLACEMENT_FAILED = "ReplacementFailed"
+    EVICTED = "Evicted"
+    PREEMPTED = "Preempted"
+    REQUEUED = "Requeued"
+    FINISHED = "Finished"
+    PODS_UNGATED = "PodsUngated"
+    POD_TERMINATED = "PodTerminated"
+
+
+class WorkloadEvent(models.Model):
+    """One entry of a workload's history, with the explanation the engine gave."""
+
+    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    workload_key = models.CharField(max_length=510, db_index=True)  # namespace/name, kept after deletion
+    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    kind = models.CharField(max_length=32, choices=EventKind.choices, db_index=True)
+    at = models.DateTimeField(db_index=True)
+    node = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    domain = models.CharField(max_length=1024, blank=True, default="", db_index=True)  # "b1/r3" path
+    trigger = models.TextField(blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["workload_key", "at"]), models.Index(fields=["kind", "at"])]
+
+
+class ClusterWrite(models.Model):
+    """A change to send to the cluster (control mode), written in the same transaction as
+    the decision that caused it, so a crash between deciding and sending loses nothing."""
+
+    class Kind(models.TextChoices):
+        WORKLOAD_STATUS = "WorkloadStatus"  # admission, topologyAssignment, unhealthyNodes, conditions
+        POD_UNGATE = "PodUngate"  # remove the topology gate, add the node selector
+        POD_FAIL = "PodFail"  # move a pending pod on an unusable node to Failed
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    attempts = models.IntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]

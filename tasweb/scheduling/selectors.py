@@ -1,0 +1,125 @@
+"""Reads for the scheduling app: the engine's input built from the mirror, and queries on
+stored assignments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from types import MappingProxyType
+
+from django.db.models import QuerySet
+
+from scheduler.codec import decode_assignment
+from scheduler.errors import InputError
+from scheduler.model import Node as EngineNode
+from scheduler.model import Pod as EnginePod
+from scheduler.model import PodSpecInfo, Taint
+from scheduler.parse import (
+    ParsedObjects,
+    Where,
+    object_label,
+    parse_admission_check,
+    parse_cluster_queue,
+    parse_cohort,
+    parse_local_queue,
+    parse_pod,
+    parse_priority_class,
+    parse_resource_flavor,
+    parse_topology,
+    parse_workload,
+)
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
+
+
+def _taint(raw: dict) -> Taint:
+    added = raw.get("timeAdded")
+    return Taint(raw.get("key", ""), raw.get("value", "") or "", raw.get("effect", "") or "",
+                 datetime.fromisoformat(added) if added else None)
+
+
+def engine_nodes() -> list[EngineNode]:
+    """Nodes from their extracted columns (no re-parse: this is the biggest part of a cluster)."""
+    rows = cluster.Node.objects.filter(invalid_reason="").values_list(
+        "name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since", "raw__metadata")
+    nodes = []
+    for name, labels, allocatable, taints, unschedulable, ready, ready_since, meta in rows.iterator(chunk_size=2000):
+        nodes.append(EngineNode(
+            name=name,
+            labels=MappingProxyType(labels),
+            allocatable=MappingProxyType(allocatable),
+            taints=tuple(_taint(t) for t in taints),
+            unschedulable=unschedulable,
+            ready=ready or None,
+            ready_since=ready_since,
+            deleted=bool((meta or {}).get("deletionTimestamp")),
+        ))
+    return nodes
+
+
+def engine_pods() -> list[EnginePod]:
+    """Pods of TAS workloads in full (the ungater and node-failure handling read them);
+    every other pod only as the usage it puts on its node."""
+    pods: list[EnginePod] = []
+    full = cluster.Pod.objects.filter(invalid_reason="").exclude(workload_name="", gated=False, tas=False)
+    for row in full.values_list("raw", flat=True).iterator(chunk_size=1000):
+        try:
+            pods.append(parse_pod(row, Where(object_label(row))))
+        except InputError:
+            continue
+    usage_only = cluster.Pod.objects.filter(invalid_reason="", workload_name="", gated=False, tas=False)
+    rows = usage_only.exclude(node_name="").values_list("namespace", "name", "node_name", "phase", "deleting",
+                                                        "requests")
+    for namespace, name, node_name, phase, deleting, requests in rows.iterator(chunk_size=5000):
+        pods.append(EnginePod(namespace=namespace, name=name, node_name=node_name, phase=phase, deleting=deleting,
+                              spec=PodSpecInfo(requests=MappingProxyType(requests))))
+    return pods
+
+
+def _parsed(model, parser, rows: Iterable[dict] | None = None) -> list:
+    out = []
+    source = rows if rows is not None else model.objects.filter(invalid_reason="").values_list("raw", flat=True)
+    for raw in source:
+        try:
+            out.append(parser(raw, Where(object_label(raw))))
+        except InputError:
+            continue  # kept in the mirror with its invalid_reason; a pass cannot use it
+    return out
+
+
+def active_workload_rows() -> QuerySet:
+    """Workloads a pass must see: everything not finished."""
+    return cluster.Workload.objects.filter(invalid_reason="").exclude(status=cluster.WorkloadStatus.FINISHED)
+
+
+def engine_inputs() -> ParsedObjects:
+    """The engine's view of the mirrored cluster, fresh objects a pass may change."""
+    workloads = []
+    for raw in active_workload_rows().values_list("raw", flat=True).iterator(chunk_size=500):
+        try:
+            workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
+        except InputError:
+            continue
+    return ParsedObjects(
+        nodes=engine_nodes(),
+        pods=engine_pods(),
+        topologies=_parsed(cluster.Topology, parse_topology),
+        flavors=_parsed(cluster.ResourceFlavor, parse_resource_flavor),
+        cluster_queues=_parsed(cluster.ClusterQueue, parse_cluster_queue),
+        local_queues=_parsed(cluster.LocalQueue, parse_local_queue),
+        cohorts=_parsed(cluster.Cohort, parse_cohort),
+        admission_checks=_parsed(cluster.AdmissionCheck, parse_admission_check),
+        priority_classes=_parsed(cluster.WorkloadPriorityClass, parse_priority_class),
+        workloads=workloads,
+    )
+
+
+def workloads_on_domain(*, flavor: str, values: list[str]) -> QuerySet:
+    """Workloads with pods in the domain named by its path of level values ("b1", "r3")."""
+    filters = {f"level_{i}": value for i, value in enumerate(values)}
+    ids = AssignmentDomain.objects.filter(flavor=flavor, **filters).values("workload_id")
+    return cluster.Workload.objects.filter(id__in=ids)
+
+
+def assignments_of(workload: cluster.Workload) -> QuerySet:
+    return PodSetAssignment.objects.filter(workload=workload).prefetch_related("domains")

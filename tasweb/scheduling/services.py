@@ -1,0 +1,431 @@
+"""Writes of the scheduling app: running an engine pass over the mirror and storing what it
+decided, the decoded assignments, and every workload's history.
+
+A pass's results are written in one transaction: a crash mid-write leaves the previous
+state, and running the pass again redoes the same decisions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
+from scheduler.codec import decode_assignment, encode_assignment
+from scheduler.errors import InputError
+from scheduler.features import FeatureGates
+from scheduler.quantity import format_value
+from scheduler.results import (
+    NODE_REPLACED,
+    NODE_UNHEALTHY,
+    POD_TERMINATED,
+    REPLACEMENT_FAILED,
+    WORKLOAD_EVICTED,
+    Decision,
+    PassResult,
+    PodSetResult,
+    WorkloadResult,
+)
+from scheduler.simulate import simulate_parsed
+from tasweb.cluster import models as cluster
+from tasweb.cluster.models import WorkloadStatus
+from tasweb.scheduling.models import (
+    MAX_LEVELS,
+    AssignmentDomain,
+    ClusterWrite,
+    EventKind,
+    PodSetAssignment,
+    SchedulingPass,
+    WorkloadEvent,
+)
+from tasweb.scheduling.selectors import engine_inputs
+
+DECISION_EVENTS = {
+    NODE_UNHEALTHY: EventKind.NODE_UNHEALTHY,
+    NODE_REPLACED: EventKind.NODE_REPLACED,
+    REPLACEMENT_FAILED: EventKind.REPLACEMENT_FAILED,
+    WORKLOAD_EVICTED: EventKind.EVICTED,
+    POD_TERMINATED: EventKind.POD_TERMINATED,
+}
+HOLDING = {WorkloadStatus.ADMITTED, WorkloadStatus.QUOTA_RESERVED}
+WAITING = {WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE}
+
+
+def feature_gates() -> FeatureGates:
+    return FeatureGates.parse(getattr(settings, "TAS_FEATURE_GATES", ""))
+
+
+# ---------------------------------------------------------------- topology paths
+
+
+class DomainPaths:
+    """Full paths of level values for assignment domains (Kueue stores only the hostname
+    when the lowest level is the hostname; history and queries want block and rack too)."""
+
+    def __init__(self) -> None:
+        self.levels_by_flavor: dict[str, list[str]] = {}
+        topologies = dict(cluster.Topology.objects.values_list("name", "levels"))
+        for flavor, topology in cluster.ResourceFlavor.objects.values_list("name", "topology_name"):
+            if topology in topologies:
+                self.levels_by_flavor[flavor] = list(topologies[topology])
+        self._labels: dict[str, dict[str, str]] = {}
+
+    def labels_of(self, hostname: str) -> dict[str, str] | None:
+        self.prefetch([hostname])
+        return self._labels.get(hostname)
+
+    def prefetch(self, hostnames: Iterable[str]) -> None:
+        wanted = [h for h in set(hostnames) if h not in self._labels]
+        for start in range(0, len(wanted), 2000):
+            chunk = wanted[start:start + 2000]
+            for hostname, name, labels in cluster.Node.objects.filter(hostname__in=chunk).values_list(
+                    "hostname", "name", "labels"):
+                self._labels[hostname] = labels
+                self._labels.setdefault(name, labels)
+
+    def full_path(self, flavor: str, levels: list[str], values: tuple[str, ...]) -> list[str]:
+        topology_levels = self.levels_by_flavor.get(flavor) or list(levels)
+        if len(values) == len(topology_levels):
+            return list(values)
+        if levels and levels[-1] == HOSTNAME_LABEL:
+            labels = self._labels.get(values[-1])
+            if labels is not None:
+                return [labels.get(level, "") for level in topology_levels[:-1]] + [values[-1]]
+        return [""] * (len(topology_levels) - len(values)) + list(values)
+
+
+# ---------------------------------------------------------------- assignments
+
+
+def _tas_flavor(flavors: Mapping[str, str], paths: DomainPaths) -> str:
+    tas = sorted({f for f in flavors.values() if f in paths.levels_by_flavor})
+    return tas[0] if tas else ""
+
+
+def assignment_rows_replace(*, workload: cluster.Workload, pod_sets: list[dict[str, Any]],
+                            paths: DomainPaths | None = None) -> None:
+    """Store the workload's admission: encoded per PodSet, and decoded one row per domain.
+
+    `pod_sets` are Kueue podSetAssignments (JSON); their topologyAssignment in either form.
+    """
+    paths = paths or DomainPaths()
+    PodSetAssignment.objects.filter(workload=workload).delete()
+    decoded: list[tuple[PodSetAssignment, TopologyAssignment | None]] = []
+    for psa in pod_sets:
+        ta = None
+        if psa.get("topologyAssignment"):
+            try:
+                ta = decode_assignment(psa["topologyAssignment"])
+            except InputError:
+                ta = None
+        flavors = dict(psa.get("flavors") or {})
+        flavor = _tas_flavor(flavors, paths)
+        row = PodSetAssignment(
+            workload=workload, pod_set=str(psa.get("name") or "main"), flavor=flavor, flavors=flavors,
+            count=int(psa.get("count") or 0), levels=list(ta.levels) if ta else [],
+            topology_levels=paths.levels_by_flavor.get(flavor, list(ta.levels) if ta else []),
+            encoded=encode_assignment(ta) if ta else None,
+            delayed_topology_request=str(psa.get("delayedTopologyRequest") or ""),
+        )
+        decoded.append((row, ta))
+    PodSetAssignment.objects.bulk_create([row for row, _ in decoded])
+    paths.prefetch(d.values[-1] for _, ta in decoded if ta for d in ta.domains)
+    domains = []
+    for row, ta in decoded:
+        for position, dom in enumerate(ta.domains if ta else ()):
+            full = paths.full_path(row.flavor, row.levels, dom.values)
+            level_values = {f"level_{i}": v for i, v in enumerate(full[:MAX_LEVELS])}
+            domains.append(AssignmentDomain(
+                assignment=row, workload=workload, flavor=row.flavor, position=position, count=dom.count,
+                values=full, node=dom.values[-1] if row.levels and row.levels[-1] == HOSTNAME_LABEL else "",
+                **level_values))
+    AssignmentDomain.objects.bulk_create(domains, batch_size=2000)
+
+
+def workload_assignments_sync(*, workload: cluster.Workload, paths: DomainPaths | None = None) -> None:
+    """Make the stored assignments match the admission in the workload's mirrored object."""
+    admission = (workload.raw.get("status") or {}).get("admission") or {}
+    assignment_rows_replace(workload=workload, pod_sets=list(admission.get("podSetAssignments") or []),
+                            paths=paths)
+
+
+# ---------------------------------------------------------------- Kubernetes JSON for results
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+def pod_set_assignment_json(ps: PodSetResult, requests: Mapping[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": ps.name, "flavors": dict(ps.flavors), "count": ps.count}
+    usage = {r: format_value(r, v * ps.count) for r, v in requests.items() if r in ps.flavors}
+    if usage:
+        out["resourceUsage"] = usage
+    if ps.assignment is not None:
+        out["topologyAssignment"] = encode_assignment(ps.assignment)
+    if ps.delayed_topology_request:
+        out["delayedTopologyRequest"] = ps.delayed_topology_request
+    return out
+
+
+def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
+    """The Workload status the pass decided, in Kueue's shape."""
+    wl = result.workload
+    status: dict[str, Any] = {
+        "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                        "lastTransitionTime": _time(c.last_transition_time)} for c in wl.conditions],
+    }
+    if wl.admission is not None:
+        status["admission"] = {
+            "clusterQueue": wl.admission.cluster_queue,
+            "podSetAssignments": [
+                pod_set_assignment_json(ps, (wl.pod_set(ps.name).spec.requests if wl.pod_set(ps.name) else {}))
+                for ps in result.pod_sets
+            ],
+        }
+    if result.unhealthy_nodes:
+        status["unhealthyNodes"] = [{"name": n} for n in result.unhealthy_nodes]
+    return status
+
+
+# ---------------------------------------------------------------- recording a pass
+
+
+@dataclass
+class PassRecorder:
+    """Writes one PassResult: workload rows, assignments, history, writes for the cluster."""
+
+    scheduling_pass: SchedulingPass
+    now: datetime
+    send_to_cluster: bool
+    paths: DomainPaths = field(default_factory=DomainPaths)
+    rows: dict[str, cluster.Workload] = field(default_factory=dict)
+    events: list[WorkloadEvent] = field(default_factory=list)
+
+    def event(self, key: str, kind: str, *, message: str = "", node: str = "", trigger: str = "",
+              details: dict | None = None, domain: str = "") -> None:
+        row = self.rows.get(key)
+        self.events.append(WorkloadEvent(
+            workload=row, workload_key=key, cluster_queue=row.cluster_queue if row else "", kind=kind,
+            at=self.now, node=node, domain=domain, trigger=trigger, message=message, details=details or {},
+            scheduling_pass=self.scheduling_pass))
+
+    def load_rows(self, result: PassResult) -> None:
+        keys = {(w.workload.namespace, w.workload.name) for w in result.workloads}
+        for row in cluster.Workload.objects.filter(name__in={k[1] for k in keys}):
+            if (row.namespace, row.name) in keys:
+                self.rows[row.key] = row
+
+    def record(self, result: PassResult) -> None:
+        self.load_rows(result)
+        for wr in result.workloads:
+            row = self.rows.get(wr.key)
+            if row is not None:
+                self.record_workload(row, wr)
+        for decision in result.decisions:
+            self.record_decision(decision)
+        self.record_ungated(result)
+        self.record_terminated(result)
+        WorkloadEvent.objects.bulk_create(self.events, batch_size=2000)
+
+    def explain(self, result: PassResult) -> None:
+        """Observe mode: record the engine's reason for each waiting workload when it changes."""
+        self.load_rows(result)
+        last = {}
+        keys = [wr.key for wr in result.workloads if wr.status in WAITING]
+        for key, message in WorkloadEvent.objects.filter(
+                workload_key__in=keys, kind=EventKind.PENDING).order_by("workload_key", "-at", "-id").values_list(
+                "workload_key", "message"):
+            last.setdefault(key, message)
+        for wr in result.workloads:
+            if wr.status in WAITING and wr.key in self.rows and last.get(wr.key) != wr.message:
+                failed = [{"podSet": ps.name, "reason": ps.failure_reason} for ps in wr.pod_sets
+                          if ps.failure_reason]
+                self.event(wr.key, EventKind.PENDING, message=wr.message,
+                           details={"status": wr.status, "podSets": failed, "source": "engine"})
+        WorkloadEvent.objects.bulk_create(self.events, batch_size=2000)
+
+    def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:
+        new_status = WorkloadStatus(wr.status) if wr.status in WorkloadStatus.values else WorkloadStatus.PENDING
+        old_status = row.status
+        status_json = workload_status_json(wr)
+        old_admission = (row.raw.get("status") or {}).get("admission")
+        changed_admission = old_admission != status_json.get("admission")
+        if new_status == old_status and not changed_admission and row.message == wr.message and \
+                row.unhealthy_nodes == wr.unhealthy_nodes and row.cluster_queue == wr.cluster_queue:
+            return
+        raw = dict(row.raw)
+        raw["status"] = {**(raw.get("status") or {}), **status_json}
+        if "unhealthyNodes" not in status_json:
+            raw["status"].pop("unhealthyNodes", None)
+        if "admission" not in status_json:
+            raw["status"].pop("admission", None)
+        row.raw = raw
+        row.status = new_status
+        row.message = wr.message
+        row.cluster_queue = wr.cluster_queue or row.cluster_queue
+        row.unhealthy_nodes = list(wr.unhealthy_nodes)
+        if new_status in HOLDING and old_status not in HOLDING:
+            row.admitted_at = self.now
+        row.save(update_fields=["raw", "status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at",
+                                "updated_at"])
+        if changed_admission:
+            workload_assignments_sync(workload=row, paths=self.paths)
+        self.transition_events(row, old_status, new_status, wr)
+        if self.send_to_cluster and (changed_admission or new_status != old_status):
+            ClusterWrite.objects.create(kind=ClusterWrite.Kind.WORKLOAD_STATUS, namespace=row.namespace,
+                                        name=row.name, payload={"status": status_json})
+
+    def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult) -> None:
+        if new in HOLDING and old not in HOLDING:
+            domains = sum(len(ps.assignment.domains) for ps in wr.pod_sets if ps.assignment)
+            self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
+                "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains,
+                "podSets": [{"name": ps.name, "count": ps.count} for ps in wr.pod_sets]})
+        elif new in WAITING and (old != new or row.message != wr.message):
+            failed = [{"podSet": ps.name, "reason": ps.failure_reason} for ps in wr.pod_sets if ps.failure_reason]
+            self.event(row.key, EventKind.PENDING, message=wr.message, details={"status": new, "podSets": failed})
+
+    def record_decision(self, d: Decision) -> None:
+        kind = DECISION_EVENTS.get(d.kind)
+        if kind is None:
+            return
+        self.event(d.key, kind, message=d.message, node=d.node, trigger=d.trigger,
+                   details={"replacement": d.replacement, "podSet": d.pod_set},
+                   domain=self.node_domain(d.node))
+
+    def node_domain(self, node: str) -> str:
+        if not node or "," in node:
+            return ""
+        labels = self.paths.labels_of(node)
+        if labels is None:
+            return ""
+        for levels in self.paths.levels_by_flavor.values():
+            if levels and levels[-1] == HOSTNAME_LABEL and all(level in labels for level in levels):
+                return "/".join(labels[level] for level in levels)
+        return ""
+
+    def record_ungated(self, result: PassResult) -> None:
+        by_workload: dict[str, list] = {}
+        pods = {(p.namespace, p.name): p for p in result.pods if p.ungated}
+        if not pods:
+            return
+        rows = cluster.Pod.objects.filter(name__in={name for _, name in pods})
+        for row in rows:
+            pod = pods.get((row.namespace, row.name))
+            if pod is None:
+                continue
+            spec = dict(row.raw.get("spec") or {})
+            spec["schedulingGates"] = [g for g in spec.get("schedulingGates") or []
+                                       if g.get("name") != "kueue.x-k8s.io/topology"] or None
+            if spec["schedulingGates"] is None:
+                spec.pop("schedulingGates")
+            spec["nodeSelector"] = dict(pod.node_selector)
+            row.raw = {**row.raw, "spec": spec}
+            row.gated = False
+            row.save(update_fields=["raw", "gated", "updated_at"])
+            by_workload.setdefault(f"{row.namespace}/{row.workload_name}", []).append(pod)
+            if self.send_to_cluster:
+                ClusterWrite.objects.create(kind=ClusterWrite.Kind.POD_UNGATE, namespace=row.namespace,
+                                            name=row.name, payload={"nodeSelector": dict(pod.node_selector)})
+        for key, ungated in by_workload.items():
+            nodes = sorted({v for p in ungated for v in p.node_selector.values()})
+            self.event(key, EventKind.PODS_UNGATED, message=f"{len(ungated)} pod(s) ungated",
+                       details={"pods": [p.name for p in ungated][:200], "nodes": nodes[:200]})
+
+    def record_terminated(self, result: PassResult) -> None:
+        for t in result.terminated_pods:
+            row = cluster.Pod.objects.filter(namespace=t.namespace, name=t.name).first()
+            if row is None:
+                continue
+            status = {**(row.raw.get("status") or {}), "phase": "Failed", "conditions": [
+                {"type": "TerminatedByKueue", "status": "True", "reason": t.reason, "message": t.message,
+                 "lastTransitionTime": _time(self.now)}]}
+            row.raw = {**row.raw, "status": status}
+            row.phase = "Failed"
+            row.save(update_fields=["raw", "phase", "updated_at"])
+            if self.send_to_cluster:
+                ClusterWrite.objects.create(kind=ClusterWrite.Kind.POD_FAIL, namespace=t.namespace, name=t.name,
+                                            payload={"status": status})
+
+
+def workload_observed(*, workload: cluster.Workload, old_status: str | None, old_admission: Any,
+                      at: datetime | None = None) -> None:
+    """A workload changed in the cluster (observe mode: Kueue decides). Keep its decoded
+    assignments in step and record the transition in its history."""
+    at = at or timezone.now()
+    admission = (workload.raw.get("status") or {}).get("admission")
+    if admission != old_admission:
+        workload_assignments_sync(workload=workload)
+    if old_status == workload.status:
+        return
+    kind = {
+        WorkloadStatus.ADMITTED: EventKind.ADMITTED, WorkloadStatus.QUOTA_RESERVED: EventKind.ADMITTED,
+        WorkloadStatus.EVICTED: EventKind.EVICTED, WorkloadStatus.PREEMPTED: EventKind.PREEMPTED,
+        WorkloadStatus.FINISHED: EventKind.FINISHED, WorkloadStatus.PENDING: EventKind.PENDING,
+        WorkloadStatus.INADMISSIBLE: EventKind.PENDING,
+    }.get(workload.status)
+    if old_status is None:
+        kind = EventKind.QUEUED if workload.status in WAITING else kind
+    elif old_status in (WorkloadStatus.EVICTED, WorkloadStatus.PREEMPTED) and workload.status in WAITING:
+        kind = EventKind.REQUEUED
+    if kind is not None:
+        WorkloadEvent.objects.create(workload=workload, workload_key=workload.key,
+                                     cluster_queue=workload.cluster_queue, kind=kind, at=at,
+                                     message=workload.message, details={"observed": True})
+
+
+def scheduling_pass_run(*, now: datetime | None = None, trigger: str = SchedulingPass.Trigger.MANUAL,
+                        send_to_cluster: bool | None = None, observe: bool | None = None) -> SchedulingPass:
+    """Run one engine pass over the mirror and store its results in one transaction.
+
+    In observe mode Kueue makes the decisions: the pass only explains pending workloads
+    (a Pending event with the engine's reason) and changes nothing else.
+    """
+    started = time.perf_counter()
+    now = now or timezone.now()
+    real_cluster = getattr(settings, "TAS_CLUSTER_SOURCE", "simulator") == "kubernetes"
+    if send_to_cluster is None:
+        send_to_cluster = real_cluster
+    if observe is None:
+        # the simulator and imported files have no Kueue of their own: we always decide there
+        observe = real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe"
+    parsed = engine_inputs()
+    result = simulate_parsed(parsed, gates=feature_gates(), now=now)
+    with transaction.atomic():
+        record = SchedulingPass.objects.create(started_at=now, trigger=trigger,
+                                               mode="observe" if observe else "control",
+                                               workloads_seen=len(result.workloads))
+        recorder = PassRecorder(record, now, send_to_cluster and not observe)
+        if observe:
+            recorder.explain(result)
+        else:
+            recorder.record(result)
+        statuses = [w.status for w in result.workloads]
+        record.admitted = sum(1 for e in result.events if e.reason == "QuotaReserved")
+        record.evicted = sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED)
+        record.nodes_replaced = sum(1 for d in result.decisions if d.kind == NODE_REPLACED and d.replacement)
+        record.pods_ungated = sum(1 for p in result.pods if p.ungated)
+        record.pending = sum(1 for s in statuses if s in WAITING)
+        record.finished_at = timezone.now()
+        record.duration_ms = int((time.perf_counter() - started) * 1000)
+        record.save()
+    return record
+
+
+__all__ = [
+    "DomainPaths",
+    "PassRecorder",
+    "assignment_rows_replace",
+    "feature_gates",
+    "scheduling_pass_run",
+    "workload_assignments_sync",
+    "workload_observed",
+]
