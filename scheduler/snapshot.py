@@ -57,6 +57,7 @@ class TASFlavorSnapshot:
                     row[column[name]] += value
             rows.append(row)
         self.free = np.array(rows, dtype=np.int64).reshape(tree.leaf_count, len(self.resources.names))
+        self.non_tas_usage = np.zeros_like(self.free)
         self.tas_usage = np.zeros_like(self.free)
         # leaves whose nodes carry taints: the only ones a toleration check must look at
         self.tainted_leaves: list[tuple[int, tuple[Taint, ...]]] = [
@@ -107,6 +108,7 @@ class TASFlavorSnapshot:
         pad = np.zeros((self.free.shape[0], len(missing)), dtype=np.int64)
         self.free = np.hstack([self.free, pad])
         self.tas_usage = np.hstack([self.tas_usage, pad])
+        self.non_tas_usage = np.hstack([self.non_tas_usage, pad])
 
     def request_vector(self, requests: Mapping[str, int], *, pods: int = 1) -> np.ndarray:
         """A PodSet's per-pod requests (plus one pod) as a row, adding columns for unknown resources."""
@@ -153,6 +155,7 @@ class TASFlavorSnapshot:
                 if col is not None:
                     delta[i, col] = value
         self.free[leaves] -= delta
+        self.non_tas_usage[leaves] += delta
 
     def add_tas_usage(self, values: Sequence[str], requests: Mapping[str, int], count: int, sign: int = 1) -> bool:
         """`count` pods of `requests` on the leaf an assignment domain names; False if it is gone."""

@@ -112,7 +112,7 @@ def leaves_in_domain(snap: TASFlavorSnapshot, domain: str) -> np.ndarray:
                        dtype=bool, count=tree.leaf_count)
 
 
-def find_topology_assignment(
+def prepare_placement(
     snap: TASFlavorSnapshot,
     workers: TASPodSetRequest,
     leader: TASPodSetRequest | None,
@@ -121,37 +121,41 @@ def find_topology_assignment(
     assumed_usage: Mapping[str, Mapping[str, int]] | None = None,
     simulate_empty: bool = False,
     required_replacement_domain: str = "",
-) -> tuple[dict[str, TopologyAssignment], str]:
-    """Assignments for the workers PodSet (and its leader), or Kueue's reason why they do not fit."""
+) -> tuple[Placer | None, _Params | None, str]:
+    """Phase 1 of a placement: how many pods and slices fit in every domain.
+
+    Returns the Placer holding those counts and the run's parameters, or Kueue's reason
+    the request cannot even be evaluated (unknown level, missing slice size, ...).
+    """
     placer = Placer(snap, gates)
     tr = workers.topology_request
     slice_size, reason = slice_size_with_single_pod_default(tr)
     if reason:
-        return {}, reason
+        return None, None, reason
     required = tr is not None and tr.required is not None
     unconstrained = bool(tr is not None and tr.unconstrained) or workers.implied or bool(tr and tr.slice_only)
     key = placer.level_key_with_implied(workers)
     if key is None:
-        return {}, "topology level not specified"
+        return None, None, "topology level not specified"
     requested_level = snap.tree.level_index(key)
     if requested_level is None:
-        return {}, f"no requested topology level: {key}"
+        return None, None, f"no requested topology level: {key}"
     slice_key = placer.slice_level_key(tr)
     slice_level = snap.tree.level_index(slice_key)
     if slice_level is None:
-        return {}, f"no requested topology level for slices: {slice_key}"
+        return None, None, f"no requested topology level for slices: {slice_key}"
     if requested_level > slice_level:
-        return {}, f"podset slice topology {slice_key} is above the podset topology {key}"
+        return None, None, f"podset slice topology {slice_key} is above the podset topology {key}"
     sizes, reason = slice_size_at_levels(snap, tr, slice_size, slice_level, gates)
     if reason:
-        return {}, reason
+        return None, None, reason
     multi_layer = tr.slice_layers() if sizes and tr is not None else ()
     match = None
     if snap.lowest_is_node:
         selector = workers.effective_node_selector()
         bad = invalid_selector_reason(selector)
         if bad:
-            return {}, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
+            return None, None, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
         match = node_match_for(snap, workers, gates)
     params = _Params(
         count=workers.count, slice_size=slice_size, leader_count=1 if leader else 0,
@@ -168,14 +172,34 @@ def find_topology_assignment(
             remaining[leaf] -= snap.vector(usage)
     in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
     placer.fill_in_counts(requests, leader_requests, match, remaining, in_domain, params)
+    placer.params = params
+    return placer, params, ""
+
+
+def find_topology_assignment(
+    snap: TASFlavorSnapshot,
+    workers: TASPodSetRequest,
+    leader: TASPodSetRequest | None,
+    *,
+    gates: FeatureGates,
+    assumed_usage: Mapping[str, Mapping[str, int]] | None = None,
+    simulate_empty: bool = False,
+    required_replacement_domain: str = "",
+) -> tuple[dict[str, TopologyAssignment], str]:
+    """Assignments for the workers PodSet (and its leader), or Kueue's reason why they do not fit."""
+    placer, params, reason = prepare_placement(
+        snap, workers, leader, gates=gates, assumed_usage=assumed_usage, simulate_empty=simulate_empty,
+        required_replacement_domain=required_replacement_domain)
+    if placer is None or params is None:
+        return {}, reason
     fit, fit_level, use_balanced = [], 0, False
-    if gates.TASBalancedPlacement and not required and not unconstrained:
+    if gates.TASBalancedPlacement and not params.required and not params.unconstrained:
         fit, threshold = balanced.find_best_domains(placer, params)
         if threshold > 0:
             fit, fit_level, reason = balanced.apply_balanced_placement(placer, params, threshold, fit)
             use_balanced = not reason  # on failure Kueue falls back to BestFit
     if not use_balanced:
-        fit_level, fit, reason = placer.find_level_with_fit_domains(requested_level, params)
+        fit_level, fit, reason = placer.find_level_with_fit_domains(params.requested_level, params)
         if reason:
             return {}, reason
     fit = placer.descend(fit, fit_level, params, balanced=use_balanced)

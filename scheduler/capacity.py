@@ -1,0 +1,50 @@
+"""Capacity of every domain of a TAS flavor: what the dashboard's heatmap and the API's
+topology tree show. Leaf figures come from the snapshot; parents sum their children."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.snapshot import TASFlavorSnapshot
+
+
+@dataclass(slots=True)
+class DomainCapacity:
+    level: int
+    values: tuple[str, ...]  # path from the root
+    nodes: int
+    allocatable: dict[str, int]
+    tas_usage: dict[str, int]
+    non_tas_usage: dict[str, int]
+    free: dict[str, int]  # allocatable minus both usages (negative when over-committed)
+
+
+def domain_capacities(snap: TASFlavorSnapshot) -> list[DomainCapacity]:
+    """Every domain, level by level from the roots, each with its totals per resource."""
+    tree = snap.tree
+    if tree.depth == 0:
+        return []
+    names = snap.resources.names
+    non_tas = snap.non_tas_usage
+    allocatable = snap.free + non_tas
+    per_level: list[tuple[np.ndarray, ...]] = [()] * tree.depth
+    nodes = np.array([len(g) for g in tree.leaf_nodes], dtype=np.int64)
+    per_level[-1] = (nodes, allocatable, snap.tas_usage, non_tas)
+    for lvl in range(tree.depth - 2, -1, -1):
+        starts = tree.levels[lvl].child_start[:-1]
+        per_level[lvl] = tuple(np.add.reduceat(a, starts, axis=0) for a in per_level[lvl + 1])
+    out = []
+    for lvl, (n, alloc, tas, other) in enumerate(per_level):
+        alloc_l, tas_l, other_l, n_l = alloc.tolist(), tas.tolist(), other.tolist(), n.tolist()
+        for i, values in enumerate(tree.levels[lvl].values):
+            a, t, o = alloc_l[i], tas_l[i], other_l[i]
+            out.append(DomainCapacity(
+                level=lvl, values=values, nodes=n_l[i],
+                allocatable={r: a[j] for j, r in enumerate(names) if a[j]},
+                tas_usage={r: t[j] for j, r in enumerate(names) if t[j]},
+                non_tas_usage={r: o[j] for j, r in enumerate(names) if o[j]},
+                free={r: a[j] - t[j] - o[j] for j, r in enumerate(names) if a[j] or t[j] or o[j]},
+            ))
+    return out

@@ -1,0 +1,345 @@
+"""Why a workload waits: per PodSet, the level asked for, what the best domain at every level
+can hold against what is needed, which nodes were excluded and why, quota against usage,
+and the smallest change that would make it fit.
+
+The explanation is computed with the same placement code as the scheduling cycle, on the
+same cluster state, so it never contradicts the decision it explains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.cluster import ClusterState, FlavorResource
+from scheduler.flavorassigner import FlavorAssigner, PodSetFlavors, pod_set_needs
+from scheduler.model import PodSet, Workload
+from scheduler.placement import Placer, TASPodSetRequest, _Params
+from scheduler.quantity import format_value
+from scheduler.snapshot import TASFlavorSnapshot
+from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
+from scheduler.tree import node_matches_flavor
+
+MAX_FREEING_CANDIDATES = 12  # workloads tried, per domain, when looking for capacity to free
+MAX_DOMAINS_TRIED = 4
+
+
+@dataclass(slots=True)
+class LevelFit:
+    """At one level: the domain that can hold the most, against what the PodSet needs."""
+
+    level: str
+    needed: int
+    unit: str  # "pod" | "slice"
+    best_domain: list[str]
+    best_fits: int
+    domains: int
+    domains_that_fit: int
+    total_fits: int
+
+
+@dataclass(slots=True)
+class NodeExclusions:
+    nodes_of_flavor: int  # nodes carrying the flavor's labels
+    in_topology: int  # of those, the Ready, schedulable ones with every level label
+    not_ready: int = 0
+    unschedulable: int = 0
+    missing_level_label: int = 0
+    taints: dict[str, int] = field(default_factory=dict)
+    node_selector: int = 0
+    affinity: int = 0
+    resources: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class QuotaLine:
+    flavor: str
+    resource: str
+    requested: str
+    nominal: str
+    used: str
+    available: str
+    fits: bool
+
+
+@dataclass(slots=True)
+class Suggestion:
+    kind: str  # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "fits-now"
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PodSetExplanation:
+    name: str
+    count: int
+    flavor: str = ""
+    mode: str = ""  # required | preferred | unconstrained | implied | none
+    level: str = ""
+    slice_level: str = ""
+    slice_size: int = 1
+    fits: bool = False
+    reason: str = ""
+    levels: list[LevelFit] = field(default_factory=list)
+    exclusions: NodeExclusions | None = None
+    suggestions: list[Suggestion] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class WorkloadExplanation:
+    key: str
+    cluster_queue: str
+    fits: bool
+    summary: str
+    quota: list[QuotaLine] = field(default_factory=list)
+    pod_sets: list[PodSetExplanation] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- quota
+
+
+def quota_lines(state: ClusterState, assigner: FlavorAssigner, wl: Workload) -> list[QuotaLine]:
+    """Requested against nominal quota and usage, for every resource the workload asks for."""
+    cq = assigner.cq
+    used = state.quota_usage[cq.name]
+    lines = []
+    totals: dict[str, int] = {}
+    for ps in wl.pod_sets:
+        for resource, value in pod_set_needs(ps, ps.count).items():
+            totals[resource] = totals.get(resource, 0) + value
+    for resource, requested in totals.items():
+        for rg in cq.resource_groups:
+            if resource not in rg.covered_resources:
+                continue
+            for fq in rg.flavors:
+                quota = fq.quota(resource)
+                nominal = quota.nominal if quota else 0
+                in_use = used.get(FlavorResource(fq.name, resource), 0)
+                lines.append(QuotaLine(
+                    fq.name, resource, format_value(resource, requested), format_value(resource, nominal),
+                    format_value(resource, in_use), format_value(resource, max(nominal - in_use, 0)),
+                    requested <= nominal - in_use))
+    return lines
+
+
+# ---------------------------------------------------------------- topology
+
+
+def mode_of(ps: PodSet, implied: bool) -> tuple[str, str]:
+    tr = ps.topology_request
+    if tr is not None and tr.required:
+        return "required", tr.required
+    if tr is not None and tr.preferred:
+        return "preferred", tr.preferred
+    if tr is not None and tr.unconstrained:
+        return "unconstrained", ""
+    return ("implied", "") if implied else ("none", "")
+
+
+def level_fits(placer: Placer, params: _Params) -> list[LevelFit]:
+    tree, c = placer.tree, placer.counts
+    slices = params.slice_size > 1
+    needed = params.count // params.slice_size if slices else params.count
+    out = []
+    for lvl in range(tree.depth):
+        domains = list(tree.level_domains(lvl))
+        if not domains:
+            continue
+        capacity = c.slice if slices and lvl <= params.slice_level else c.state
+        best = max(domains, key=lambda d: (capacity[d], -placer.rank[d]))
+        out.append(LevelFit(
+            level=tree.level_keys[lvl], needed=needed, unit="slice" if slices else "pod",
+            best_domain=list(tree.values_of[best]), best_fits=capacity[best], domains=len(domains),
+            domains_that_fit=sum(1 for d in domains if capacity[d] >= needed),
+            total_fits=sum(capacity[d] for d in domains)))
+    return out
+
+
+def node_exclusions(state: ClusterState, snap: TASFlavorSnapshot, placer: Placer) -> NodeExclusions:
+    flavor, levels = snap.flavor, snap.level_keys
+    ex = NodeExclusions(nodes_of_flavor=0, in_topology=snap.tree.leaf_count)
+    for node in state.nodes.values():
+        if not all(node.labels.get(k) == v for k, v in flavor.node_labels.items()):
+            continue
+        ex.nodes_of_flavor += 1
+        if not node_matches_flavor(node.labels, flavor.node_labels, levels):
+            ex.missing_level_label += 1
+        elif not node.is_ready or node.deleted:
+            ex.not_ready += 1
+        elif node.unschedulable:
+            ex.unschedulable += 1
+    stats = placer.stats
+    ex.taints = dict(stats.taints)
+    ex.node_selector = stats.node_selector
+    ex.affinity = stats.affinity
+    ex.resources = dict(stats.resources)
+    return ex
+
+
+def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, assumed: dict) -> bool:
+    _, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+    return not reason
+
+
+def higher_level_suggestion(levels: list[LevelFit], params: _Params, mode: str) -> Suggestion | None:
+    if mode != "required":
+        return None
+    for lvl in range(params.requested_level - 1, -1, -1):
+        fit = levels[lvl]
+        if fit.best_fits >= fit.needed:
+            return Suggestion("higher-level", f"would fit with `required: {fit.level}`: domain "
+                              f"{'/'.join(fit.best_domain)} has room for {fit.best_fits} {fit.unit}(s), "
+                              f"{fit.needed} needed",
+                              {"level": fit.level, "domain": fit.best_domain})
+    return None
+
+
+def fewer_pods_suggestion(levels: list[LevelFit], params: _Params, mode: str) -> Suggestion | None:
+    if not levels:
+        return None
+    if mode == "required":
+        fit = levels[params.requested_level]
+        most = fit.best_fits
+    else:  # preferred and unconstrained may spread over the whole topology
+        fit = levels[0]
+        most = fit.total_fits
+    if most <= 0 or most >= fit.needed:
+        return None
+    pods = most * params.slice_size if fit.unit == "slice" else most
+    return Suggestion("fewer-pods", f"{pods} pod(s) would fit now instead of {params.count}", {"count": pods})
+
+
+def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest, placer: Placer,
+                             params: _Params, assumed: dict) -> Suggestion | None:
+    """The fewest admitted workloads whose finishing would let the PodSet fit."""
+    tree = placer.tree
+    level = params.requested_level if params.required else 0
+    capacity = placer.counts.state
+    domains = sorted(tree.level_domains(level), key=lambda d: -capacity[d])[:MAX_DOMAINS_TRIED]
+    best: list[Workload] | None = None
+    for d in domains:
+        path = tree.values_of[d]
+        chosen = freeing_workloads(state, snap, req, path, assumed)
+        if chosen is not None and (best is None or len(chosen) < len(best)):
+            best = chosen
+    if not best:
+        return None
+    names = [w.key for w in best]
+    return Suggestion("free-capacity", f"would fit once {', '.join(names)} finish(es)", {"workloads": names})
+
+
+def _workload_leaves(state: ClusterState, snap: TASFlavorSnapshot, wl: Workload, path: tuple[str, ...]) -> int:
+    """Pods the workload runs inside the domain `path` on this flavor's snapshot."""
+    tree = snap.tree
+    pods = 0
+    for psa in wl.admission.pod_set_assignments if wl.admission else ():
+        if psa.topology_assignment is None or state.tas_flavor_of(psa) != snap.name:
+            continue
+        for dom in psa.topology_assignment.domains:
+            leaf = tree.leaf_for_values(dom.values)
+            if leaf is not None and tree.leaves.values[leaf][: len(path)] == path:
+                pods += dom.count
+    return pods
+
+
+def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest,
+                      path: tuple[str, ...], assumed: dict) -> list[Workload] | None:
+    """Remove, biggest first (lowest priority first on ties), the workloads running inside
+    `path` until the request fits; put their usage back afterwards."""
+    running = [(w, _workload_leaves(state, snap, w, path)) for w in state.workloads
+               if w.has_quota_reservation and not w.is_finished]
+    running = [(w, n) for w, n in running if n > 0]
+    running.sort(key=lambda wn: (-wn[1], state.priority_of(wn[0])))
+    removed: list[Workload] = []
+    try:
+        for wl, _ in running[:MAX_FREEING_CANDIDATES]:
+            state.add_workload_tas_usage(wl, sign=-1)
+            removed.append(wl)
+            if _fits(snap, req, state, assumed):
+                return list(removed)
+        return None
+    finally:
+        for wl in removed:
+            state.add_workload_tas_usage(wl, sign=1)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
+                    assumed: dict) -> tuple[PodSetExplanation, TASPodSetRequest]:
+    ps = psf.pod_set
+    mode, level = mode_of(ps, psf.implied)
+    out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
+    req = TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=snap.name,
+                           implied=psf.implied)
+    placer, params, reason = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed)
+    if placer is None or params is None:
+        out.reason = reason
+        return out, req
+    out.slice_size = params.slice_size
+    out.slice_level = snap.level_keys[params.slice_level]
+    out.level = out.level or snap.level_keys[params.requested_level]
+    out.levels = level_fits(placer, params)
+    out.exclusions = node_exclusions(state, snap, placer)
+    _, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+    out.fits, out.reason = not reason, reason
+    if out.fits:
+        return out, req
+    for suggestion in (higher_level_suggestion(out.levels, params, mode),
+                       fewer_pods_suggestion(out.levels, params, mode),
+                       free_capacity_suggestion(state, snap, req, placer, params, assumed)):
+        if suggestion is not None:
+            out.suggestions.append(suggestion)
+    return out, req
+
+
+def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
+    """Why `wl` is not admitted on the cluster `state` describes (or that it would fit now)."""
+    cq = state.cluster_queue_for(wl)
+    if cq is None:
+        lq = f"{wl.namespace}/{wl.queue_name}"
+        summary = (f"LocalQueue {wl.queue_name or '(none)'} doesn't exist" if lq not in state.local_queues
+                   else f"ClusterQueue {state.local_queues[lq].cluster_queue} doesn't exist")
+        return WorkloadExplanation(wl.key, "", False, summary)
+    assigner = FlavorAssigner(state, wl, cq)
+    out = WorkloadExplanation(wl.key, cq.name, False, "", quota=quota_lines(state, assigner, wl))
+    assignment = assigner.assign()
+    if not assignment.ok:
+        out.summary = assignment.failure
+        out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
+                        for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
+        if assignment.kind == "QuotaExceeded":
+            out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
+                                              "admitted workloads in it finish",
+                                              {"admitted": sorted(w.key for w in state.workloads
+                                                                  if w.has_quota_reservation and w.admission
+                                                                  and w.admission.cluster_queue == cq.name)}))
+        return out
+    assumed: dict[str, dict[str, int]] = {}
+    for psf in assignment.pod_sets:
+        snap_name = next((f for f in psf.flavors.values() if f in state.tas_snapshots), None)
+        if not psf.tas or snap_name is None:
+            out.pod_sets.append(PodSetExplanation(psf.pod_set.name, psf.count, fits=True,
+                                                  flavor=next(iter(psf.flavors.values()), "")))
+            continue
+        snap = state.tas_snapshots[snap_name]
+        explanation, req = explain_pod_set(state, snap, psf, assumed)
+        out.pod_sets.append(explanation)
+        if explanation.fits:
+            assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+            if req.name in assignments:
+                add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+    failing = [p for p in out.pod_sets if not p.fits]
+    out.fits = not failing
+    if failing:
+        out.summary = f"couldn't assign flavors to pod set {failing[0].name}: {failing[0].reason}"
+    else:
+        out.summary = "fits now: the next scheduling pass admits it"
+        out.suggestions.append(Suggestion("fits-now", out.summary))
+    return out
+
+
+__all__ = ["LevelFit", "NodeExclusions", "PodSetExplanation", "QuotaLine", "Suggestion", "WorkloadExplanation",
+           "explain_workload"]
