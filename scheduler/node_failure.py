@@ -31,6 +31,7 @@ from scheduler.model import (
     Workload,
 )
 from scheduler.results import (
+    NODE_RECOVERED,
     NODE_UNHEALTHY,
     POD_TERMINATED,
     WORKLOAD_EVICTED,
@@ -85,14 +86,16 @@ def assigned_nodes(wl: Workload) -> list[str]:
     return list(seen)
 
 
-def pod_sets_on_node(wl: Workload, node: str) -> list[PodSet]:
-    out = []
+def pod_sets_by_node(wl: Workload) -> dict[str, list[PodSet]]:
+    """For each hostname in the workload's assignments, the PodSets with pods there."""
+    out: dict[str, list[PodSet]] = defaultdict(list)
     for psa in wl.admission.pod_set_assignments if wl.admission else ():
         ta = psa.topology_assignment
-        if ta is not None and any(d.values[-1] == node for d in ta.domains):
-            ps = wl.pod_set(psa.name)
-            if ps is not None:
-                out.append(ps)
+        ps = wl.pod_set(psa.name)
+        if ta is None or ps is None:
+            continue
+        for node in {d.values[-1] for d in ta.domains}:
+            out[node].append(ps)
     return out
 
 
@@ -117,15 +120,28 @@ def tolerated_now(taint: Taint, tolerations: tuple[Toleration, ...], now: dateti
     return False
 
 
-def untolerated_taints(node: Node, pod_sets: list[PodSet], now: datetime) -> list[Taint]:
-    """Scheduling taints (NoSchedule/NoExecute) that at least one PodSet on the node does not tolerate."""
-    if not pod_sets:
-        return []
-    taints = list(node.taints)
+def scheduling_taints(node: Node) -> list[Taint]:
+    taints = [t for t in node.taints if t.effect in (NO_SCHEDULE, NO_EXECUTE)]
     if node.unschedulable and not any(t.key == UNSCHEDULABLE_TAINT.key for t in taints):
         taints.append(UNSCHEDULABLE_TAINT)  # what the node lifecycle controller adds to a cordoned node
-    return [t for t in taints if t.effect in (NO_SCHEDULE, NO_EXECUTE)
-            and any(not tolerated_now(t, ps.spec.tolerations, now) for ps in pod_sets)]
+    return taints
+
+
+def classify_taints(node: Node, pod_sets: list[PodSet], now: datetime) -> tuple[list[Taint], list[Taint]]:
+    """(taints some PodSet on the node does not tolerate — a NoExecute toleration whose
+    `tolerationSeconds` ran out no longer counts —, NoExecute taints tolerated only until
+    their `tolerationSeconds` run out: the pods there are being evicted)."""
+    if not pod_sets:
+        return [], []
+    untolerated, evicting = [], []
+    for taint in scheduling_taints(node):
+        if any(not tolerated_now(taint, ps.spec.tolerations, now) for ps in pod_sets):
+            untolerated.append(taint)
+        elif taint.effect == NO_EXECUTE and any(
+                not any(t.tolerates(taint) and t.toleration_seconds is None for t in ps.spec.tolerations)
+                for ps in pod_sets):
+            evicting.append(taint)
+    return untolerated, evicting
 
 
 # ---------------------------------------------------------------- the controller
@@ -139,6 +155,7 @@ class NodeFailureController:
         self.result = result
         self.pods = pods_by_workload(state.pods)
         self.evicted: dict[str, str] = {}  # workload key -> eviction message
+        self._pod_sets_by_node: dict[str, dict[str, list[PodSet]]] = {}
 
     def run(self) -> None:
         if not (self.gates.TopologyAwareScheduling and self.gates.TASFailedNodeReplacement):
@@ -210,19 +227,27 @@ class NodeFailureController:
             return NodeCheck(Health.UNHEALTHY, f"{status} for {_seconds(not_ready_for)}")
         return NodeCheck(Health.KEEP_MONITORING, f"{status} for {_seconds(not_ready_for)}, under 30s")
 
+    def pod_sets_on_node(self, wl: Workload, node: str) -> list[PodSet]:
+        by_node = self._pod_sets_by_node.get(wl.key)
+        if by_node is None:
+            by_node = self._pod_sets_by_node[wl.key] = pod_sets_by_node(wl)
+        return by_node.get(node, [])
+
     def check_taints(self, wl: Workload, node: Node) -> NodeCheck:
-        if not self.gates.TASReplaceNodeOnNodeTaints:
+        if not self.gates.TASReplaceNodeOnNodeTaints or not (node.taints or node.unschedulable):
             return NodeCheck(Health.HEALTHY)
-        untolerated = untolerated_taints(node, pod_sets_on_node(wl, node.name), self.now)
-        if not untolerated:
+        untolerated, evicting = classify_taints(node, self.pod_sets_on_node(wl, node.name), self.now)
+        if untolerated and not self.gates.TASReplaceNodeOnPodTermination:
+            return NodeCheck(Health.UNHEALTHY, f"untolerated taint {untolerated[0]}", untolerated[0])
+        if not untolerated and not evicting:
             return NodeCheck(Health.HEALTHY)
-        taint = untolerated[0]
-        if not self.gates.TASReplaceNodeOnPodTermination:
-            return NodeCheck(Health.UNHEALTHY, f"untolerated taint {taint}", taint)
+        # wait for the pods to stop: they are being evicted, or the node cannot take them again
+        taint = (untolerated or evicting)[0]
+        what = f"untolerated taint {taint}" if untolerated else f"taint {taint} tolerated only for a while"
         if self.has_active_pods(wl, node.name):
-            return NodeCheck(Health.KEEP_MONITORING, f"untolerated taint {taint}, the workload's pods still run there",
-                             taint)
-        return NodeCheck(Health.UNHEALTHY, f"untolerated taint {taint} and the workload's pods stopped there", taint)
+            return NodeCheck(Health.KEEP_MONITORING, f"{what}, the workload's pods still run there", taint)
+        return NodeCheck(Health.UNHEALTHY, f"{what} and the workload's pods stopped there",
+                         untolerated[0] if untolerated else None)
 
     # ------------------------------------------------------------ actions
 
@@ -241,8 +266,19 @@ class NodeFailureController:
                     wl.key, NODE_UNHEALTHY, node, check.trigger,
                     f"node {node} marked unhealthy for the workload: {check.trigger}"))
             return
-        # A node already in status.unhealthyNodes stays there even if it looks healthy now:
-        # Kueue's scheduler replaces it on its next cycle, whatever the node does meanwhile.
+        # A node already in status.unhealthyNodes stays there even if it looks healthy now
+        # (Kueue's scheduler replaces it on its next cycle), unless the workload's pods are
+        # demonstrably running on it again: then it has recovered for this workload.
+        node_obj = self.state.node_for_hostname(node)
+        if (node in wl.unhealthy_nodes and check.health is Health.HEALTHY and node_obj is not None
+                and node_obj.is_ready and self.has_running_pods(wl, node)):
+            wl.unhealthy_nodes.remove(node)
+            self.result.decisions.append(Decision(
+                wl.key, NODE_RECOVERED, node, "node Ready with the workload's pods running on it",
+                f"node {node} is healthy again for the workload; it keeps its pods"))
+
+    def has_running_pods(self, wl: Workload, node: str) -> bool:
+        return any(p.phase == "Running" and not p.deleting for p in self.pods_on_node(wl, node))
 
     def terminate_pending_pods(self, wl: Workload, node: str) -> None:
         """Pending (ungated) pods bound to a node they cannot run on are moved to Failed."""
@@ -259,6 +295,7 @@ class NodeFailureController:
 
     def evict(self, wl: Workload, message: str, node: str, trigger: str) -> None:
         evict_workload(wl, message, self.now, self.result, node=node, trigger=trigger)
+        wl.unhealthy_nodes.clear()  # as a fail-fast eviction does: the workload starts over
         self.evicted[wl.key] = message
 
 

@@ -17,7 +17,7 @@ from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, PodSetAssignment, Workload
 from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
 from scheduler.placement import TASPodSetRequest
-from scheduler.results import NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
+from scheduler.results import ASSIGNMENT_KEPT, NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
 from scheduler.topology_assignment import find_replacement_assignment
 
 NO_REPLACEMENT = "Workload was evicted as there was no replacement for unhealthy node(s): {}"
@@ -60,7 +60,7 @@ class NodeReplacer:
         if self.gates.SkipReassignmentForPodOwnedWorkloads and owned_by_single_pod(wl):
             wl.unhealthy_nodes.clear()  # the assignment stays where the pod runs
             self.result.decisions.append(Decision(
-                wl.key, NODE_REPLACED, node, "workload owned by a single Pod",
+                wl.key, ASSIGNMENT_KEPT, node, "workload owned by a single Pod",
                 f"node {node} not replaced: the workload's only pod cannot move; its assignment is kept"))
             self.replaced.add(wl.key)
             return

@@ -63,6 +63,7 @@ class Event:
 NODE_UNHEALTHY = "NodeMarkedUnhealthy"
 NODE_RECOVERED = "NodeRecovered"
 NODE_REPLACED = "NodeReplaced"
+ASSIGNMENT_KEPT = "AssignmentKept"  # the failed node is not replaced (a single Pod's workload)
 REPLACEMENT_FAILED = "ReplacementFailed"
 WORKLOAD_EVICTED = "WorkloadEvicted"
 POD_TERMINATED = "PodTerminated"

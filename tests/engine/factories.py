@@ -57,14 +57,19 @@ def timestamp(offset_seconds: float = 0) -> str:
 # ---------------------------------------------------------------- core/v1
 
 
-def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict:
+def taint(key: str, value: str = "", effect: str = "NoSchedule", *, time_added: float | None = None) -> dict:
+    """A node taint; `time_added` is its `timeAdded`, in seconds relative to NOW."""
     out = {"key": key, "effect": effect}
     if value:
         out["value"] = value
+    if time_added is not None:
+        out["timeAdded"] = timestamp(time_added)
     return out
 
 
-def toleration(key: str = "", value: str = "", *, operator: str = "Equal", effect: str = "") -> dict:
+def toleration(key: str = "", value: str = "", *, operator: str = "Equal", effect: str = "",
+               seconds: int | None = None) -> dict:
+    """A toleration; `seconds` is its `tolerationSeconds`."""
     out: dict[str, Any] = {"operator": operator}
     if key:
         out["key"] = key
@@ -72,6 +77,8 @@ def toleration(key: str = "", value: str = "", *, operator: str = "Equal", effec
         out["value"] = value
     if effect:
         out["effect"] = effect
+    if seconds is not None:
+        out["tolerationSeconds"] = seconds
     return out
 
 
@@ -90,8 +97,10 @@ def node(
     unschedulable: bool = False,
     ready: str | None = "True",
     deleted: bool = False,
+    ready_since: float | None = None,
 ) -> dict:
-    """A Node; `block` / `rack` / the hostname become the topology labels."""
+    """A Node; `block` / `rack` / the hostname become the topology labels. `ready_since` is
+    the Ready condition's `lastTransitionTime`, in seconds relative to NOW."""
     node_labels: dict[str, str] = {}
     if block is not None:
         node_labels[BLOCK] = block
@@ -110,7 +119,10 @@ def node(
         spec["unschedulable"] = True
     status: dict[str, Any] = {"allocatable": resource_list(cpu=cpu, memory=memory, pods=pods, extra=extra)}
     if ready is not None:
-        status["conditions"] = [{"type": "Ready", "status": ready}]
+        condition = {"type": "Ready", "status": ready}
+        if ready_since is not None:
+            condition["lastTransitionTime"] = timestamp(ready_since)
+        status["conditions"] = [condition]
     return {"apiVersion": V1, "kind": "Node", "metadata": metadata, "spec": spec, "status": status}
 
 
@@ -184,6 +196,38 @@ def pod(
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if annotations:
         metadata["annotations"] = dict(annotations)
+    return {"apiVersion": V1, "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+def workload_pod(
+    name: str,
+    workload_name: str,
+    *,
+    node: str | None = None,
+    phase: str = "Running",
+    deleting: bool = False,
+    gates: Sequence[str] = (),
+    node_selector: Mapping[str, str] | None = None,
+    pod_set_name: str = "main",
+    namespace: str = NAMESPACE,
+    cpu: object = "1",
+    topology_annotations: Mapping[str, str] | None = None,
+) -> dict:
+    """A pod of workload `workload_name` (its `kueue.x-k8s.io/workload` annotation and
+    `kueue.x-k8s.io/podset` label), bound to `node` when given. It carries the PodSet's
+    topology annotation (by default a required rack), as Kueue's job integrations copy it
+    onto the pods, so that it does not count as non-TAS usage."""
+    annotations = {"kueue.x-k8s.io/workload": workload_name,
+                   **(topology_annotations or {"kueue.x-k8s.io/podset-required-topology": RACK})}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                                "labels": {"kueue.x-k8s.io/podset": pod_set_name}, "annotations": annotations}
+    if deleting:
+        metadata["deletionTimestamp"] = timestamp(-5)
+    spec = pod_spec(cpu=cpu, node_selector=node_selector)
+    if node is not None:
+        spec["nodeName"] = node
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
     return {"apiVersion": V1, "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
 
 
@@ -337,19 +381,32 @@ def workload(
     priority: int | None = None,
     created: float | None = 0,
     api_version: str = V1BETA2,
+    annotations: Mapping[str, str] | None = None,
+    owners: Sequence[dict] = (),
     **pod_set_kwargs: Any,
 ) -> dict:
     """A pending Workload; without `pod_sets`, one PodSet `main` built from the keywords
-    (`count`, `cpu`, `required`, `preferred`, `unconstrained`, ...)."""
+    (`count`, `cpu`, `required`, `preferred`, `unconstrained`, ...). `owners` are its
+    `metadata.ownerReferences` (see `owner_reference`)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
     if created is not None:
         metadata["creationTimestamp"] = timestamp(created)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if owners:
+        metadata["ownerReferences"] = list(owners)
     spec: dict[str, Any] = {"podSets": list(pod_sets) if pod_sets is not None else [pod_set(**pod_set_kwargs)]}
     if queue is not None:
         spec["queueName"] = queue
     if priority is not None:
         spec["priority"] = priority
     return {"apiVersion": api_version, "kind": "Workload", "metadata": metadata, "spec": spec}
+
+
+def owner_reference(kind: str, name: str, *, api_version: str = V1, controller: bool = True) -> dict:
+    """An entry of `metadata.ownerReferences`: `owner_reference("Pod", "p0")`,
+    `owner_reference("Job", "train", api_version="batch/v1")`."""
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{name}", "controller": controller}
 
 
 def domains_json(levels: Sequence[str], domains: Iterable[tuple[Sequence[str] | str, int]]) -> dict:
@@ -366,9 +423,11 @@ def admitted(
     flavor: str = FLAVOR,
     resources: Sequence[str] = ("cpu",),
     finished: bool = False,
+    unhealthy_nodes: Sequence[str] = (),
 ) -> dict:
     """`wl` holding a quota reservation and admitted, each PodSet with the given
-    TopologyAssignment JSON (see `domains_json`)."""
+    TopologyAssignment JSON (see `domains_json`); `unhealthy_nodes` go in
+    `status.unhealthyNodes`."""
     psas = []
     for ps in wl["spec"]["podSets"]:
         psa: dict[str, Any] = {"name": ps["name"], "flavors": {r: flavor for r in resources},
@@ -383,8 +442,11 @@ def admitted(
     ]
     if finished:
         conditions.append({"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done"})
-    return {**wl, "status": {"admission": {"clusterQueue": cluster_queue_name, "podSetAssignments": psas},
-                             "conditions": conditions}}
+    status: dict[str, Any] = {"admission": {"clusterQueue": cluster_queue_name, "podSetAssignments": psas},
+                              "conditions": conditions}
+    if unhealthy_nodes:
+        status["unhealthyNodes"] = [{"name": n} for n in unhealthy_nodes]
+    return {**wl, "status": status}
 
 
 def tas_setup(*, levels: Sequence[str] = LEVELS, quota: Mapping[str, object] | None = None,
