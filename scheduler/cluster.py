@@ -128,6 +128,19 @@ class ClusterState:
         names = cq.flavor_names()
         return bool(names) and all(n in self.tas_snapshots for n in names)
 
+    def checks_on_flavor(self, cq: ClusterQueue, flavor: str) -> list[str]:
+        """Names of the ClusterQueue's admission checks that apply to workloads using `flavor`."""
+        return [rule.name for rule in cq.admission_checks if not rule.on_flavors or flavor in rule.on_flavors]
+
+    def delays_topology(self, cq: ClusterQueue, flavor: str) -> bool:
+        """A ProvisioningRequest check (or MultiKueue) on the flavor: the nodes do not exist yet,
+        so TAS is assigned in a second pass once the check is Ready."""
+        for name in self.checks_on_flavor(cq, flavor):
+            check = self.admission_checks.get(name)
+            if check is not None and (check.is_provisioning_request or check.is_multikueue):
+                return True
+        return False
+
     def tas_flavor_of(self, psa: PodSetAssignment) -> str | None:
         tas = {f for f in psa.flavors.values() if f in self.tas_snapshots}
         return next(iter(tas)) if len(tas) == 1 else None

@@ -104,8 +104,9 @@ class SchedulingCycle:
         pod_sets = []
         for psf in assignment.pod_sets:
             ta = tas.get(psf.pod_set.name)
-            psas.append(PodSetAssignment(psf.pod_set.name, dict(psf.flavors), psf.count, dict(psf.usage), ta))
-            pod_sets.append(PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors), ta))
+            psas.append(PodSetAssignment(psf.pod_set.name, dict(psf.flavors), psf.count, dict(psf.usage), ta,
+                                         psf.delayed))
+            pod_sets.append(PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors), ta, psf.delayed))
         wl.admission = Admission(cq_name, psas)
         for psa in psas:
             for resource, value in psa.resource_usage.items():
@@ -113,7 +114,8 @@ class SchedulingCycle:
             ps = wl.pod_set(psa.name)
             if psa.topology_assignment is not None and ps is not None:
                 self.state.add_tas_assignment_usage(psa, ps.spec.requests, sign=1)
-        needs_checks = bool(cq.admission_checks)
+        flavors = {f for psf in assignment.pod_sets for f in psf.flavors.values()}
+        needs_checks = any(self.state.checks_on_flavor(cq, f) for f in flavors)
         status = QUOTA_RESERVED if needs_checks else ADMITTED
         queued = wait_seconds(wl.creation_timestamp, self.now)
         reserved = f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was {queued}"

@@ -28,6 +28,7 @@ class PodSetFlavors:
     usage: dict[str, int] = field(default_factory=dict)  # resource -> total request
     tas: bool = False
     implied: bool = False
+    delayed: str | None = None  # "Pending" when TAS waits for a ProvisioningRequest (second pass)
 
 
 @dataclass(slots=True)
@@ -206,6 +207,9 @@ class FlavorAssigner:
             if len(tas_flavors) != 1:
                 continue
             flavor = tas_flavors.pop()
+            if not self.wl.has_quota_reservation and self.state.delays_topology(self.cq, flavor):
+                psf.delayed = "Pending"
+                continue
             by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
                 pod_set=psf.pod_set, count=psf.count, single_pod_requests=psf.pod_set.spec.requests,
                 flavor=flavor, implied=psf.implied))

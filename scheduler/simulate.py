@@ -19,6 +19,7 @@ from scheduler.node_failure import NodeFailureController
 from scheduler.parse import ParsedObjects, parse_objects
 from scheduler.replacement import NodeReplacer, annotate_failures
 from scheduler.results import PassResult
+from scheduler.second_pass import SecondPass
 from scheduler.ungater import ungate_pods
 
 
@@ -75,6 +76,7 @@ def simulate_parsed(
     replacer = NodeReplacer(state, now, result)
     replacer.run()
     # 2. the ProvisioningRequest second pass
+    SecondPass(state, now, result).run()
     decided = SchedulingCycle(state, now, result).run()  # 3. one scheduling cycle
     result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
     annotate_failures(result.workloads, replacer.failures)

@@ -1,0 +1,83 @@
+"""The second pass: TAS for workloads whose topology waited for a ProvisioningRequest.
+
+A workload admitted into a flavor with a ProvisioningRequest check reserves quota first,
+with `delayedTopologyRequest: Pending` and no TopologyAssignment (the nodes it asked for do
+not exist yet). Once its admission checks are Ready the nodes are there: its TAS PodSets
+are placed, marked `Ready`, and the workload becomes Admitted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduler.cluster import ClusterState
+from scheduler.flavorassigner import FlavorAssigner
+from scheduler.model import Condition, Workload
+from scheduler.placement import TASPodSetRequest
+from scheduler.results import Event, PassResult
+from scheduler.topology_assignment import find_topology_assignments_for_flavor
+
+DELAYED, READY = "Pending", "Ready"
+
+
+def awaiting_second_pass(wl: Workload) -> bool:
+    """Quota reserved, a PodSet's topology delayed, and every admission check Ready."""
+    if not wl.has_quota_reservation or wl.is_finished or wl.condition_true("Evicted") or wl.admission is None:
+        return False
+    if not any(psa.delayed_topology_request == DELAYED for psa in wl.admission.pod_set_assignments):
+        return False
+    return all(check.state == "Ready" for check in wl.admission_checks)
+
+
+class SecondPass:
+    def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
+        self.state = state
+        self.now = now
+        self.result = result
+        self.admitted: set[str] = set()
+
+    def run(self) -> None:
+        if not self.state.gates.TopologyAwareScheduling:
+            return
+        for wl in self.state.workloads:
+            if awaiting_second_pass(wl):
+                self.place(wl)
+
+    def place(self, wl: Workload) -> None:
+        cq = self.state.cluster_queue_for(wl)
+        if cq is None:
+            return
+        assigner = FlavorAssigner(self.state, wl, cq)
+        by_flavor: dict[str, list[TASPodSetRequest]] = {}
+        for psa in wl.admission.pod_set_assignments:
+            ps = wl.pod_set(psa.name)
+            flavor = self.state.tas_flavor_of(psa)
+            if psa.delayed_topology_request != DELAYED or ps is None or flavor is None:
+                continue
+            count = psa.count if psa.count is not None else ps.count
+            by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
+                pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
+                implied=assigner.tas_implied(ps)))
+        placed = {}
+        for flavor, requests in sorted(by_flavor.items()):
+            results = find_topology_assignments_for_flavor(self.state.tas_snapshots[flavor], requests,
+                                                           gates=self.state.gates)
+            failed = next((name for name, p in results.items() if p.failure), None)
+            if failed is not None:
+                message = f"couldn't assign flavors to pod set {failed}: {results[failed].failure}"
+                self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+                return
+            placed.update(results)
+        for psa in wl.admission.pod_set_assignments:
+            if psa.name in placed:
+                psa.topology_assignment = placed[psa.name].assignment
+                psa.delayed_topology_request = READY
+                ps = wl.pod_set(psa.name)
+                if ps is not None:
+                    self.state.add_tas_assignment_usage(psa, ps.spec.requests, sign=1)
+        if not wl.is_admitted:
+            message = f"Admitted by ClusterQueue {cq.name}, wait time since reservation was 0s"
+            wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
+            wl.conditions.append(Condition("Admitted", "True", "Admitted", message, self.now))
+            self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
+        self.admitted.add(wl.key)
