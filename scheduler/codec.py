@@ -32,6 +32,7 @@ import heapq
 import json
 import operator
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ MAX_SLICES = 1_000
 MAX_DOMAINS_PER_SLICE = 100_000  # MaxItems of roots and of individual pod counts
 MAX_VALUE_LENGTH = 63  # a label value: roots, prefix, suffix and universal values
 MAX_INT32 = 2**31 - 1
+# Not an API rule but this decoder's guard: universal-only slices cost a few bytes for any
+# number of domains, and no cluster has this many nodes.
+MAX_DECODED_DOMAINS = 1_000_000
 
 # etcd's request size limit, the budget a Workload (and so its assignments) must fit in.
 ETCD_OBJECT_LIMIT = 1_572_864  # 1.5 MiB
@@ -102,27 +106,23 @@ class Columns:
         if not levels:
             raise InputError("must have at least 1 level", field="levels")
         width = len(levels)
-        if any(len(d.values) != width for d in domains):
-            bad = next(i for i, d in enumerate(domains) if len(d.values) != width)
-            raise InputError(
-                f"has {len(domains[bad].values)} values for {width} levels", field=f"domains[{bad}].values"
-            )
+        rows = list(map(operator.attrgetter("values"), domains))
+        if set(map(len, rows)) - {width}:
+            bad = next(i for i, row in enumerate(rows) if len(row) != width)
+            raise InputError(f"has {len(rows[bad])} values for {width} levels", field=f"domains[{bad}].values")
         if width == 1:
-            values: tuple[list[str], ...] = ([d.values[0] for d in domains],)
+            values: tuple[list[str], ...] = (list(map(operator.itemgetter(0), rows)),)
+        elif rows:
+            values = tuple(map(list, zip(*rows, strict=True)))
         else:
-            values = tuple(list(column) for column in zip(*(d.values for d in domains), strict=True))
-            if not values:  # no domains: zip yields no columns
-                values = tuple([] for _ in levels)
-        return cls(levels, values, [d.count for d in domains])
+            values = tuple([] for _ in levels)
+        return cls(levels, values, list(map(operator.attrgetter("count"), domains)))
 
     def __len__(self) -> int:
         return len(self.counts)
 
     def lowest_level_is_hostname(self) -> bool:
         return self.levels[-1] == HOSTNAME_LABEL
-
-
-# ---------------------------------------------------------------- Kueue's slice encoding
 
 
 @contextmanager
@@ -141,128 +141,32 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _common_affix_length(
-    values: Sequence[str], bound: int, matches: Callable[[str, str], bool], affix: Callable[[str, int], str]
-) -> int:
-    """The longest ``affix(sample, n)`` with ``n <= bound`` that every value ``matches``.
-
-    Three samples give a bound that usually holds, so one C-level pass confirms it; failing
-    that, a binary search ("all values have it" shrinks monotonically with the length).
-    """
-    sample = values[0]
-    low, high = 0, bound
-    while low < high:
-        mid = high if high == bound and low == 0 else (low + high + 1) // 2
-        if all(map(matches, values, repeat(affix(sample, mid)))):
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_prefix_length(values: Sequence[str]) -> int:
-    first, middle, last = values[0], values[len(values) // 2], values[-1]
-    bound = min(_common_prefix_pair(first, middle), _common_prefix_pair(first, last))
-    return _common_affix_length(values, bound, str.startswith, lambda v, n: v[:n])
-
-
-def _common_suffix_length(values: Sequence[str], shortest: int) -> int:
-    first, middle, last = values[0], values[len(values) // 2], values[-1]
-    bound = min(shortest, _common_suffix_pair(first, middle), _common_suffix_pair(first, last))
-    return _common_affix_length(values, bound, str.endswith, lambda v, n: v[len(v) - n :])
-
-
-def _roots(values: Sequence[str], prefix: int, suffix: int) -> list[str]:
-    if not prefix and not suffix:
-        return list(values)
-    return list(map(operator.getitem, values, repeat(slice(prefix, -suffix if suffix else None))))
-
-
-def _individual(values: Sequence[str], prefix: int, suffix: int) -> LevelValuesJSON:
-    individual: IndividualValuesJSON = {}
-    first = values[0]
-    if prefix:
-        individual["prefix"] = first[:prefix]
-    if suffix:
-        individual["suffix"] = first[len(first) - suffix :]
-    individual["roots"] = _roots(values, prefix, suffix)
-    return {"individual": individual}
-
-
-def level_values(values: Sequence[str]) -> LevelValuesJSON:
-    """One level of one slice, as Kueue's ``fillSingleCompactSliceValues`` writes it.
-
-    All values equal: ``universal``. Otherwise the longest common prefix and suffix; when the
-    two would overlap in the shortest value, the suffix is kept whole and the prefix shortened
-    (Kueue's choice, e.g. ["ababa", "aba"] gives suffix "aba" and roots ["ab", ""]).
-    """
-    prefix = _common_prefix_length(values)
-    if prefix == max(map(len, values)):
-        return {"universal": values[0]}
-    shortest = min(map(len, values))
-    suffix = _common_suffix_length(values, shortest)
-    if prefix + suffix > shortest:
-        prefix = shortest - suffix
-    return _individual(values, prefix, suffix)
-
-
-def pod_counts(counts: Sequence[int]) -> PodCountsJSON:
-    first = counts[0]
-    if counts.count(first) == len(counts):
-        return {"universal": first}
-    return {"individual": list(counts)}
-
-
-def compact_slice(columns: Columns, start: int, stop: int) -> SliceJSON:
-    """Kueue's ``compactSliceEncoding`` of domains ``[start, stop)``."""
-    return {
-        "domainCount": stop - start,
-        "valuesPerLevel": [level_values(column[start:stop]) for column in columns.values],
-        "podCounts": pod_counts(columns.counts[start:stop]),
-    }
-
-
-def _chunks(start: int, stop: int, size: int = MAX_DOMAINS_PER_SLICE) -> Iterable[tuple[int, int]]:
-    for chunk_start in range(start, stop, size):
-        yield chunk_start, min(chunk_start + size, stop)
-
-
-def _assignment(columns: Columns, runs: Iterable[tuple[int, int]], encode=compact_slice) -> dict:
-    return {"levels": list(columns.levels), "slices": [encode(columns, a, b) for a, b in runs]}
-
-
-def single_slice_encoding(columns: Columns) -> dict:
-    """One compact slice for all domains (no slices for none).
-
-    Kueue writes a single slice however many domains there are; past the per-slice limit of
-    100,000 domains that object would be rejected by the API server, so here the domains are
-    chunked at that limit instead. Up to the limit the result is Kueue's, byte for byte.
-    """
-    return _assignment(columns, _chunks(0, len(columns)))
-
-
-# ---------------------------------------------------------------- hostname-prefix runs
+# ---------------------------------------------------------------- common prefixes and suffixes
 
 
 _NONZERO = bytes([0] + [1] * 255)
 
 
-def neighbour_common_prefixes(values: Sequence[str]) -> list[int]:
+def neighbour_common_prefixes(values: Sequence[str], lengths: Sequence[int] | None = None) -> list[int]:
     """``[len(common prefix of values[i] and values[i + 1]) for each i]``.
 
     For ASCII text every value is padded to one width, rows alternately with \\x01 and \\x02,
     and each row is XORed with the next as one big integer: the first non-zero byte of a row
     is where the pair first differs (at the latest where the shorter one ends, since the
     padding differs from its neighbour's). All loops run in C; other text goes pair by pair.
+    ``lengths`` are the values' lengths, when known.
     """
     count = len(values)
     if count < 2:
         return []
-    text = "".join(values)
-    if not text.isascii() or "\x01" in text or "\x02" in text:
+    lengths = list(map(len, values)) if lengths is None else lengths
+    width = max(lengths) + 1
+    text = "".join(map(str.ljust, values, repeat(width), cycle("\x01\x02")))
+    # The padding must be the only \x01 and \x02 characters: count them.
+    padding = (width * ((count + 1) // 2) - sum(lengths[::2]), width * (count // 2) - sum(lengths[1::2]))
+    if not text.isascii() or (text.count("\x01"), text.count("\x02")) != padding:
         return [_common_prefix_pair(a, b) for a, b in pairwise(values)]
-    width = max(map(len, values)) + 1
-    rows = "".join(map(str.ljust, values, repeat(width), cycle("\x01\x02"))).encode("ascii")
+    rows = text.encode("ascii")
     size = len(rows) - width
     diff = int.from_bytes(rows[:-width], "big") ^ int.from_bytes(rows[width:], "big")
     marks = diff.to_bytes(size, "big").translate(_NONZERO)
@@ -288,133 +192,177 @@ def _common_suffix_pair(a: str, b: str) -> int:
     return _common_prefix_pair(a[::-1], b[::-1])
 
 
-def _is_sorted(values: Sequence[str]) -> bool:
-    return all(map(operator.le, values, values[1:]))
+def _common_affix_length(
+    values: Sequence[str], bound: int, matches: Callable[[str, str], bool], affix: Callable[[str, int], str]
+) -> int:
+    """The longest ``affix(values[0], n)``, ``n <= bound``, that every value ``matches``.
 
-
-def _deepest_reusable_prefixes(hostnames: Sequence[str]) -> tuple[list[int], list[int]]:
-    """Per hostname, the length of its deepest reusable ``-``-prefix (0 for none), and the
-    common prefix length of each neighbouring pair in the given order.
-
-    Kueue counts every candidate prefix over all hostnames; equivalently, in sorted order a
-    candidate of ``s[k]`` is shared iff ``s[k + 1]`` starts with it, or ``s[k - 1]`` does and
-    is longer (a hostname equal to the prefix has no candidate there, its ``-`` is last).
-    Reusable candidates are therefore the ones ending within that neighbour reach.
+    The bound comes from a sample of the values and usually holds, so one C-level pass
+    confirms it; failing that, a binary search ("all values have it" is monotone in ``n``).
     """
-    count = len(hostnames)
-    ordered_already = _is_sorted(hostnames)
-    if ordered_already:
-        order, ordered = range(count), hostnames
-    else:
-        order = sorted(range(count), key=hostnames.__getitem__)
-        ordered = [hostnames[i] for i in order]
-    shared = neighbour_common_prefixes(ordered)
-    last = list(map(operator.sub, map(len, ordered), repeat(1)))  # a final "-" is no candidate
-    before = [0, *map(min, shared, last)]
-    reach = map(max, before, [*shared, 0])
-    limits = map(min, reach, last)
-    ends = map(str.rfind, ordered, repeat("-"), repeat(0), limits)
-    deepest_sorted = list(map(operator.add, ends, repeat(1)))
-    if ordered_already:
-        return deepest_sorted, shared
-    deepest = [0] * count
-    for k, i in enumerate(order):
-        deepest[i] = deepest_sorted[k]
-    return deepest, neighbour_common_prefixes(hostnames)
+    sample = values[0]
+    low, high = 0, bound
+    while low < high:
+        mid = high if high == bound and low == 0 else (low + high + 1) // 2
+        if all(map(matches, values, repeat(affix(sample, mid)))):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
-def _run_starts(key_lengths: Sequence[int], shared: Sequence[int]) -> list[int]:
-    """Indices where a run of equal keys begins (after the first): key ``i`` is hostname ``i``'s
-    prefix of ``key_lengths[i]`` characters, so neighbours have equal keys iff the lengths are
-    equal and their common prefix covers it."""
-    changed = map(operator.or_, map(operator.ne, key_lengths, key_lengths[1:]), map(operator.lt, shared, key_lengths))
-    return list(compress(range(1, len(key_lengths)), changed))
+def _samples(values: Sequence[str]) -> list[str]:
+    return [*values[:: max(1, len(values) // 16)], values[-1]]
 
 
-def _runs(count: int, starts: Sequence[int]) -> list[tuple[int, int]]:
-    bounds = [0, *starts, count]
-    return list(pairwise(bounds))
+# Up to this many values, min and max find common affixes faster than sampling does.
+_FEW_VALUES = 256
 
 
-def _slices_needed(count: int, starts: Sequence[int]) -> int:
-    if count <= MAX_DOMAINS_PER_SLICE:
-        return len(starts) + 1
-    return sum(-(-(b - a) // MAX_DOMAINS_PER_SLICE) for a, b in _runs(count, starts))
+def _common_prefix_length(values: Sequence[str]) -> int:
+    if len(values) <= _FEW_VALUES:  # the common prefix of the least and the greatest is everyone's
+        return _common_prefix_pair(min(values), max(values))
+    first = values[0]
+    bound = min(_common_prefix_pair(first, v) for v in _samples(values))
+    return _common_affix_length(values, bound, str.startswith, lambda v, n: v[:n])
 
 
-def _prefix_key_lengths(hostnames: Sequence[str]) -> tuple[list[int] | None, list[int]]:
-    """Kueue's ``reusableHostnamePrefixKeys`` as key lengths (``None``: one run of all).
+def _common_suffix_length(values: Sequence[str], shortest: int) -> int:
+    if len(values) <= _FEW_VALUES:
+        reversed_values = [v[::-1] for v in values]
+        return _common_prefix_pair(min(reversed_values), max(reversed_values))
+    first = values[0]
+    bound = min(shortest, *(_common_suffix_pair(first, v) for v in _samples(values)))
+    return _common_affix_length(values, bound, str.endswith, lambda v, n: v[len(v) - n :])
 
-    Depth ``d`` keys every hostname by the longest reusable prefix among its first ``d``
-    ``-``-delimited candidates. Depths are tried from the deepest down and the first whose
-    runs fit the slice limit wins; depths beyond a hostname's last reusable candidate give it
-    that candidate, so the search starts at the deepest reusable one and backs off one ``-``
-    at a time.
+
+# ---------------------------------------------------------------- Kueue's slice encoding
+
+
+def _roots(values: Sequence[str], prefix: int, suffix: int) -> list[str]:
+    if not prefix and not suffix:
+        return list(values)
+    return list(map(operator.getitem, values, repeat(slice(prefix, -suffix if suffix else None))))
+
+
+def _individual(values: Sequence[str], prefix: int, suffix: int) -> LevelValuesJSON:
+    individual: IndividualValuesJSON = {}
+    first = values[0]
+    if prefix:
+        individual["prefix"] = first[:prefix]
+    if suffix:
+        individual["suffix"] = first[len(first) - suffix :]
+    individual["roots"] = _roots(values, prefix, suffix)
+    return {"individual": individual}
+
+
+@dataclass(frozen=True, slots=True)
+class LevelShape:
+    """What decides how one level of a slice is written: the values' common prefix and
+    suffix lengths (before Kueue's overlap rule), and their shortest, longest, total lengths."""
+
+    prefix: int
+    suffix: int
+    shortest: int
+    longest: int
+    total: int
+
+    @classmethod
+    def of(cls, values: Sequence[str]) -> LevelShape:
+        lengths = list(map(len, values))
+        shortest = min(lengths)
+        return cls(
+            _common_prefix_length(values),
+            _common_suffix_length(values, shortest),
+            shortest,
+            max(lengths),
+            sum(lengths),
+        )
+
+    @property
+    def universal(self) -> bool:
+        return self.prefix == self.shortest == self.longest
+
+    def joined(self, other: LevelShape, seam_prefix: int, seam_suffix: int) -> LevelShape:
+        """The shape of this run followed by ``other``, given the common prefix and suffix of
+        the two values across the seam."""
+        return LevelShape(
+            min(self.prefix, other.prefix, seam_prefix),
+            min(self.suffix, other.suffix, seam_suffix),
+            min(self.shortest, other.shortest),
+            max(self.longest, other.longest),
+            self.total + other.total,
+        )
+
+    def kueue_affixes(self) -> tuple[int, int]:
+        """Kueue's prefix and suffix lengths: when the two overlap in the shortest value, the
+        suffix is kept whole and the prefix shortened (["ababa", "aba"]: suffix "aba")."""
+        if self.prefix + self.suffix > self.shortest:
+            return self.shortest - self.suffix, self.suffix
+        return self.prefix, self.suffix
+
+
+def _level_values(values: Sequence[str], shape: LevelShape) -> LevelValuesJSON:
+    if shape.universal:
+        return {"universal": values[0]}
+    return _individual(values, *shape.kueue_affixes())
+
+
+def level_values(values: Sequence[str]) -> LevelValuesJSON:
+    """One level of one slice, as Kueue's ``fillSingleCompactSliceValues`` writes it: all
+    values equal give ``universal``, others ``individual`` roots around the longest common
+    prefix and suffix (see `LevelShape.kueue_affixes`)."""
+    return _level_values(values, LevelShape.of(values))
+
+
+def pod_counts(counts: Sequence[int]) -> PodCountsJSON:
+    first = counts[0]
+    if counts.count(first) == len(counts):
+        return {"universal": first}
+    return {"individual": list(counts)}
+
+
+def compact_slice(columns: Columns, start: int, stop: int) -> SliceJSON:
+    """Kueue's ``compactSliceEncoding`` of domains ``[start, stop)``."""
+    return _compact_slice(columns, start, stop)[0]
+
+
+def _compact_slice(columns: Columns, start: int, stop: int) -> tuple[SliceJSON, list[LevelShape]]:
+    values_per_level, shapes = [], []
+    for column in columns.values:
+        values = column[start:stop]
+        shape = LevelShape.of(values)
+        values_per_level.append(_level_values(values, shape))
+        shapes.append(shape)
+    encoded: SliceJSON = {
+        "domainCount": stop - start,
+        "valuesPerLevel": values_per_level,
+        "podCounts": pod_counts(columns.counts[start:stop]),
+    }
+    return encoded, shapes
+
+
+def _chunks(start: int, stop: int, size: int = MAX_DOMAINS_PER_SLICE) -> Iterable[tuple[int, int]]:
+    for chunk_start in range(start, stop, size):
+        yield chunk_start, min(chunk_start + size, stop)
+
+
+def _assignment(
+    columns: Columns,
+    runs: Iterable[tuple[int, int]],
+    encode: Callable[[Columns, int, int], SliceJSON] = compact_slice,
+) -> dict:
+    return {"levels": list(columns.levels), "slices": [encode(columns, a, b) for a, b in runs]}
+
+
+def single_slice_encoding(columns: Columns) -> dict:
+    """One compact slice for all domains (no slices for none).
+
+    Kueue writes a single slice however many domains there are; past the per-slice limit of
+    100,000 domains that object would be rejected by the API server, so here the domains are
+    chunked at that limit instead. Up to the limit the result is Kueue's, byte for byte.
     """
-    if not any(h.find("-", 0, len(h) - 1) >= 0 for h in hostnames):
-        return None, []  # no hostname has a candidate: Kueue's depth loop never runs
-    lengths, shared = _deepest_reusable_prefixes(hostnames)
-    count = len(hostnames)
-    if _slices_needed(count, _run_starts(lengths, shared)) <= MAX_SLICES:
-        return lengths, shared
-    depths = list(map(str.count, hostnames, repeat("-"), repeat(0), lengths))
-    for depth in range(max(depths) - 1, 0, -1):
-        # Hostnames deeper than `depth` step back to their previous "-".
-        lengths = [
-            h.rfind("-", 0, n - 1) + 1 if d > depth else n for h, n, d in zip(hostnames, lengths, depths, strict=True)
-        ]
-        depths = list(map(min, depths, repeat(depth)))
-        if _slices_needed(count, _run_starts(lengths, shared)) <= MAX_SLICES:
-            return lengths, shared
-    return None, shared
-
-
-def reusable_hostname_prefix_keys(hostnames: Sequence[str]) -> list[str] | None:
-    """Each hostname's run key as Kueue chooses it: its longest reusable ``-``-delimited
-    prefix at the deepest depth whose runs fit the slice limit ("" when it has none there).
-    A prefix is reusable when at least two hostnames have it. ``None`` when no depth fits, or
-    no hostname has a ``-`` before its last character: then all domains form one run."""
-    lengths, _ = _prefix_key_lengths(hostnames)
-    if lengths is None:
-        return None
-    return [h[:n] for h, n in zip(hostnames, lengths, strict=True)]
-
-
-def domain_runs(count: int, keys: Sequence[str] | None) -> list[tuple[int, int]]:
-    """Kueue's ``compactDomainRuns``: ``[start, stop)`` ranges of consecutive domains with
-    equal keys (keys a, a, b, a give three runs); no keys means one run of all."""
-    if count == 0:
-        return []
-    if not keys:
-        return [(0, count)]
-    return _runs(count, [i for i in range(1, count) if keys[i] != keys[i - 1]])
-
-
-def hostname_prefix_encoding(columns: Columns) -> dict:
-    """Kueue's ``compactTopologyAssignmentEncodingWithHostnamePrefixRuns``."""
-    count = len(columns)
-    runs = [(0, count)] if count else []
-    if count > 1 and columns.lowest_level_is_hostname():
-        lengths, shared = _prefix_key_lengths(columns.values[-1])
-        if lengths is not None:
-            runs = _runs(count, _run_starts(lengths, shared))
-    return _assignment(columns, (chunk for a, b in runs for chunk in _chunks(a, b)))
-
-
-def v1beta2_from(columns: Columns, *, by_hostname_prefix: bool = True) -> dict:
-    """Kueue's ``V1Beta2From``: the encoding Kueue stores for this assignment.
-
-    With the hostname-prefix gate, an encoding of one slice is kept as is, one of more than
-    the per-slice limit of domains too (the single slice could not hold them); otherwise the
-    single-slice encoding wins only when its JSON is strictly smaller.
-    """
-    if not by_hostname_prefix:
-        return single_slice_encoding(columns)
-    by_prefix = hostname_prefix_encoding(columns)
-    if len(by_prefix["slices"]) <= 1 or len(columns) > MAX_DOMAINS_PER_SLICE:
-        return by_prefix
-    single = single_slice_encoding(columns)
-    return single if go_json_size(single) < go_json_size(by_prefix) else by_prefix
+    return _assignment(columns, _chunks(0, len(columns)))
 
 
 # ---------------------------------------------------------------- sizes
@@ -440,12 +388,13 @@ def _go_text_size(text: str) -> int:
     return size
 
 
-def go_json_size(encoded: object) -> int:
+def go_json_size(encoded: object, *, plain_roots: bool = False) -> int:
     """The byte length of Go's ``json.Marshal`` of the same object, which Kueue compares.
 
     Go writes non-ASCII text as raw UTF-8 and escapes ``<``, ``>``, ``&`` (as \\u003c, six
     bytes) and U+2028/U+2029 (six bytes instead of three); control characters it escapes as
-    Python does. Long lists of plain roots are counted without serializing them.
+    Python does. Long lists of plain roots are counted without serializing them;
+    ``plain_roots`` says they all are (they are parts of values already checked).
     """
     if not isinstance(encoded, dict) or not isinstance(encoded.get("slices"), list):
         return _go_text_size(json.dumps(encoded, separators=(",", ":"), ensure_ascii=False))
@@ -456,7 +405,7 @@ def go_json_size(encoded: object) -> int:
         for values in item["valuesPerLevel"]:
             individual = values.get("individual")
             roots = individual.get("roots") if isinstance(individual, dict) else None
-            if isinstance(roots, list) and roots and _is_plain("".join(roots), '"\\<>&'):
+            if isinstance(roots, list) and roots and (plain_roots or _is_plain("".join(roots), '"\\<>&')):
                 size += sum(map(len, roots)) + 3 * len(roots) - 1  # quotes and commas
                 values = {"individual": {**individual, "roots": []}}
             levels.append(values)
@@ -465,16 +414,220 @@ def go_json_size(encoded: object) -> int:
     return size + _go_text_size(json.dumps(skeleton, separators=(",", ":"), ensure_ascii=False))
 
 
+# Fixed JSON bytes of the parts of a slice (compact separators), the slice's comma included.
+_SLICE_FIXED = len('{"domainCount":,"valuesPerLevel":[],"podCounts":},')
+_UNIVERSAL_FIXED = len('{"universal":""}')
+_INDIVIDUAL_FIXED = len('{"individual":{"roots":[]}}')
+_AFFIX_FIXED = len('"prefix":"",')
+_COUNTS_UNIVERSAL_FIXED = len('{"universal":}')
+_COUNTS_INDIVIDUAL_FIXED = len('{"individual":[]}')
+
+
+# ---------------------------------------------------------------- hostname-prefix runs
+
+
+def _is_sorted(values: Sequence[str]) -> bool:
+    return all(map(operator.le, values, values[1:]))
+
+
+def _has_candidates(hostnames: Sequence[str]) -> bool:
+    """Whether any hostname has a "-" before its last character (a prefix candidate)."""
+    return any(h.find("-", 0, len(h) - 1) >= 0 for h in hostnames)
+
+
+def _reusable_counts(hostnames: Sequence[str], lengths: list[int]) -> tuple[list[int], list[int]]:
+    """How many of each hostname's candidates are reusable, and the common prefix length of
+    each neighbouring pair in the given order (``lengths``: the hostnames' lengths).
+
+    A candidate is a prefix ending in a "-" that is not the hostname's last character; it is
+    reusable when two hostnames have it. In sorted order a candidate of ``s[k]`` is shared iff
+    ``s[k + 1]`` starts with it, or ``s[k - 1]`` does and is longer (a hostname equal to the
+    prefix has no candidate there, its "-" being last). So the reusable candidates are a
+    hostname's first ones, those ending within that neighbour reach.
+    """
+    already_sorted = _is_sorted(hostnames)
+    ordered = hostnames if already_sorted else sorted(hostnames)
+    ordered_lengths = lengths if already_sorted else list(map(len, ordered))
+    shared = neighbour_common_prefixes(ordered, ordered_lengths)
+    last = list(map(operator.sub, ordered_lengths, repeat(1)))
+    before = [0, *map(min, shared, last)]
+    limits = map(min, map(max, before, [*shared, 0]), last)
+    reusable_sorted = list(map(str.count, ordered, repeat("-"), repeat(0), limits))
+    if already_sorted:
+        return reusable_sorted, shared
+    # Equal hostnames have equal counts, so a hostname's count can be looked up by value.
+    by_name = dict(zip(ordered, reusable_sorted, strict=True))
+    return list(map(by_name.__getitem__, hostnames)), neighbour_common_prefixes(hostnames, lengths)
+
+
+def _runs(count: int, starts: Sequence[int]) -> list[tuple[int, int]]:
+    bounds = [0, *starts, count]
+    return list(pairwise(bounds))
+
+
+def _slices_needed(count: int, starts: Sequence[int]) -> int:
+    if count <= MAX_DOMAINS_PER_SLICE:
+        return len(starts) + 1
+    return sum(-(-(b - a) // MAX_DOMAINS_PER_SLICE) for a, b in _runs(count, starts))
+
+
+_ALWAYS = 1 << 30
+
+
+def _key_thresholds(hostnames: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Per hostname its count of reusable candidates ``r``; per neighbouring pair the deepest
+    depth up to which their keys are equal (`_ALWAYS` when equal at every depth).
+
+    Neighbours with ``c`` candidates in common have equal keys at depth ``d`` iff
+    ``d <= min(c, r_left, r_right)``, or at every depth when ``r_left == r_right <= c``.
+    """
+    lengths = list(map(len, hostnames))
+    reusable, shared = _reusable_counts(hostnames, lengths)
+    last = list(map(operator.sub, lengths, repeat(1)))
+    common = list(map(str.count, hostnames, repeat("-"), repeat(0), map(min, shared, last, last[1:])))
+    left, right = reusable[:-1], reusable[1:]
+    always = map(operator.and_, map(operator.eq, left, right), map(operator.le, left, common))
+    # Adding _ALWAYS lifts the pairs equal at every depth beyond any depth.
+    thresholds = list(map(operator.add, map(min, common, left, right), map(operator.mul, always, repeat(_ALWAYS))))
+    return reusable, thresholds
+
+
+def _starts_at(depth: int, thresholds: Sequence[int]) -> list[int]:
+    """Where runs of equal keys start at ``depth`` (after the first run)."""
+    return list(compress(range(1, len(thresholds) + 1), map(operator.lt, thresholds, repeat(depth))))
+
+
+def _prefix_runs(hostnames: Sequence[str]) -> tuple[int, list[int], list[int]] | None:
+    """Kueue's hostname-prefix runs: ``(depth, reusable counts, run starts)``, or ``None`` for
+    one run of all domains.
+
+    Depth ``d`` keys a hostname by its ``min(d, r)``-th candidate, ``r`` being its count of
+    reusable candidates ("" when that is 0). Depths are tried from the deepest down and the
+    first whose runs fit the slice limit wins. Neighbours with ``c`` candidates in common have
+    equal keys at depth ``d`` iff ``d <= min(c, r_left, r_right)``, or at every depth when
+    ``r_left == r_right <= c`` (`_key_thresholds`); so one histogram of those thresholds
+    gives the number of runs at every depth, and the runs themselves are computed once.
+    """
+    if not _has_candidates(hostnames):
+        return None  # Kueue's depth loop never runs
+    reusable, thresholds = _key_thresholds(hostnames)
+    below = Counter(thresholds)
+    count = len(hostnames)
+    deepest = max(max(reusable), 1)  # deeper depths give every hostname its deepest key
+    boundaries = sum(n for threshold, n in below.items() if threshold < deepest)
+    for depth in range(deepest, 0, -1):
+        if depth < deepest:
+            boundaries -= below.get(depth, 0)  # pairs that share a key from this depth down
+        if boundaries + 1 > MAX_SLICES:
+            continue
+        starts = _starts_at(depth, thresholds)
+        if _slices_needed(count, starts) <= MAX_SLICES:
+            return depth, reusable, starts
+    return None
+
+
+def reusable_hostname_prefix_keys(hostnames: Sequence[str]) -> list[str] | None:
+    """Each hostname's run key as Kueue chooses it: its longest reusable ``-``-delimited
+    prefix at the deepest depth whose runs fit the slice limit ("" when it has none there).
+    A prefix is reusable when at least two hostnames have it. ``None`` when no depth fits, or
+    no hostname has a ``-`` before its last character: then all domains form one run."""
+    found = _prefix_runs(hostnames)
+    if found is None:
+        return None
+    depth, reusable, _ = found
+    keys = []
+    for hostname, candidates in zip(hostnames, reusable, strict=True):
+        end = 0
+        for _ in range(min(depth, candidates)):
+            end = hostname.index("-", end) + 1
+        keys.append(hostname[:end])
+    return keys
+
+
+def domain_runs(count: int, keys: Sequence[str] | None) -> list[tuple[int, int]]:
+    """Kueue's ``compactDomainRuns``: ``[start, stop)`` ranges of consecutive domains with
+    equal keys (keys a, a, b, a give three runs); no keys means one run of all."""
+    if count == 0:
+        return []
+    if not keys:
+        return [(0, count)]
+    return _runs(count, [i for i in range(1, count) if keys[i] != keys[i - 1]])
+
+
+def _hostname_prefix_slices(columns: Columns) -> tuple[dict, list[tuple[int, int]], list[list[LevelShape]]]:
+    """Kueue's hostname-prefix encoding, with each slice's domain range and level shapes."""
+    count = len(columns)
+    runs = [(0, count)] if count else []
+    if count > 1 and columns.lowest_level_is_hostname():
+        found = _prefix_runs(columns.values[-1])
+        if found is not None:
+            runs = _runs(count, found[2])
+    chunks = [chunk for a, b in runs for chunk in _chunks(a, b)]
+    built = [_compact_slice(columns, a, b) for a, b in chunks]
+    encoded = {"levels": list(columns.levels), "slices": [item for item, _ in built]}
+    return encoded, chunks, [shapes for _, shapes in built]
+
+
+def hostname_prefix_encoding(columns: Columns) -> dict:
+    """Kueue's ``compactTopologyAssignmentEncodingWithHostnamePrefixRuns``."""
+    return _hostname_prefix_slices(columns)[0]
+
+
+def _single_slice_size(columns: Columns, chunks: list[tuple[int, int]], shapes: list[list[LevelShape]]) -> int:
+    """The JSON size of the single-slice encoding of plain values, worked out from the
+    hostname-prefix slices' shapes instead of building it: a level's common prefix across all
+    slices is the least of theirs and of the pairs across the seams, and likewise its suffix.
+    """
+    count = len(columns)
+    size = go_json_size({"levels": list(columns.levels), "slices": []})
+    size += _SLICE_FIXED - 1 + len(str(count)) + len(columns.levels) - 1
+    for level, column in enumerate(columns.values):
+        shape = shapes[0][level]
+        for (start, _), later in zip(chunks[1:], shapes[1:], strict=True):
+            before, after = column[start - 1], column[start]
+            shape = shape.joined(later[level], _common_prefix_pair(before, after), _common_suffix_pair(before, after))
+        if shape.universal:
+            size += _UNIVERSAL_FIXED + shape.total // count
+            continue
+        prefix, suffix = shape.kueue_affixes()
+        size += _INDIVIDUAL_FIXED + shape.total - count * (prefix + suffix) + 3 * count - 1
+        size += (_AFFIX_FIXED + prefix if prefix else 0) + (_AFFIX_FIXED + suffix if suffix else 0)
+    counts = columns.counts
+    if counts.count(counts[0]) == count:
+        return size + _COUNTS_UNIVERSAL_FIXED + len(str(counts[0]))
+    return size + _COUNTS_INDIVIDUAL_FIXED + sum(map(len, map(str, counts))) + count - 1
+
+
+def v1beta2_from(columns: Columns, *, by_hostname_prefix: bool = True) -> dict:
+    """Kueue's ``V1Beta2From``: the encoding Kueue stores for this assignment.
+
+    With the hostname-prefix gate, an encoding of one slice is kept as is, one of more than
+    the per-slice limit of domains too (the single slice could not hold them); otherwise the
+    single-slice encoding wins only when its JSON is strictly smaller.
+    """
+    if not by_hostname_prefix:
+        return single_slice_encoding(columns)
+    by_prefix, chunks, shapes = _hostname_prefix_slices(columns)
+    if len(chunks) <= 1 or len(columns) > MAX_DOMAINS_PER_SLICE:
+        return by_prefix
+    if all(_is_plain("".join(column), '"\\<>&') for column in columns.values):
+        # Go and Python write plain text alike, one byte per character.
+        if _single_slice_size(columns, chunks, shapes) < go_json_size(by_prefix, plain_roots=True):
+            return single_slice_encoding(columns)
+        return by_prefix
+    single = single_slice_encoding(columns)
+    return single if go_json_size(single) < go_json_size(by_prefix) else by_prefix
+
+
 # ---------------------------------------------------------------- the compact encoder
 #
 # A size-driven search over slice boundaries. Domains stay in order (their order carries
 # meaning: ranks, scale-down), so a slice is a run of consecutive domains and the search is
-# over where runs start. It starts from units: the runs of Kueue's deepest reusable hostname
-# prefixes (node pools, subnets, scale sets), or single domains when the lowest level is not
-# the hostname. It then greedily merges the neighbouring pair whose merge saves the most
-# bytes while merging saves bytes, and then, while there are more slices than the API allows,
-# the pair whose merge costs the fewest extra bytes. Where Kueue drops to shorter prefixes
-# for every domain once the slice limit is hit, this spends the merges where they cost least.
+# over where runs start. It starts from units (`_compact_units`: node pools, subnets, scale
+# sets, or single domains) and greedily merges the neighbouring pair whose merge saves the
+# most bytes, while merging saves bytes; then, while there are more slices than the API
+# allows, the pair whose merge costs the fewest extra bytes. Where Kueue, once the slice limit
+# is hit, drops to a shorter prefix for every domain, this spends merges where they cost least.
 #
 # A run's statistics merge in O(1) (the common prefix of a run is the minimum of its parts'
 # and of the pair across the seam), so each step prices a merge exactly, without building it.
@@ -485,15 +638,6 @@ def _json_weight(text: str) -> int:
     if _is_plain(text):
         return len(text)
     return len(json.dumps(text)) - 2
-
-
-# Fixed JSON bytes of the parts of a slice, with compact separators.
-_SLICE_FIXED = len('{"domainCount":,"valuesPerLevel":[],"podCounts":},')
-_UNIVERSAL_FIXED = len('{"universal":""}')
-_INDIVIDUAL_FIXED = len('{"individual":{"roots":[]}}')
-_AFFIX_FIXED = len('"prefix":"",')
-_COUNTS_UNIVERSAL_FIXED = len('{"universal":}')
-_COUNTS_INDIVIDUAL_FIXED = len('{"individual":[]}')
 
 
 def _affixes(size: int, prefix: int, suffix: int, shortest: int, sample: str, plain: bool) -> tuple[int, int, int]:
@@ -528,11 +672,8 @@ class _Run:
 
     start: int
     stop: int
-    prefix: list[int]  # per level: common prefix length
-    suffix: list[int]  # per level: common suffix length
-    shortest: list[int]  # per level: shortest value
-    longest: list[int]  # per level: longest value
-    weight: list[int]  # per level: JSON bytes of all the values' characters
+    shapes: list[LevelShape]  # per level
+    weights: list[int]  # per level: JSON bytes of the values' characters (their length when plain)
     counts_uniform: bool
     count_digits: int  # characters of all pod counts
     cost: int = 0
@@ -547,24 +688,18 @@ class _CompactSearch:
         self.runs = [self._unit(start, stop) for start, stop in units]
 
     def _unit(self, start: int, stop: int) -> _Run:
-        prefix, suffix, shortest, longest, weight = [], [], [], [], []
+        shapes, weights = [], []
         for plain, column in zip(self.plain, self.columns.values, strict=True):
             values = column[start:stop]
-            low = min(map(len, values))
-            prefix.append(_common_prefix_length(values))
-            suffix.append(_common_suffix_length(values, low))
-            shortest.append(low)
-            longest.append(max(map(len, values)))
-            weight.append(sum(map(len, values)) if plain else sum(map(_json_weight, values)))
+            shape = LevelShape.of(values)
+            shapes.append(shape)
+            weights.append(shape.total if plain else sum(map(_json_weight, values)))
         counts = self.columns.counts[start:stop]
         run = _Run(
             start,
             stop,
-            prefix,
-            suffix,
-            shortest,
-            longest,
-            weight,
+            shapes,
+            weights,
             counts_uniform=counts.count(counts[0]) == len(counts),
             count_digits=sum(map(len, map(str, counts))),
         )
@@ -574,16 +709,13 @@ class _CompactSearch:
     def cost(self, run: _Run) -> int:
         """JSON bytes of the run's slice, with its separating comma."""
         size = run.stop - run.start
-        total = _SLICE_FIXED + len(str(size)) + len(run.prefix) - 1
-        for level, column in enumerate(self.columns.values):
-            if run.prefix[level] == run.longest[level]:  # all values equal: universal
-                total += _UNIVERSAL_FIXED + run.weight[level] // size
+        total = _SLICE_FIXED + len(str(size)) + len(run.shapes) - 1
+        for shape, weight, plain, column in zip(run.shapes, run.weights, self.plain, self.columns.values, strict=True):
+            if shape.universal:
+                total += _UNIVERSAL_FIXED + weight // size
                 continue
-            sample = column[run.start]
-            _, _, delta = _affixes(
-                size, run.prefix[level], run.suffix[level], run.shortest[level], sample, self.plain[level]
-            )
-            total += _INDIVIDUAL_FIXED + run.weight[level] + 3 * size - 1 + delta
+            _, _, delta = _affixes(size, shape.prefix, shape.suffix, shape.shortest, column[run.start], plain)
+            total += _INDIVIDUAL_FIXED + weight + 3 * size - 1 + delta
         if run.counts_uniform:
             total += _COUNTS_UNIVERSAL_FIXED + run.count_digits // size
         else:
@@ -592,20 +724,16 @@ class _CompactSearch:
 
     def merged(self, left: _Run, right: _Run) -> _Run:
         seam = right.start
-        counts = self.columns.counts
-        prefix, suffix = [], []
-        for level, column in enumerate(self.columns.values):
+        shapes = []
+        for column, before, after in zip(self.columns.values, left.shapes, right.shapes, strict=True):
             a, b = column[seam - 1], column[seam]
-            prefix.append(min(left.prefix[level], right.prefix[level], _common_prefix_pair(a, b)))
-            suffix.append(min(left.suffix[level], right.suffix[level], _common_suffix_pair(a, b)))
+            shapes.append(before.joined(after, _common_prefix_pair(a, b), _common_suffix_pair(a, b)))
+        counts = self.columns.counts
         run = _Run(
             left.start,
             right.stop,
-            prefix,
-            suffix,
-            list(map(min, left.shortest, right.shortest)),
-            list(map(max, left.longest, right.longest)),
-            list(map(operator.add, left.weight, right.weight)),
+            shapes,
+            list(map(operator.add, left.weights, right.weights)),
             counts_uniform=left.counts_uniform and right.counts_uniform and counts[left.start] == counts[seam],
             count_digits=left.count_digits + right.count_digits,
         )
@@ -655,14 +783,12 @@ class _CompactSearch:
         per_level: list[LevelValuesJSON] = []
         for plain, column in zip(self.plain, columns.values, strict=True):
             values = column[start:stop]
-            prefix = _common_prefix_length(values)
-            if prefix == max(map(len, values)):
+            shape = LevelShape.of(values)
+            if shape.universal:
                 per_level.append({"universal": values[0]})
                 continue
-            shortest = min(map(len, values))
-            suffix = _common_suffix_length(values, shortest)
-            p, s, _ = _affixes(len(values), prefix, suffix, shortest, values[0], plain)
-            per_level.append(_individual(values, p, s))
+            prefix, suffix, _ = _affixes(len(values), shape.prefix, shape.suffix, shape.shortest, values[0], plain)
+            per_level.append(_individual(values, prefix, suffix))
         return {
             "domainCount": stop - start,
             "valuesPerLevel": per_level,
@@ -670,16 +796,25 @@ class _CompactSearch:
         }
 
 
+# Below this many domains without "-"-delimited names, the search may start from single domains.
+_MAX_SINGLE_DOMAIN_UNITS = 20_000
+
+
 def _compact_units(columns: Columns) -> list[tuple[int, int]]:
-    """Where the search starts: runs of the deepest reusable hostname prefixes, each at most
-    one slice long; single domains when the lowest level is not the hostname."""
+    """Where the search starts, as ``[start, stop)`` runs of at most one slice each.
+
+    Runs of equal deepest reusable ``-``-prefixes of the lowest level's values (a node pool,
+    a subnet, a scale set) are the natural units: splitting one never pays for the slice it
+    costs. Without such prefixes, single domains, unless there are too many to merge one by
+    one; then one run.
+    """
     count = len(columns)
-    if not columns.lowest_level_is_hostname():
-        return [(i, i + 1) for i in range(count)]
-    hostnames = columns.values[-1]
-    if any(h.find("-", 0, len(h) - 1) >= 0 for h in hostnames):
-        lengths, shared = _deepest_reusable_prefixes(hostnames)
-        runs = _runs(count, _run_starts(lengths, shared))
+    values = columns.values[-1]
+    if count > 1 and _has_candidates(values):
+        reusable, thresholds = _key_thresholds(values)
+        runs = _runs(count, _starts_at(max(reusable), thresholds))
+    elif count <= _MAX_SINGLE_DOMAIN_UNITS:
+        runs = [(i, i + 1) for i in range(count)]
     else:
         runs = [(0, count)]
     return [chunk for a, b in runs for chunk in _chunks(a, b)]
@@ -868,6 +1003,10 @@ def _decode_slices(data: Mapping, levels: list[str]) -> Columns:
         where = f"slices[{s}]"
         item = _mapping(item, where)
         size = _count(_require(item, "domainCount", where), f"{where}.domainCount", maximum=MAX_DOMAINS_PER_SLICE)
+        if len(counts) + size > MAX_DECODED_DOMAINS:
+            raise InputError(
+                f"the slices so far hold more than {MAX_DECODED_DOMAINS:,} domains", field=f"{where}.domainCount"
+            )
         per_level = _list(
             _require(item, "valuesPerLevel", where), f"{where}.valuesPerLevel", min_items=1, max_items=MAX_LEVELS
         )
@@ -918,7 +1057,8 @@ def validate_encoded(data: object) -> None:
     The rules: 1 to 16 levels; at most 1,000 slices; per slice a domainCount of 1 to 100,000,
     one valuesPerLevel entry per level, exactly one of universal / individual in each entry
     and in podCounts, roots and individual pod counts as long as domainCount, prefix and
-    suffix unset or non-empty, label values at most 63 characters, pod counts of at least 1.
+    suffix unset or non-empty, label values at most 63 characters, pod counts of at least 1
+    (and at most int32). Beyond the API, no more than `MAX_DECODED_DOMAINS` domains in all.
     """
     data = _mapping(data, "topologyAssignment")
     if data.get("slices") is None:

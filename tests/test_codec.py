@@ -218,7 +218,7 @@ class TestV1Beta2FromChoice:
         import scheduler.codec as codec
 
         names = ["pool-a-node-1", "pool-a-node-2", "pool-b-node-1", "pool-b-node-2"]
-        monkeypatch.setattr(codec, "go_json_size", lambda encoded: 100)
+        monkeypatch.setattr(codec, "go_json_size", lambda encoded, **_: 100)
         assert len(encode_assignment(hosts(names))["slices"]) == 2
 
     def test_go_size_counts_escapes_and_utf8_as_go_does(self):
@@ -551,6 +551,13 @@ def test_bad_input_names_the_field(data, field, words):
     assert caught.value.field == field
     assert words in caught.value.reason
     assert "\n" not in str(caught.value)
+
+
+def test_a_huge_expansion_is_refused():
+    universal = {"domainCount": 100_000, "valuesPerLevel": [{"universal": "n"}], "podCounts": {"universal": 1}}
+    with pytest.raises(InputError, match="more than 1,000,000 domains") as caught:
+        decode_assignment({"levels": [HOST], "slices": [universal] * 11})
+    assert caught.value.field == "slices[10].domainCount"
 
 
 def test_validate_encoded_rejects_the_v1beta1_form():

@@ -80,7 +80,7 @@ hostname_lists = st.one_of(
 def assignments(draw) -> TopologyAssignment:
     shape = draw(st.sampled_from(["hostname", "hostname-with-levels", "levels", "single"]))
     if shape == "single":
-        levels = draw(st.lists(label("abc./", 1, 8), min_size=1, max_size=3))
+        levels = draw(st.lists(label("abc./<&é", 1, 8), min_size=1, max_size=3))
         values = [draw(label(max_size=MAX_VALUE_LENGTH)) for _ in levels]
         return TopologyAssignment.of(levels, [(values, draw(counts))])
     if shape == "levels":
@@ -158,6 +158,18 @@ def test_v1beta2_from_keeps_the_smaller_of_kueue_encodings(assignment):
         assert chosen == by_prefix
     else:
         assert chosen == (single if go_json_size(single) < go_json_size(by_prefix) else by_prefix)
+
+
+@PROPERTY_SETTINGS
+@given(assignments())
+def test_single_slice_size_is_worked_out_exactly(assignment):
+    from scheduler.codec import _hostname_prefix_slices, _is_plain, _single_slice_size
+
+    columns = Columns.of(assignment)
+    if not len(columns) or not all(_is_plain("".join(column), '"\\<>&') for column in columns.values):
+        return
+    _, chunks, shapes = _hostname_prefix_slices(columns)
+    assert _single_slice_size(columns, chunks, shapes) == go_json_size(single_slice_encoding(columns))
 
 
 def kueue_reusable_keys(hostnames: list[str], max_slices: int = MAX_SLICES) -> list[str] | None:
