@@ -27,6 +27,14 @@ def _parse_now(text: str | None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _parse_cycles(text: str) -> int | None:
+    if text == "all":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise FlagError(f"--cycles: {text!r} is not a positive number or 'all'")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tas", description="Kueue Topology Aware Scheduling engine")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -36,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--feature-gates", default="", metavar="K=V,...")
     sim.add_argument("--now", default=None, metavar="RFC3339")
     sim.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="json")
+    sim.add_argument("--cycles", default="1", metavar="N|all",
+                     help="scheduling cycles to run (a cycle admits at most one workload per ClusterQueue, "
+                          "as in Kueue); 'all' repeats them until nothing more is admitted")
 
     enc = sub.add_parser("encode", help="encode a decoded TopologyAssignment as Kueue v1beta2")
     enc.add_argument("file", metavar="FILE")
@@ -55,10 +66,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     gates = FeatureGates.parse(args.feature_gates)
     now = _parse_now(args.now)
+    cycles = _parse_cycles(args.cycles)
     objects: list[tuple[str, dict]] = []
     for path in args.files:
         objects.extend((path, obj) for obj in read_objects(path))
-    result = simulate(objects, gates=gates, now=now, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+    result = simulate(objects, gates=gates, now=now, cycles=cycles,
+                      warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
     sys.stdout.write(render(result, args.output, by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix))
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)

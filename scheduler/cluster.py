@@ -7,9 +7,7 @@ usage, and updates both as the pass admits or evicts workloads.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.features import FeatureGates
@@ -33,6 +31,7 @@ from scheduler.parse import (
     ANNOTATION_UNCONSTRAINED,
     ParsedObjects,
 )
+from scheduler.quota import FlavorResource, QuotaTree
 from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot
 
 _TAS_POD_ANNOTATIONS = (
@@ -54,12 +53,6 @@ def counts_as_non_tas_usage(pod: Pod) -> bool:
     return bool(pod.node_name) and not pod.terminal and not is_tas_pod(pod)
 
 
-@dataclass(frozen=True, slots=True)
-class FlavorResource:
-    flavor: str
-    resource: str
-
-
 class ClusterState:
     def __init__(self, parsed: ParsedObjects, gates: FeatureGates, warn: Callable[[str], None]) -> None:
         self.gates = gates
@@ -78,8 +71,8 @@ class ClusterState:
         self.priority_classes: dict[str, WorkloadPriorityClass] = {p.name: p for p in parsed.priority_classes}
         self.workloads: list[Workload] = parsed.workloads
         self.tas_snapshots: dict[str, TASFlavorSnapshot] = self._build_tas_snapshots()
-        # quota used per ClusterQueue, flavor and resource by workloads holding a reservation
-        self.quota_usage: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
+        # quota and usage of ClusterQueues and Cohorts, filled by workloads holding a reservation
+        self.quota = QuotaTree(self.cluster_queues.values(), self.cohorts.values())
         for wl in self.workloads:
             if wl.has_quota_reservation and not wl.is_finished:
                 self.add_workload_usage(wl, sign=1)
@@ -104,6 +97,11 @@ class ClusterState:
         for snap in snapshots.values():
             snap.add_non_tas_usages(usage)
         return snapshots
+
+    @property
+    def quota_usage(self) -> Mapping[str, Mapping[FlavorResource, int]]:
+        """Usage per ClusterQueue, flavor and resource (what its admitted workloads hold)."""
+        return {name: node.usage for name, node in self.quota.queues.items()}
 
     # ------------------------------------------------------------ lookups
 
@@ -151,7 +149,7 @@ class ClusterState:
         """Quota and TAS usage of a workload holding a reservation (sign=-1 removes it)."""
         if wl.admission is None:
             return
-        cq_usage = self.quota_usage[wl.admission.cluster_queue]
+        cq_name = wl.admission.cluster_queue
         for psa in wl.admission.pod_set_assignments:
             ps = wl.pod_set(psa.name)
             count = psa.count if psa.count is not None else (ps.count if ps else 0)
@@ -161,7 +159,7 @@ class ClusterState:
             for resource, value in usage.items():
                 flavor = psa.flavors.get(resource)
                 if flavor is not None:
-                    cq_usage[FlavorResource(flavor, resource)] += sign * value
+                    self.quota.add_usage(cq_name, FlavorResource(flavor, resource), sign * value)
         self.add_workload_tas_usage(wl, sign)
 
     def add_workload_tas_usage(self, wl: Workload, sign: int) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.cluster import ClusterState, FlavorResource
+from scheduler.cluster import ClusterState
 from scheduler.flavorassigner import FlavorAssigner, PodSetFlavors, pod_set_needs
 from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, TASPodSetRequest, _Params
 from scheduler.quantity import format_value
+from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
 from scheduler.tree import node_matches_flavor
@@ -100,26 +101,27 @@ class WorkloadExplanation:
 
 
 def quota_lines(state: ClusterState, assigner: FlavorAssigner, wl: Workload) -> list[QuotaLine]:
-    """Requested against nominal quota and usage, for every resource the workload asks for."""
+    """Requested against nominal quota, usage and what is available (cohort borrowing included),
+    for every resource the workload asks for, on every flavor that could provide it."""
     cq = assigner.cq
-    used = state.quota_usage[cq.name]
-    lines = []
+    tree = state.quota
     totals: dict[str, int] = {}
     for ps in wl.pod_sets:
         for resource, value in pod_set_needs(ps, ps.count).items():
             totals[resource] = totals.get(resource, 0) + value
+    lines = []
     for resource, requested in totals.items():
         for rg in cq.resource_groups:
             if resource not in rg.covered_resources:
                 continue
             for fq in rg.flavors:
-                quota = fq.quota(resource)
-                nominal = quota.nominal if quota else 0
-                in_use = used.get(FlavorResource(fq.name, resource), 0)
+                fr = FlavorResource(fq.name, resource)
+                available = max(tree.available(cq.name, fr), 0)
                 lines.append(QuotaLine(
-                    fq.name, resource, format_value(resource, requested), format_value(resource, nominal),
-                    format_value(resource, in_use), format_value(resource, max(nominal - in_use, 0)),
-                    requested <= nominal - in_use))
+                    fq.name, resource, format_value(resource, requested),
+                    format_value(resource, tree.nominal(cq.name, fr)),
+                    format_value(resource, tree.usage(cq.name, fr)), format_value(resource, available),
+                    requested <= available))
     return lines
 
 
@@ -310,7 +312,7 @@ def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
         out.summary = assignment.failure
         out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
-        if assignment.kind == "QuotaExceeded":
+        if assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",
                                               {"admitted": sorted(w.key for w in state.workloads

@@ -11,11 +11,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.cluster import ClusterState, FlavorResource
+from scheduler.cluster import ClusterState
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
 from scheduler.quantity import PODS, format_value
+from scheduler.quota import FlavorResource
 from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
+
+FIT, PREEMPT, NO_FIT = "Fit", "Preempt", "NoFit"
+MODE_ORDER = [NO_FIT, PREEMPT, FIT]  # worse to better
+# why a workload could not get flavors (UnadmittedWorkloadsObservability's reasons)
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+WAITING_FOR_QUOTA = "WaitingForQuota"
+TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+
+
+@dataclass(slots=True)
+class FlavorAttempt:
+    """One flavor tried for a PodSet's resource group, and how it went."""
+
+    flavor: str
+    mode: str
+    borrow: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        text = self.mode
+        if self.borrow:
+            text += f";borrow={self.borrow}"
+        if self.reasons:
+            text += ";" + ";".join(self.reasons)
+        return f"{self.flavor}({text})"
 
 
 @dataclass(slots=True)
@@ -29,6 +56,8 @@ class PodSetFlavors:
     tas: bool = False
     implied: bool = False
     delayed: str | None = None  # "Pending" when TAS waits for a ProvisioningRequest (second pass)
+    borrow: int = 0
+    attempts: list[FlavorAttempt] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -36,7 +65,7 @@ class FlavorAssignment:
     pod_sets: list[PodSetFlavors]
     failure: str = ""
     failed_pod_set: str = ""
-    kind: str = ""  # why it failed: "NoMatchingFlavor" | "QuotaExceeded" | "TopologyPlacementFailed"
+    kind: str = ""  # why it failed: one of the reasons above
 
     @property
     def ok(self) -> bool:
@@ -118,25 +147,26 @@ class FlavorAssigner:
 
     # ------------------------------------------------------------ quota
 
-    def quota_shortfall(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int]) -> str:
-        """Why `need` more of `resource` does not fit the flavor's nominal quota ("" when it does)."""
-        fq = next((f for rg in self.cq.resource_groups for f in rg.flavors if f.name == flavor), None)
-        quota = fq.quota(resource) if fq else None
-        nominal = quota.nominal if quota else 0
+    def quota_mode(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int]
+                   ) -> tuple[str, int, str]:
+        """(Fit | Preempt | NoFit, borrowing, reason) for `need` more of a resource on a flavor,
+        on top of what earlier PodSets of the workload take (Kueue's fitsResourceQuota)."""
+        tree = self.state.quota
         fr = FlavorResource(flavor, resource)
         already = pending.get(fr, 0)
-        if already + need > nominal:
-            return (f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets "
-                    f"requests ({format_value(resource, already)}) + current podset request "
-                    f"({format_value(resource, need)}) > maximum capacity ({format_value(resource, nominal)})")
-        available = nominal - self._used(fr) - already
-        if need > available:
-            return (f"insufficient unused quota for {resource} in flavor {flavor}, "
-                    f"{format_value(resource, need - max(available, 0))} more needed")
-        return ""
-
-    def _used(self, fr: FlavorResource) -> int:
-        return self.state.quota_usage[self.cq.name].get(fr, 0)
+        value = already + need
+        maximum = tree.potential_available(self.cq.name, fr)
+        if value > maximum:
+            return NO_FIT, 0, (
+                f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
+                f"({format_value(resource, already)}) + current podset request ({format_value(resource, need)}) "
+                f"> maximum capacity ({format_value(resource, maximum)})")
+        borrow = 1 if tree.borrowing_with(self.cq.name, fr, value) else 0
+        available = tree.available(self.cq.name, fr)
+        if value <= available:
+            return FIT, borrow, ""
+        return PREEMPT, borrow, (f"insufficient unused quota for {resource} in flavor {flavor}, "
+                                 f"{format_value(resource, value - available)} more needed")
 
     # ------------------------------------------------------------ assignment
 
@@ -148,53 +178,91 @@ class FlavorAssigner:
             needs = pod_set_needs(ps, ps.count)
             reason, kind = self._assign_pod_set(psf, needs, pending)
             if reason:
-                return FlavorAssignment(result, f"couldn't assign flavors to pod set {ps.name}: {reason}", ps.name,
-                                        kind)
+                return FlavorAssignment([*result, psf], f"couldn't assign flavors to pod set {ps.name}: {reason}",
+                                        ps.name, kind)
             result.append(psf)
         return FlavorAssignment(result)
 
-    def _assign_pod_set(
-        self, psf: PodSetFlavors, needs: dict[str, int], pending: dict[FlavorResource, int]
-    ) -> tuple[str, str]:
+    def _resource_groups(self, needs: dict[str, int]) -> tuple[list[tuple[ResourceGroup, list[str]]], str]:
         groups: list[tuple[ResourceGroup, list[str]]] = []
-        for resource in needs:
+        for resource, value in needs.items():
             group = next((rg for rg in self.cq.resource_groups if resource in rg.covered_resources), None)
             if group is None:
-                if resource == PODS:
-                    continue
-                return f"resource {resource} unavailable in ClusterQueue", "NoMatchingFlavor"
+                if resource == PODS or value == 0:
+                    continue  # nothing to account: Kueue ignores it
+                return [], f"resource {resource} unavailable in ClusterQueue"
             for g, resources in groups:
                 if g is group:
                     resources.append(resource)
                     break
             else:
                 groups.append((group, [resource]))
+        return groups, ""
+
+    def _assign_pod_set(
+        self, psf: PodSetFlavors, needs: dict[str, int], pending: dict[FlavorResource, int]
+    ) -> tuple[str, str]:
+        groups, missing = self._resource_groups(needs)
+        if missing:
+            return missing, NO_MATCHING_FLAVOR
+        fungibility = self.cq.flavor_fungibility
+        stop_when_borrowing = fungibility.get("whenCanBorrow", "MayStopSearch") != "TryNextFlavor"
+        stop_when_preempting = fungibility.get("whenCanPreempt", "TryNextFlavor") == "MayStopSearch"
         for group, resources in groups:
             reasons: list[str] = []
-            kind = "NoMatchingFlavor"
+            best: tuple[str, int, str] | None = None  # (mode, borrow, flavor)
+            quota_no_fit = False
             for fq in group.flavors:
                 flavor = self.state.flavors.get(fq.name)
                 if flavor is None:
                     reasons.append(f"flavor {fq.name} not found")
+                    psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[f"flavor {fq.name} not found"]))
                     continue
                 mismatch = self.flavor_mismatch(psf.pod_set, flavor, group)
                 if mismatch:
                     reasons.append(mismatch)
+                    psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[mismatch]))
                     continue
-                shortfalls = [s for r in resources if (s := self.quota_shortfall(fq.name, r, needs[r], pending))]
-                if shortfalls:
-                    reasons.extend(shortfalls)
-                    kind = "QuotaExceeded"
-                    continue
+                mode, borrow, flavor_reasons = FIT, 0, []
                 for r in resources:
-                    psf.flavors[r] = fq.name
-                    psf.usage[r] = needs[r]
-                    fr = FlavorResource(fq.name, r)
-                    pending[fr] = pending.get(fr, 0) + needs[r]
-                break
-            else:
+                    m, b, why = self.quota_mode(fq.name, r, needs[r], pending)
+                    mode, borrow = min(mode, m, key=MODE_ORDER.index), max(borrow, b)
+                    if why:
+                        flavor_reasons.append(why)
+                quota_no_fit = quota_no_fit or mode == NO_FIT
+                reasons.extend(flavor_reasons)
+                psf.attempts.append(FlavorAttempt(fq.name, mode, borrow, sorted(flavor_reasons)))
+                if mode == NO_FIT:
+                    continue
+                if best is None or MODE_ORDER.index(mode) > MODE_ORDER.index(best[0]) or (
+                        mode == best[0] and borrow < best[1]):
+                    best = (mode, borrow, fq.name)
+                if mode == FIT and (borrow == 0 or stop_when_borrowing):
+                    break
+                if mode == PREEMPT and stop_when_preempting:
+                    break
+            if best is None or best[0] != FIT:
+                # no preemption: a flavor that only fits by preempting leaves the workload waiting
+                kind = WAITING_FOR_QUOTA if best is not None else (
+                    EXCEEDS_MAX_QUOTA if quota_no_fit else NO_MATCHING_FLAVOR)
                 return ", ".join(reasons) or "no flavors in the resource group", kind
+            for r in resources:
+                psf.flavors[r] = best[2]
+                psf.usage[r] = needs[r]
+                fr = FlavorResource(best[2], r)
+                pending[fr] = pending.get(fr, 0) + needs[r]
+            psf.borrow = max(psf.borrow, best[1])
         return "", ""
+
+    def considered_flavors(self, assignment: FlavorAssignment) -> str:
+        """Kueue's "Flavors considered" text: every attempt that was not a plain fit, per PodSet."""
+        parts = []
+        for psf in assignment.pod_sets:
+            attempts = [a.describe() for a in sorted(psf.attempts, key=lambda a: a.flavor)
+                        if not (a.mode == FIT and a.borrow == 0)]
+            if attempts:
+                parts.append(f"{psf.pod_set.name}: {', '.join(attempts)}")
+        return " | ".join(parts)
 
     # ------------------------------------------------------------ TAS
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
-from scheduler.cycle import SchedulingCycle, unchanged_result
+from scheduler.cycle import run_cycles, unchanged_result
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
 from scheduler.node_failure import NodeFailureController
@@ -54,10 +54,11 @@ def simulate(
     gates: FeatureGates,
     now: datetime,
     warn: Callable[[str], None] = lambda _msg: None,
+    cycles: int | None = 1,
 ) -> PassResult:
     """One pass over objects read from files: `(file, object)` pairs."""
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
-    return simulate_parsed(parsed, gates=gates, now=now, warn=warn)
+    return simulate_parsed(parsed, gates=gates, now=now, warn=warn, cycles=cycles)
 
 
 def simulate_parsed(
@@ -66,8 +67,10 @@ def simulate_parsed(
     gates: FeatureGates,
     now: datetime,
     warn: Callable[[str], None] = lambda _msg: None,
+    cycles: int | None = 1,
 ) -> PassResult:
-    """One pass over already parsed objects. The pass updates the Workload and Pod objects
+    """One pass over already parsed objects, with `cycles` scheduling cycles (None: as many
+    as it takes until nothing more is admitted). The pass updates the Workload and Pod objects
     in place (admissions, conditions, unhealthy nodes), so give it objects of its own."""
     result = PassResult(problems=unknown_level_problems(parsed))
     state = ClusterState(parsed, gates, warn)
@@ -77,7 +80,7 @@ def simulate_parsed(
     replacer.run()
     # 2. the ProvisioningRequest second pass
     SecondPass(state, now, result).run()
-    decided = SchedulingCycle(state, now, result).run()  # 3. one scheduling cycle
+    decided = run_cycles(state, now, result, cycles)  # 3. the scheduling cycle(s)
     result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
     annotate_failures(result.workloads, replacer.failures)
     # 4. the topology ungater

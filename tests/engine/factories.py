@@ -506,9 +506,11 @@ def domains(assignment: TopologyAssignment | None) -> list[tuple[str, int]]:
 
 
 def run(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
-        warnings: list[str] | None = None) -> PassResult:
+        warnings: list[str] | None = None, cycles: int | None = None) -> PassResult:
+    """One pass; by default with as many scheduling cycles as it takes (as the service runs)."""
     sink = warnings if warnings is not None else []
-    return simulate([(FILE, obj) for obj in objects], gates=feature_gates, now=NOW, warn=sink.append)
+    return simulate([(FILE, obj) for obj in objects], gates=feature_gates, now=NOW, warn=sink.append,
+                    cycles=cycles)
 
 
 def result_of(result: PassResult, name: str, namespace: str = NAMESPACE) -> WorkloadResult:

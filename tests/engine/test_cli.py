@@ -66,7 +66,7 @@ class TestJSON:
             workload("huge", count=100, required=RACK),
             workload("lost", queue="nowhere"),
         )
-        code, out, err = simulate(capsys, cluster_file, wl_file, "--now", "2025-06-01T12:00:00Z")
+        code, out, err = simulate(capsys, cluster_file, wl_file, "--now", "2025-06-01T12:00:00Z", "--cycles", "all")
         assert code == 0, err
         data = json.loads(out)
         assert set(data) >= {"workloads", "pods", "events"}
@@ -134,7 +134,7 @@ class TestJSON:
     def test_table_output(self, capsys, tmp_path, cluster_file):
         wl_file = workloads_file(tmp_path, workload("train", count=6, required=RACK),
                                  workload("huge", count=100, required=RACK))
-        code, out, _ = simulate(capsys, cluster_file, wl_file, "-o", "table")
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "-o", "table", "--cycles", "all")
         assert code == 0
         lines = out.splitlines()
         assert lines[0].split() == ["WORKLOAD", "CLUSTERQUEUE", "STATUS", "PODSET", "PODS", "DOMAINS", "/", "REASON"]

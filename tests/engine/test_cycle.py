@@ -218,3 +218,30 @@ class TestAdmittedUsage:
         ]
         result = run(objects)
         assert [w.workload.name for w in result.workloads] == ["running", "a", "b", "c"]
+
+
+class TestOneCycle:
+    """A single Kueue scheduling cycle admits at most one workload per ClusterQueue: the head."""
+
+    def test_only_the_head_of_a_cluster_queue(self):
+        a = workload("a", count=3, required=HOSTNAME, created=0)
+        b = workload("b", count=3, required=HOSTNAME, created=10)
+        result = run([*one_rack(), a, b], cycles=1)
+        assert result_of(result, "a").status == "Admitted"
+        assert result_of(result, "b").status == "Pending"
+        assert result_of(result, "b").pod_sets[0].assignment is None
+
+    def test_a_second_cycle_admits_the_next(self):
+        a = workload("a", count=3, required=HOSTNAME, created=0)
+        b = workload("b", count=3, required=HOSTNAME, created=10)
+        result = run([*one_rack(), a, b], cycles=2)
+        assert [result_of(result, n).status for n in "ab"] == ["Admitted", "Admitted"]
+
+    def test_an_inadmissible_head_lets_the_next_one_through_in_the_next_cycle(self):
+        big = workload("big", count=100, required=HOSTNAME, created=0)
+        small = workload("small", count=1, required=HOSTNAME, created=10)
+        one = run([*one_rack(), big, small], cycles=1)
+        assert result_of(one, "big").status == "Inadmissible"
+        assert result_of(one, "small").status == "Pending"
+        two = run([*one_rack(), big, small], cycles=2)
+        assert result_of(two, "small").status == "Admitted"

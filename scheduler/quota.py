@@ -1,0 +1,174 @@
+"""Quota and usage of ClusterQueues and Cohorts, as Kueue's hierarchical resource nodes.
+
+Every ClusterQueue and Cohort is a node holding its own quotas per (flavor, resource).
+A node's subtree quota is its nominal quota plus what its children lend (their subtree
+quota minus what a lending limit keeps local); a child's usage beyond what it keeps
+local counts against its parent. A ClusterQueue can use what is free along the path to
+the root, within its borrowing limits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduler.model import ClusterQueue, Cohort, ResourceGroup
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorResource:
+    flavor: str
+    resource: str
+
+
+@dataclass(slots=True)
+class Quota:
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(slots=True)
+class QuotaNode:
+    name: str
+    is_cohort: bool
+    quotas: dict[FlavorResource, Quota] = field(default_factory=dict)
+    parent: QuotaNode | None = None
+    children: list[QuotaNode] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=lambda: defaultdict(int))
+    usage: dict[FlavorResource, int] = field(default_factory=lambda: defaultdict(int))
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        """Capacity this subtree keeps to itself because of a lending limit."""
+        quota = self.quotas.get(fr)
+        if quota is not None and quota.lending_limit is not None:
+            return max(0, self.subtree[fr] - quota.lending_limit)
+        return 0
+
+    def local_available(self, fr: FlavorResource) -> int:
+        return max(0, self.local_quota(fr) - self.usage[fr])
+
+
+def _quotas(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, Quota]:
+    out = {}
+    for group in groups:
+        for fq in group.flavors:
+            for q in fq.resources:
+                out[FlavorResource(fq.name, q.name)] = Quota(q.nominal, q.borrowing_limit, q.lending_limit)
+    return out
+
+
+class QuotaTree:
+    def __init__(self, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort]) -> None:
+        self.cohorts: dict[str, QuotaNode] = {}
+        for c in cohorts:
+            self.cohorts[c.name] = QuotaNode(c.name, True, _quotas(c.resource_groups))
+        parents = {c.name: c.parent for c in cohorts}
+        self.queues: dict[str, QuotaNode] = {}
+        for cq in cluster_queues:
+            node = self.queues[cq.name] = QuotaNode(cq.name, False, _quotas(cq.resource_groups))
+            if cq.cohort:
+                self._link(node, self._cohort(cq.cohort))
+        for name, parent in parents.items():
+            if parent and not self._would_cycle(name, parent, parents):
+                self._link(self.cohorts[name], self._cohort(parent))
+        for root in [n for n in [*self.cohorts.values(), *self.queues.values()] if n.parent is None]:
+            self._accumulate(root)
+
+    def _cohort(self, name: str) -> QuotaNode:
+        # a Cohort named by a ClusterQueue exists even without a Cohort object (no quota of its own)
+        if name not in self.cohorts:
+            self.cohorts[name] = QuotaNode(name, True)
+        return self.cohorts[name]
+
+    @staticmethod
+    def _link(child: QuotaNode, parent: QuotaNode) -> None:
+        child.parent = parent
+        parent.children.append(child)
+
+    @staticmethod
+    def _would_cycle(name: str, parent: str, parents: dict[str, str | None]) -> bool:
+        seen = {name}
+        current: str | None = parent
+        while current:
+            if current in seen:
+                return True
+            seen.add(current)
+            current = parents.get(current)
+        return False
+
+    def _accumulate(self, node: QuotaNode) -> None:
+        node.subtree = defaultdict(int, {fr: q.nominal for fr, q in node.quotas.items()})
+        for child in node.children:
+            self._accumulate(child)
+            for fr, value in child.subtree.items():
+                node.subtree[fr] += value - child.local_quota(fr)
+
+    # ------------------------------------------------------------ queries
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        return _available(self.queues[cq], fr)
+
+    def potential_available(self, cq: str, fr: FlavorResource) -> int:
+        return _potential(self.queues[cq], fr)
+
+    def borrowing_with(self, cq: str, fr: FlavorResource, value: int) -> bool:
+        node = self.queues[cq]
+        return node.usage[fr] + value > node.subtree[fr]
+
+    def usage(self, cq: str, fr: FlavorResource) -> int:
+        node = self.queues.get(cq)
+        return node.usage[fr] if node else 0
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        node = self.queues.get(cq)
+        quota = node.quotas.get(fr) if node else None
+        return quota.nominal if quota else 0
+
+    # ------------------------------------------------------------ usage
+
+    def add_usage(self, cq: str, fr: FlavorResource, value: int) -> None:
+        node = self.queues.get(cq)
+        if node is None:
+            return
+        if value >= 0:
+            _add(node, fr, value)
+        else:
+            _remove(node, fr, -value)
+
+
+def _available(node: QuotaNode, fr: FlavorResource) -> int:
+    if node.parent is None:
+        return node.subtree[fr] - node.usage[fr]
+    parent_available = _available(node.parent, fr)
+    quota = node.quotas.get(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        stored_in_parent = node.subtree[fr] - node.local_quota(fr)
+        used_in_parent = max(0, node.usage[fr] - node.local_quota(fr))
+        parent_available = min(stored_in_parent - used_in_parent + quota.borrowing_limit, parent_available)
+    return node.local_available(fr) + parent_available
+
+
+def _potential(node: QuotaNode, fr: FlavorResource) -> int:
+    if node.parent is None:
+        return node.subtree[fr]
+    value = node.local_quota(fr) + _potential(node.parent, fr)
+    quota = node.quotas.get(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        value = min(node.subtree[fr] + quota.borrowing_limit, value)
+    return value
+
+
+def _add(node: QuotaNode, fr: FlavorResource, value: int) -> None:
+    local = node.local_available(fr)
+    node.usage[fr] += value
+    if node.parent is not None and value > local:
+        _add(node.parent, fr, value - local)
+
+
+def _remove(node: QuotaNode, fr: FlavorResource, value: int) -> None:
+    stored_in_parent = node.usage[fr] - node.local_quota(fr)
+    node.usage[fr] -= value
+    if stored_in_parent > 0 and node.parent is not None:
+        _remove(node.parent, fr, min(value, stored_in_parent))
