@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from scheduler.cluster import ClusterState
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
+from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor
 from scheduler.quantity import PODS, format_value
-from scheduler.quota import FlavorResource
+from scheduler.quota import FlavorResource, borrowing_height
 from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
 
 FIT, PREEMPT, NO_FIT = "Fit", "Preempt", "NoFit"
@@ -25,6 +27,65 @@ NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
 WAITING_FOR_QUOTA = "WaitingForQuota"
 TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+_SEVERITY = {TOPOLOGY_PLACEMENT_FAILED: 1, WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
+
+
+class Grain(IntEnum):
+    """How a flavor can take a resource, finer than Fit/Preempt/NoFit: the flavor assigner prefers
+    a flavor where preemption found targets over one where it found none."""
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1  # preemption could help, but nothing can be preempted
+    PREEMPT = 2  # targets found, some in the ClusterQueue itself
+    RECLAIM = 3  # targets found, all borrowing from elsewhere in the cohort
+    FIT = 4
+
+    @property
+    def mode(self) -> str:
+        return NO_FIT if self == Grain.NO_FIT else FIT if self == Grain.FIT else PREEMPT
+
+    def describe(self) -> str:
+        if self in (Grain.NO_CANDIDATES, Grain.PREEMPT, Grain.RECLAIM):
+            return "preemptionMode=" + {Grain.NO_CANDIDATES: "NoCandidates", Grain.PREEMPT: "Preempt",
+                                         Grain.RECLAIM: "Reclaim"}[self]
+        return self.mode
+
+
+@dataclass(frozen=True, slots=True)
+class GranularMode:
+    grain: Grain
+    borrow: int = 0
+
+
+def is_preferred(a: GranularMode, b: GranularMode, fungibility: Mapping) -> bool:
+    """Kueue's isPreferred: whether flavor mode `a` beats `b` under the ClusterQueue's fungibility."""
+    if a.grain == Grain.NO_FIT:
+        return False
+    if b.grain == Grain.NO_FIT:
+        return True
+    a_none, b_none = a.grain == Grain.NO_CANDIDATES, b.grain == Grain.NO_CANDIDATES
+    if a_none != b_none:
+        return not a_none
+    if fungibility.get("preference") == "PreemptionOverBorrowing":
+        if a.borrow != b.borrow:
+            return a.borrow < b.borrow
+        return a.grain > b.grain
+    if a.grain != b.grain:
+        return a.grain > b.grain
+    return a.borrow < b.borrow
+
+
+def should_try_next_flavor(mode: GranularMode, fungibility: Mapping) -> bool:
+    if mode.grain in (Grain.NO_FIT, Grain.NO_CANDIDATES):
+        return True
+    if mode.grain in (Grain.PREEMPT, Grain.RECLAIM) and \
+            fungibility.get("whenCanPreempt", "TryNextFlavor") == "TryNextFlavor":
+        return True
+    return mode.borrow > 0 and fungibility.get("whenCanBorrow", "MayStopSearch") == "TryNextFlavor"
+
+
+def most_severe(a: str, b: str) -> str:
+    return a if _SEVERITY.get(a, 0) >= _SEVERITY.get(b, 0) else b
 
 
 @dataclass(slots=True)
@@ -35,9 +96,11 @@ class FlavorAttempt:
     mode: str
     borrow: int = 0
     reasons: list[str] = field(default_factory=list)
+    grain: Grain | None = None
+    kind: str = ""  # why it does not fit (NoFit attempts)
 
     def describe(self) -> str:
-        text = self.mode
+        text = self.grain.describe() if self.grain is not None else self.mode
         if self.borrow:
             text += f";borrow={self.borrow}"
         if self.reasons:
@@ -58,6 +121,13 @@ class PodSetFlavors:
     delayed: str | None = None  # "Pending" when TAS waits for a ProvisioningRequest (second pass)
     borrow: int = 0
     attempts: list[FlavorAttempt] = field(default_factory=list)
+    mode: str = FIT
+    reasons: list[str] = field(default_factory=list)  # why it does not simply fit
+    kind: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"couldn't assign flavors to pod set {self.pod_set.name}: {', '.join(sorted(self.reasons))}"
 
 
 @dataclass(slots=True)
@@ -66,10 +136,57 @@ class FlavorAssignment:
     failure: str = ""
     failed_pod_set: str = ""
     kind: str = ""  # why it failed: one of the reasons above
+    mode: str = FIT
+    placements: dict[str, PodSetPlacement] = field(default_factory=dict)
+    # per (PodSet, resource group): the flavor index the search stopped at, -1 when it tried them all
+    tried: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def pending_flavors(self) -> bool:
+        """Some resource group has flavors left to try (Kueue requeues such a workload at once)."""
+        return any(index != -1 for index in self.tried.values())
 
     @property
     def ok(self) -> bool:
-        return not self.failure
+        return self.mode == FIT
+
+    @property
+    def borrowing(self) -> int:
+        return max((psf.borrow for psf in self.pod_sets), default=0)
+
+    def pod_set(self, name: str) -> PodSetFlavors | None:
+        return next((p for p in self.pod_sets if p.pod_set.name == name), None)
+
+    def usage(self) -> dict[FlavorResource, int]:
+        total: dict[FlavorResource, int] = {}
+        for psf in self.pod_sets:
+            for resource, value in psf.usage.items():
+                fr = FlavorResource(psf.flavors[resource], resource)
+                total[fr] = total.get(fr, 0) + value
+        return total
+
+    def resources_needing_preemption(self) -> set[FlavorResource]:
+        return {FlavorResource(flavor, resource) for psf in self.pod_sets if psf.mode == PREEMPT
+                for resource, flavor in psf.flavors.items()}
+
+    def refresh(self) -> None:
+        """Recompute the overall mode and message from the PodSets' (Kueue's RepresentativeMode)."""
+        modes = [psf.mode for psf in self.pod_sets] or [NO_FIT]
+        self.mode = min(modes, key=MODE_ORDER.index)
+        troubled = [psf for psf in self.pod_sets if psf.reasons]
+        self.failure = "; ".join(psf.message for psf in troubled) if self.mode != FIT else ""
+        failed = next((p for p in self.pod_sets if p.mode == NO_FIT), None) or next(
+            (p for p in self.pod_sets if p.mode != FIT), None)
+        self.failed_pod_set = failed.pod_set.name if failed is not None and self.mode != FIT else ""
+        if self.mode == FIT:
+            self.kind = ""
+        elif self.mode == PREEMPT:
+            self.kind = WAITING_FOR_QUOTA
+        else:
+            self.kind = ""
+            for psf in self.pod_sets:
+                if psf.mode == NO_FIT:
+                    self.kind = most_severe(self.kind, psf.kind or NO_MATCHING_FLAVOR)
 
 
 def flavor_matches_node_constraints(ps: PodSet, flavor: ResourceFlavor, allowed_keys: set[str]) -> bool:
@@ -99,11 +216,18 @@ def pod_set_needs(ps: PodSet, count: int) -> dict[str, int]:
 
 
 class FlavorAssigner:
-    def __init__(self, state: ClusterState, wl: Workload, cq: ClusterQueue) -> None:
+    def __init__(self, state: ClusterState, wl: Workload, cq: ClusterQueue,
+                 preemptor: Preemptor | None = None) -> None:
         self.state = state
         self.wl = wl
         self.cq = cq
         self.tas_only = state.is_tas_only(cq)
+        self.preemptor = preemptor if preemptor is not None else Preemptor(state)
+        # flavors chosen at nomination: a recompute within the cycle sticks to them
+        self.nominated: dict[str, dict[str, str]] | None = None
+        # per (PodSet, resource group): the flavor index an earlier attempt stopped at (-1: tried them all)
+        self.resume: dict[tuple[str, int], int] = {}
+        self.tried: dict[tuple[str, int], int] = {}
 
     # ------------------------------------------------------------ PodSet <-> flavor compatibility
 
@@ -147,41 +271,58 @@ class FlavorAssigner:
 
     # ------------------------------------------------------------ quota
 
+    def can_preempt_while_borrowing(self) -> bool:
+        borrow = self.cq.preemption.get("borrowWithinCohort") or {}
+        return borrow.get("policy", "Never") != "Never"
+
     def quota_mode(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int]
-                   ) -> tuple[str, int, str]:
-        """(Fit | Preempt | NoFit, borrowing, reason) for `need` more of a resource on a flavor,
-        on top of what earlier PodSets of the workload take (Kueue's fitsResourceQuota)."""
+                   ) -> tuple[GranularMode, str, str]:
+        """How `need` more of a resource fits a flavor on top of what earlier PodSets of the workload
+        take (Kueue's fitsResourceQuota): the mode, why it does not simply fit, and the kind of
+        reason when it cannot fit at all."""
         tree = self.state.quota
         fr = FlavorResource(flavor, resource)
         already = pending.get(fr, 0)
         value = already + need
         maximum = tree.potential_available(self.cq.name, fr)
         if value > maximum:
-            return NO_FIT, 0, (
+            return GranularMode(Grain.NO_FIT), (
                 f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
                 f"({format_value(resource, already)}) + current podset request ({format_value(resource, need)}) "
-                f"> maximum capacity ({format_value(resource, maximum)})")
-        borrow = 1 if tree.borrowing_with(self.cq.name, fr, value) else 0
+                f"> maximum capacity ({format_value(resource, maximum)})"), EXCEEDS_MAX_QUOTA
+        node = tree.queues[self.cq.name]
+        borrow, may_reclaim = borrowing_height(node, fr, value)
         available = tree.available(self.cq.name, fr)
         if value <= available:
-            return FIT, borrow, ""
-        return PREEMPT, borrow, (f"insufficient unused quota for {resource} in flavor {flavor}, "
-                                 f"{format_value(resource, value - available)} more needed")
+            return GranularMode(Grain.FIT, borrow), "", ""
+        reason = (f"insufficient unused quota for {resource} in flavor {flavor}, "
+                  f"{format_value(resource, value - available)} more needed")
+        if tree.nominal(self.cq.name, fr) >= value or may_reclaim or self.can_preempt_while_borrowing():
+            possibility, borrow_after = self.preemptor.simulate(self.wl, self.cq, fr, value)
+            grain = {POSSIBLE_NONE: Grain.NO_CANDIDATES, POSSIBLE_PREEMPT: Grain.PREEMPT}.get(
+                possibility, Grain.RECLAIM)
+            return GranularMode(grain, borrow_after), reason, ""
+        return GranularMode(Grain.NO_FIT, borrow), reason, WAITING_FOR_QUOTA
 
     # ------------------------------------------------------------ assignment
 
-    def assign(self) -> FlavorAssignment:
+    def assign(self, counts: Mapping[str, int] | None = None) -> FlavorAssignment:
+        """Flavors for every PodSet (with `counts` pods instead of its count, for partial admission);
+        the assignment's mode says whether it fits, needs preemption, or cannot fit (then PodSets
+        after the failing one are not considered)."""
         result: list[PodSetFlavors] = []
         pending: dict[FlavorResource, int] = {}
+        self.tried = {}
         for ps in self.wl.pod_sets:
-            psf = PodSetFlavors(ps, ps.count, tas=self.tas_requested(ps), implied=self.tas_implied(ps))
-            needs = pod_set_needs(ps, ps.count)
-            reason, kind = self._assign_pod_set(psf, needs, pending)
-            if reason:
-                return FlavorAssignment([*result, psf], f"couldn't assign flavors to pod set {ps.name}: {reason}",
-                                        ps.name, kind)
+            count = counts.get(ps.name, ps.count) if counts else ps.count
+            psf = PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps))
+            self._assign_pod_set(psf, pod_set_needs(ps, count), pending)
             result.append(psf)
-        return FlavorAssignment(result)
+            if psf.mode == NO_FIT:
+                break
+        assignment = FlavorAssignment(result, tried=dict(self.tried))
+        assignment.refresh()
+        return assignment
 
     def _resource_groups(self, needs: dict[str, int]) -> tuple[list[tuple[ResourceGroup, list[str]]], str]:
         groups: list[tuple[ResourceGroup, list[str]]] = []
@@ -199,60 +340,116 @@ class FlavorAssigner:
                 groups.append((group, [resource]))
         return groups, ""
 
-    def _assign_pod_set(
-        self, psf: PodSetFlavors, needs: dict[str, int], pending: dict[FlavorResource, int]
-    ) -> tuple[str, str]:
+    def _assign_pod_set(self, psf: PodSetFlavors, needs: dict[str, int], pending: dict[FlavorResource, int]) -> None:
         groups, missing = self._resource_groups(needs)
         if missing:
-            return missing, NO_MATCHING_FLAVOR
-        fungibility = self.cq.flavor_fungibility
-        stop_when_borrowing = fungibility.get("whenCanBorrow", "MayStopSearch") != "TryNextFlavor"
-        stop_when_preempting = fungibility.get("whenCanPreempt", "TryNextFlavor") == "MayStopSearch"
+            psf.mode, psf.kind, psf.reasons = NO_FIT, NO_MATCHING_FLAVOR, [missing]
+            return
         for group, resources in groups:
-            reasons: list[str] = []
-            best: tuple[str, int, str] | None = None  # (mode, borrow, flavor)
-            quota_no_fit = False
-            for fq in group.flavors:
-                flavor = self.state.flavors.get(fq.name)
-                if flavor is None:
-                    reasons.append(f"flavor {fq.name} not found")
-                    psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[f"flavor {fq.name} not found"]))
-                    continue
-                mismatch = self.flavor_mismatch(psf.pod_set, flavor, group)
-                if mismatch:
-                    reasons.append(mismatch)
-                    psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[mismatch]))
-                    continue
-                mode, borrow, flavor_reasons = FIT, 0, []
-                for r in resources:
-                    m, b, why = self.quota_mode(fq.name, r, needs[r], pending)
-                    mode, borrow = min(mode, m, key=MODE_ORDER.index), max(borrow, b)
-                    if why:
-                        flavor_reasons.append(why)
-                quota_no_fit = quota_no_fit or mode == NO_FIT
-                reasons.extend(flavor_reasons)
-                psf.attempts.append(FlavorAttempt(fq.name, mode, borrow, sorted(flavor_reasons)))
-                if mode == NO_FIT:
-                    continue
-                if best is None or MODE_ORDER.index(mode) > MODE_ORDER.index(best[0]) or (
-                        mode == best[0] and borrow < best[1]):
-                    best = (mode, borrow, fq.name)
-                if mode == FIT and (borrow == 0 or stop_when_borrowing):
-                    break
-                if mode == PREEMPT and stop_when_preempting:
-                    break
-            if best is None or best[0] != FIT:
-                # no preemption: a flavor that only fits by preempting leaves the workload waiting
-                kind = WAITING_FOR_QUOTA if best is not None else (
-                    EXCEEDS_MAX_QUOTA if quota_no_fit else NO_MATCHING_FLAVOR)
-                return ", ".join(reasons) or "no flavors in the resource group", kind
+            best = self._best_flavor(psf, group, resources, needs, pending)
+            if best is None:
+                psf.mode = NO_FIT
+                return
+            flavor, mode = best
             for r in resources:
-                psf.flavors[r] = best[2]
+                psf.flavors[r] = flavor
                 psf.usage[r] = needs[r]
-                fr = FlavorResource(best[2], r)
+                fr = FlavorResource(flavor, r)
                 pending[fr] = pending.get(fr, 0) + needs[r]
-            psf.borrow = max(psf.borrow, best[1])
-        return "", ""
+            psf.borrow = max(psf.borrow, mode.borrow)
+            if mode.grain != Grain.FIT:
+                psf.mode = PREEMPT
+
+    def _best_flavor(self, psf: PodSetFlavors, group: ResourceGroup, resources: list[str], needs: dict[str, int],
+                     pending: dict[FlavorResource, int]) -> tuple[str, GranularMode] | None:
+        """The flavor of the group the PodSet takes (Kueue's findFlavorForPodSets), or None; reasons for
+        anything short of a plain fit go to the PodSet."""
+        fungibility = self.cq.flavor_fungibility
+        reasons: list[str] = []
+        kinds: list[str] = []
+        best: tuple[str, GranularMode] | None = None
+        key = (psf.pod_set.name, self.cq.resource_groups.index(group))
+        attempted = -1
+        for index in range(self.resume.get(key, 0), len(group.flavors)):
+            fq = group.flavors[index]
+            if self.nominated is not None and fq.name not in self.nominated.get(psf.pod_set.name, {}).values():
+                reasons.append(f"skipping flavor {fq.name} as it is not found in the nomination mapping "
+                               f"for resource {resources[0]}")
+                continue
+            attempted = index
+            flavor = self.state.flavors.get(fq.name)
+            mismatch = f"flavor {fq.name} not found" if flavor is None else \
+                self.flavor_mismatch(psf.pod_set, flavor, group)
+            if mismatch:
+                reasons.append(mismatch)
+                kinds.append(NO_MATCHING_FLAVOR)
+                psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[mismatch], grain=Grain.NO_FIT,
+                                                  kind=NO_MATCHING_FLAVOR))
+                continue
+            mode = GranularMode(Grain.FIT)
+            max_borrow, flavor_reasons, kind = 0, [], ""
+            for r in resources:
+                m, why, why_kind = self.quota_mode(fq.name, r, needs[r], pending)
+                max_borrow = max(max_borrow, m.borrow)
+                if why:
+                    flavor_reasons.append(why)
+                if why_kind:
+                    kind = most_severe(kind, why_kind)
+                if is_preferred(mode, m, fungibility):
+                    mode = m
+            reasons.extend(flavor_reasons)
+            psf.attempts.append(FlavorAttempt(fq.name, mode.grain.mode, max_borrow, sorted(flavor_reasons),
+                                              grain=mode.grain, kind=kind))
+            if mode.grain == Grain.NO_FIT:
+                kinds.append(kind or WAITING_FOR_QUOTA)
+                continue
+            if not should_try_next_flavor(mode, fungibility):
+                best = (fq.name, mode)
+                break
+            if best is None or is_preferred(mode, best[1], fungibility):
+                best = (fq.name, mode)
+        # where the next attempt resumes when this one stopped before the group's last flavor
+        self.tried[key] = -1 if attempted in (-1, len(group.flavors) - 1) else attempted
+        if best is None:
+            # as Kueue does, the failing group's reasons replace those of groups before it
+            psf.reasons = reasons or ["no flavors in the resource group"]
+            # the least severe alternative is what stands in the way
+            psf.kind = min(kinds, key=lambda k: _SEVERITY.get(k, 0)) if kinds else NO_MATCHING_FLAVOR
+            return None
+        if best[1].grain != Grain.FIT:
+            psf.reasons.extend(reasons)
+        return best
+
+    # ------------------------------------------------------------ TAS within the assignment
+
+    def assign_topology(self, assignment: FlavorAssignment) -> None:
+        """Kueue's TAS step of flavor assignment: place a fitting assignment (a PodSet that does not fit
+        the topology now needs preemption); for one needing preemption, check it could fit an empty
+        topology at all (if not, it cannot fit)."""
+        if not self.state.gates.TopologyAwareScheduling:
+            return
+        if assignment.mode == FIT:
+            placements = self.place(assignment)
+            failed = next((name for name, p in placements.items() if p.failure), None)
+            if failed is None:
+                assignment.placements = placements
+                return
+            psf = assignment.pod_set(failed)
+            psf.reasons.append(placements[failed].failure)
+            psf.mode = PREEMPT
+            assignment.refresh()
+        if assignment.mode == PREEMPT and not self.wl.unhealthy_nodes:
+            empty = self.place(assignment, simulate_empty=True)
+            failed = next((name for name, p in empty.items() if p.failure), None)
+            if failed is not None:
+                psf = assignment.pod_set(failed)
+                if not psf.reasons:
+                    psf.reasons.append(empty[failed].failure)
+                psf.mode, psf.kind = NO_FIT, TOPOLOGY_PLACEMENT_FAILED
+            else:
+                for name in empty:
+                    assignment.pod_set(name).mode = PREEMPT
+            assignment.refresh()
 
     def considered_flavors(self, assignment: FlavorAssignment) -> str:
         """Kueue's "Flavors considered" text: every attempt that was not a plain fit, per PodSet."""

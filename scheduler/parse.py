@@ -505,6 +505,51 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
     return tuple(groups)
 
 
+_WITHIN_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+_RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
+_FUNGIBILITY = {"whenCanBorrow": ("MayStopSearch", "TryNextFlavor", "Borrow"),
+                "whenCanPreempt": ("MayStopSearch", "TryNextFlavor", "Preempt"),
+                "preference": ("BorrowingOverPreemption", "PreemptionOverBorrowing")}
+
+
+def _choice(d: Mapping, key: str, where: Where, choices: tuple[str, ...]) -> str | None:
+    value = optional_string(d, key, where)
+    if value is not None and value not in choices:
+        raise where.at(key).error(f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def parse_preemption(spec: Mapping, where: Where) -> Mapping:
+    """spec.preemption, with its policies checked (Kueue's API rejects other values)."""
+    pw = where.at("preemption")
+    d = mapping(spec, "preemption", where)
+    out: dict = {}
+    for key, choices in (("withinClusterQueue", _WITHIN_QUEUE_POLICIES), ("reclaimWithinCohort", _RECLAIM_POLICIES)):
+        value = _choice(d, key, pw, choices)
+        if value is not None:
+            out[key] = value
+    borrow = mapping(d, "borrowWithinCohort", pw)
+    if borrow:
+        bw = pw.at("borrowWithinCohort")
+        out["borrowWithinCohort"] = MappingProxyType({
+            "policy": _choice(borrow, "policy", bw, ("Never", "LowerPriority")) or "Never",
+            "maxPriorityThreshold": integer(borrow, "maxPriorityThreshold", bw),
+        })
+    return MappingProxyType(out)
+
+
+def parse_flavor_fungibility(spec: Mapping, where: Where) -> Mapping:
+    fw = where.at("flavorFungibility")
+    d = mapping(spec, "flavorFungibility", where)
+    out = {}
+    for key, choices in _FUNGIBILITY.items():
+        value = _choice(d, key, fw, choices)
+        if value is not None:
+            # Borrow and Preempt are the v1beta1 spellings of MayStopSearch
+            out[key] = "MayStopSearch" if value in ("Borrow", "Preempt") else value
+    return MappingProxyType(out)
+
+
 def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
@@ -526,8 +571,8 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         queueing_strategy=string(spec, "queueingStrategy", sw, default="BestEffortFIFO") or "BestEffortFIFO",
         namespace_selector=spec.get("namespaceSelector") if isinstance(spec.get("namespaceSelector"), Mapping)
         else None,
-        preemption=MappingProxyType(dict(mapping(spec, "preemption", sw))),
-        flavor_fungibility=MappingProxyType(dict(mapping(spec, "flavorFungibility", sw))),
+        preemption=parse_preemption(spec, sw),
+        flavor_fungibility=parse_flavor_fungibility(spec, sw),
         admission_checks=tuple(checks),
         stop_policy=string(spec, "stopPolicy", sw, default="None") or "None",
     )

@@ -172,3 +172,78 @@ def _remove(node: QuotaNode, fr: FlavorResource, value: int) -> None:
     node.usage[fr] -= value
     if stored_in_parent > 0 and node.parent is not None:
         _remove(node.parent, fr, min(value, stored_in_parent))
+
+
+# ------------------------------------------------------------ hierarchy queries (preemption)
+
+
+def path_to_root(node: QuotaNode) -> list[QuotaNode]:
+    """The node's ancestors, parent first."""
+    out = []
+    current = node.parent
+    while current is not None:
+        out.append(current)
+        current = current.parent
+    return out
+
+
+def root_of(node: QuotaNode) -> QuotaNode:
+    while node.parent is not None:
+        node = node.parent
+    return node
+
+
+def node_path(node: QuotaNode) -> str:
+    """"/root/.../name", as Kueue names a ClusterQueue's place in its cohort tree."""
+    names = [node.name] + [n.name for n in path_to_root(node)]
+    return "/" + "/".join(reversed(names))
+
+
+def is_borrowing_with(node: QuotaNode, fr: FlavorResource, value: int) -> bool:
+    return node.usage[fr] + value > node.subtree[fr]
+
+
+def within_nominal(node: QuotaNode, frs: Iterable[FlavorResource]) -> bool:
+    """No resource of `frs` uses more than the node's subtree quota."""
+    return all(node.usage[fr] <= node.subtree[fr] for fr in frs)
+
+
+def fits_in_quota(node: QuotaNode, requests: dict[FlavorResource, int]) -> tuple[bool, dict[FlavorResource, int]]:
+    """Whether `requests` fit the node's own subtree quota, and what exceeds what it keeps locally
+    (the part its parent has to provide)."""
+    fits = True
+    remaining = {}
+    for fr, value in requests.items():
+        if node.usage[fr] + value > node.subtree[fr]:
+            fits = False
+        remaining[fr] = max(0, value - node.local_available(fr))
+    return fits, remaining
+
+
+def node_height(node: QuotaNode) -> int:
+    """Distance to the furthest leaf (a cohort with only ClusterQueues has height 1)."""
+    height = min(len(node.children), 1)
+    for child in node.children:
+        if child.is_cohort:
+            height = max(height, node_height(child) + 1)
+    return height
+
+
+def borrowing_height(node: QuotaNode, fr: FlavorResource, value: int) -> tuple[int, bool]:
+    """Height of the lowest subtree holding the ClusterQueue that fits `value` more of `fr` (0 when
+    no borrowing is needed), and whether that subtree is smaller than the whole cohort tree (so
+    its quota could be reclaimed from the rest)."""
+    if node.parent is None or not is_borrowing_with(node, fr, value):
+        return 0, node.parent is not None
+    remaining = value - node.local_available(fr)
+    for ancestor in path_to_root(node):
+        if not is_borrowing_with(ancestor, fr, remaining):
+            return node_height(ancestor), ancestor.parent is not None
+        remaining -= ancestor.local_available(fr)
+    return node_height(root_of(node)), False
+
+
+def subtree_queues(node: QuotaNode) -> list[QuotaNode]:
+    if not node.is_cohort:
+        return [node]
+    return [q for child in node.children for q in subtree_queues(child)]

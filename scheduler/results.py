@@ -66,6 +66,7 @@ NODE_REPLACED = "NodeReplaced"
 ASSIGNMENT_KEPT = "AssignmentKept"  # the failed node is not replaced (a single Pod's workload)
 REPLACEMENT_FAILED = "ReplacementFailed"
 WORKLOAD_EVICTED = "WorkloadEvicted"
+WORKLOAD_PREEMPTED = "WorkloadPreempted"
 POD_TERMINATED = "PodTerminated"
 
 
