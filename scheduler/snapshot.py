@@ -171,8 +171,21 @@ class TASFlavorSnapshot:
     def add_assignment_usage(
         self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int = 1
     ) -> None:
+        """Every domain of an assignment at once (domains on deleted or NotReady nodes count nothing)."""
+        leaves, counts = [], []
+        leaf_for_values = self.tree.leaf_for_values
         for dom in assignment.domains:
-            self.add_tas_usage(dom.values, requests, dom.count, sign)
+            leaf = leaf_for_values(dom.values)
+            if leaf is not None:
+                leaves.append(leaf)
+                counts.append(dom.count)
+        if not leaves:
+            return
+        per_pod = self.vector(requests, pods=1)
+        if len(leaves) == 1:
+            self.tas_usage[leaves[0]] += (sign * counts[0]) * per_pod
+            return
+        np.add.at(self.tas_usage, leaves, np.outer(np.asarray(counts, dtype=np.int64) * sign, per_pod))
 
     def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
         """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster)."""
