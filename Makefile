@@ -1,5 +1,10 @@
-# The two commands of the README. Both set up .venv on first use (Python 3.11+ as python3)
-# and reinstall only when pyproject.toml changes.
+# The commands of the README. Each sets up .venv on first use (Python 3.11+ as python3) and
+# reinstalls only when pyproject.toml changes.
+#
+#   make run    the whole service on this machine (migrate, seed the simulator, web on
+#               http://$(HOST):$(PORT), a Celery worker and beat); Ctrl-C stops all of it
+#   make test   ruff and the tests, against PostgreSQL and Redis (started if needed)
+#   make demo   the engine alone on the example cluster (no database, nothing kept)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,14 +12,21 @@ BIN := $(VENV)/bin
 # Holds the hash of the pyproject.toml the venv was installed from.
 STAMP := $(VENV)/.installed-pyproject
 
+# Where `make run` serves the web pages and the API.
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
 # The example cluster's timestamps are relative to this instant (examples/generate_cluster.py):
 # fixing the clock makes the demo's wait times and decisions the same on every run.
 DEMO_NOW ?= 2025-06-01T12:00:00Z
 
-.PHONY: run test venv services lint
+.PHONY: run demo test venv services lint
 
 run: venv
-	$(BIN)/tas simulate examples/cluster.yaml -o table --now $(DEMO_NOW)
+	$(BIN)/python manage.py tas_run --host $(HOST) --port $(PORT)
+
+demo: venv
+	$(BIN)/tas simulate examples/cluster.yaml -o table --cycles all --now $(DEMO_NOW)
 
 test: venv services lint
 	$(BIN)/pytest

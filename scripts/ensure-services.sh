@@ -3,6 +3,8 @@
 # starting them if they do not. Idempotent: a running server is left alone.
 # A service whose URL is set in the environment (DATABASE_URL, REDIS_URL) is someone
 # else's to run, and is not touched.
+# The dashboard's browser tests need Debian's Chromium (/usr/bin/chromium, or TAS_CHROMIUM):
+# installed with apt-get when missing and running as root, else a clear error.
 set -euo pipefail
 
 WAIT_SECONDS="${WAIT_SECONDS:-60}"
@@ -52,5 +54,25 @@ if [ -z "${REDIS_URL:-}" ]; then
 		redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
 			--dir /var/lib/redis --logfile /var/log/redis/ci.log
 		wait_until Redis redis_up
+	fi
+fi
+
+chromium_found() {
+	if [ -n "${TAS_CHROMIUM:-}" ]; then [ -x "$TAS_CHROMIUM" ]; else command -v chromium >/dev/null 2>&1; fi
+}
+
+if ! chromium_found; then
+	if [ -n "${TAS_CHROMIUM:-}" ]; then
+		echo "error: TAS_CHROMIUM=$TAS_CHROMIUM is not an executable Chromium" >&2
+		exit 1
+	fi
+	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "Installing Chromium (Debian's chromium) for the dashboard's browser tests ..."
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	else
+		echo "error: the dashboard's browser tests need Chromium and 'chromium' is not installed;" \
+			"install Debian's package (apt-get install -y chromium, as root) or set TAS_CHROMIUM to a Chromium binary" >&2
+		exit 1
 	fi
 fi

@@ -3,10 +3,12 @@ stored assignments."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from types import MappingProxyType
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from scheduler.codec import decode_assignment
@@ -38,12 +40,38 @@ def _taint(raw: dict) -> Taint:
                  datetime.fromisoformat(added) if added else None)
 
 
+def _rows_as_json(queryset: QuerySet, columns: str) -> list[list] | None:
+    """The rows of `queryset` (a model's, filtered), as `columns` (SQL over its table), built
+    into one JSON document by PostgreSQL: one decode for the whole table instead of one per
+    JSON column and row, which is most of the time a pass spends reading 10,000 nodes.
+    None on other databases."""
+    if connection.vendor != "postgresql":
+        return None
+    qn = connection.ops.quote_name
+    meta = queryset.model._meta
+    inner, params = queryset.order_by().values("pk").query.sql_with_params()
+    # in the model's order, as the queryset would have listed them
+    order = ", ".join(f"{qn(name.lstrip('-'))}{' DESC' if name.startswith('-') else ''}" for name in meta.ordering)
+    order = f" ORDER BY {order}" if order else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(json_agg(json_build_array({columns}){order})::text, '[]') "
+                       f"FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} IN ({inner})", params)
+        return json.loads(cursor.fetchone()[0])
+
+
 def engine_nodes() -> list[EngineNode]:
     """Nodes from their extracted columns (no re-parse: this is the biggest part of a cluster)."""
-    rows = cluster.Node.objects.filter(invalid_reason="").values_list(
-        "name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since", "raw__metadata")
+    valid = cluster.Node.objects.filter(invalid_reason="")
+    rows = _rows_as_json(valid, "name, labels, allocatable, taints, unschedulable, ready, ready_since, "
+                                "raw #> '{metadata,deletionTimestamp}'")
+    if rows is not None:
+        for row in rows:
+            row[6] = datetime.fromisoformat(row[6]) if row[6] else None
+    else:
+        rows = valid.values_list("name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since",
+                                 "raw__metadata__deletionTimestamp")
     nodes = []
-    for name, labels, allocatable, taints, unschedulable, ready, ready_since, meta in rows.iterator(chunk_size=2000):
+    for name, labels, allocatable, taints, unschedulable, ready, ready_since, deleting in rows:
         nodes.append(EngineNode(
             name=name,
             labels=MappingProxyType(labels),
@@ -52,7 +80,7 @@ def engine_nodes() -> list[EngineNode]:
             unschedulable=unschedulable,
             ready=ready or None,
             ready_since=ready_since,
-            deleted=bool((meta or {}).get("deletionTimestamp")),
+            deleted=bool(deleting),
         ))
     return nodes
 
@@ -67,10 +95,12 @@ def engine_pods() -> list[EnginePod]:
             pods.append(parse_pod(row, Where(object_label(row))))
         except InputError:
             continue
-    usage_only = cluster.Pod.objects.filter(invalid_reason="", workload_name="", gated=False, tas=False)
-    rows = usage_only.exclude(node_name="").values_list("namespace", "name", "node_name", "phase", "deleting",
-                                                        "requests")
-    for namespace, name, node_name, phase, deleting, requests in rows.iterator(chunk_size=5000):
+    usage_only = cluster.Pod.objects.filter(invalid_reason="", workload_name="", gated=False, tas=False).exclude(
+        node_name="")
+    rows = _rows_as_json(usage_only, "namespace, name, node_name, phase, deleting, requests")
+    if rows is None:
+        rows = usage_only.values_list("namespace", "name", "node_name", "phase", "deleting", "requests")
+    for namespace, name, node_name, phase, deleting, requests in rows:
         pods.append(EnginePod(namespace=namespace, name=name, node_name=node_name, phase=phase, deleting=deleting,
                               spec=PodSpecInfo(requests=MappingProxyType(requests))))
     return pods

@@ -7,13 +7,18 @@ state, and running the pass again redoes the same decisions.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,6 +26,7 @@ from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
+from scheduler.model import Node as EngineNode
 from scheduler.quantity import format_value
 from scheduler.results import (
     NODE_REPLACED,
@@ -36,6 +42,8 @@ from scheduler.results import (
 from scheduler.simulate import simulate_parsed
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
+from tasweb.cluster.services import instances_insert, rows_insert, rows_update
+from tasweb.scheduling.leader import leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
     AssignmentDomain,
@@ -47,6 +55,8 @@ from tasweb.scheduling.models import (
 )
 from tasweb.scheduling.selectors import engine_inputs
 
+logger = logging.getLogger(__name__)
+
 DECISION_EVENTS = {
     NODE_UNHEALTHY: EventKind.NODE_UNHEALTHY,
     NODE_REPLACED: EventKind.NODE_REPLACED,
@@ -54,6 +64,7 @@ DECISION_EVENTS = {
     WORKLOAD_EVICTED: EventKind.EVICTED,
     POD_TERMINATED: EventKind.POD_TERMINATED,
 }
+WORKLOAD_STATUSES = frozenset(WorkloadStatus.values)
 HOLDING = {WorkloadStatus.ADMITTED, WorkloadStatus.QUOTA_RESERVED}
 WAITING = {WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE}
 
@@ -75,11 +86,17 @@ class DomainPaths:
         for flavor, topology in cluster.ResourceFlavor.objects.values_list("name", "topology_name"):
             if topology in topologies:
                 self.levels_by_flavor[flavor] = list(topologies[topology])
-        self._labels: dict[str, dict[str, str]] = {}
+        self._labels: dict[str, Mapping[str, str]] = {}
 
-    def labels_of(self, hostname: str) -> dict[str, str] | None:
+    def labels_of(self, hostname: str) -> Mapping[str, str] | None:
         self.prefetch([hostname])
         return self._labels.get(hostname)
+
+    def remember(self, nodes: Iterable[EngineNode]) -> None:
+        """Take the labels of nodes a pass has read already, instead of reading them again."""
+        for node in nodes:
+            self._labels[node.labels.get(HOSTNAME_LABEL, node.name)] = node.labels
+            self._labels.setdefault(node.name, node.labels)
 
     def prefetch(self, hostnames: Iterable[str]) -> None:
         wanted = [h for h in set(hostnames) if h not in self._labels]
@@ -115,45 +132,85 @@ def assignment_rows_replace(*, workload: cluster.Workload, pod_sets: list[dict[s
 
     `pod_sets` are Kueue podSetAssignments (JSON); their topologyAssignment in either form.
     """
+    assignments_replace(admissions=[(workload, pod_sets)], paths=paths)
+
+
+def assignments_replace(*, admissions: list[tuple[cluster.Workload, list[dict[str, Any]]]],
+                        paths: DomainPaths | None = None,
+                        known: Mapping[tuple[int, str], TopologyAssignment] | None = None) -> None:
+    """assignment_rows_replace for many workloads at once, in a handful of statements.
+
+    `known` holds assignments already decoded, by (workload id, PodSet name), whose JSON in
+    the admission is their v1beta2 encoding (a pass's own results): they are not decoded
+    and encoded again.
+    """
+    if not admissions:
+        return
     paths = paths or DomainPaths()
-    PodSetAssignment.objects.filter(workload=workload).delete()
-    decoded: list[tuple[PodSetAssignment, TopologyAssignment | None]] = []
-    for psa in pod_sets:
-        ta = None
-        if psa.get("topologyAssignment"):
-            try:
-                ta = decode_assignment(psa["topologyAssignment"])
-            except InputError:
-                ta = None
-        flavors = dict(psa.get("flavors") or {})
-        flavor = _tas_flavor(flavors, paths)
-        row = PodSetAssignment(
-            workload=workload, pod_set=str(psa.get("name") or "main"), flavor=flavor, flavors=flavors,
-            count=int(psa.get("count") or 0), levels=list(ta.levels) if ta else [],
-            topology_levels=paths.levels_by_flavor.get(flavor, list(ta.levels) if ta else []),
-            encoded=encode_assignment(ta) if ta else None,
-            delayed_topology_request=str(psa.get("delayedTopologyRequest") or ""),
-        )
-        decoded.append((row, ta))
-    PodSetAssignment.objects.bulk_create([row for row, _ in decoded])
+    workload_ids = [workload.pk for workload, _ in admissions]
+    for start in range(0, len(workload_ids), 2000):
+        chunk = workload_ids[start:start + 2000]
+        AssignmentDomain.objects.filter(workload_id__in=chunk).delete()
+        PodSetAssignment.objects.filter(workload_id__in=chunk).delete()
+    rows: list[dict[str, Any]] = []
+    decoded: list[tuple[dict[str, Any], TopologyAssignment | None]] = []
+    for workload, pod_sets in admissions:
+        for psa in pod_sets:
+            pod_set = str(psa.get("name") or "main")
+            ta = encoded = None
+            if psa.get("topologyAssignment"):
+                ta = (known or {}).get((workload.pk, pod_set))
+                if ta is not None:
+                    encoded = psa["topologyAssignment"]
+                else:
+                    try:
+                        ta = decode_assignment(psa["topologyAssignment"])
+                    except InputError:
+                        ta = None
+                    encoded = encode_assignment(ta) if ta else None
+            flavors = dict(psa.get("flavors") or {})
+            flavor = _tas_flavor(flavors, paths)
+            row = {
+                "workload_id": workload.pk, "pod_set": pod_set, "flavor": flavor,
+                "flavors": flavors, "count": int(psa.get("count") or 0), "levels": list(ta.levels) if ta else [],
+                "topology_levels": paths.levels_by_flavor.get(flavor, list(ta.levels) if ta else []),
+                "encoded": encoded,
+                "delayed_topology_request": str(psa.get("delayedTopologyRequest") or ""),
+            }
+            rows.append(row)
+            decoded.append((row, ta))
+    rows_insert(model=PodSetAssignment, rows=rows)
+    if not any(ta and ta.domains for _, ta in decoded):
+        return
+    ids: dict[tuple[int, str], int] = {}
+    for start in range(0, len(workload_ids), 2000):
+        for pk, workload_id, pod_set in PodSetAssignment.objects.filter(
+                workload_id__in=workload_ids[start:start + 2000]).values_list("id", "workload_id", "pod_set"):
+            ids[(workload_id, pod_set)] = pk
     paths.prefetch(d.values[-1] for _, ta in decoded if ta for d in ta.domains)
     domains = []
     for row, ta in decoded:
+        levels = row["levels"]
         for position, dom in enumerate(ta.domains if ta else ()):
-            full = paths.full_path(row.flavor, row.levels, dom.values)
-            level_values = {f"level_{i}": v for i, v in enumerate(full[:MAX_LEVELS])}
-            domains.append(AssignmentDomain(
-                assignment=row, workload=workload, flavor=row.flavor, position=position, count=dom.count,
-                values=full, node=dom.values[-1] if row.levels and row.levels[-1] == HOSTNAME_LABEL else "",
-                **level_values))
-    AssignmentDomain.objects.bulk_create(domains, batch_size=2000)
+            full = paths.full_path(row["flavor"], levels, dom.values)
+            domain = {
+                "assignment_id": ids[(row["workload_id"], row["pod_set"])], "workload_id": row["workload_id"],
+                "flavor": row["flavor"], "position": position, "count": dom.count, "values": full,
+                "node": dom.values[-1] if levels and levels[-1] == HOSTNAME_LABEL else "",
+            }
+            domain.update((f"level_{i}", v) for i, v in enumerate(full[:MAX_LEVELS]))
+            domains.append(domain)
+    rows_insert(model=AssignmentDomain, rows=domains)
+
+
+def _admission_pod_sets(workload: cluster.Workload) -> list[dict[str, Any]]:
+    admission = (workload.raw.get("status") or {}).get("admission") or {}
+    return list(admission.get("podSetAssignments") or [])
 
 
 def workload_assignments_sync(*, workload: cluster.Workload, paths: DomainPaths | None = None) -> None:
     """Make the stored assignments match the admission in the workload's mirrored object."""
-    admission = (workload.raw.get("status") or {}).get("admission") or {}
-    assignment_rows_replace(workload=workload, pod_sets=list(admission.get("podSetAssignments") or []),
-                            paths=paths)
+    assignment_rows_replace(workload=workload, pod_sets=_admission_pod_sets(workload), paths=paths)
 
 
 # ---------------------------------------------------------------- Kubernetes JSON for results
@@ -197,6 +254,10 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- recording a pass
 
+WORKLOAD_RESULT_FIELDS = ("raw", "status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at", "updated_at")
+POD_UNGATED_FIELDS = ("raw", "gated", "updated_at")
+POD_TERMINATED_FIELDS = ("raw", "phase", "updated_at")
+
 
 @dataclass
 class PassRecorder:
@@ -208,6 +269,11 @@ class PassRecorder:
     paths: DomainPaths = field(default_factory=DomainPaths)
     rows: dict[str, cluster.Workload] = field(default_factory=dict)
     events: list[WorkloadEvent] = field(default_factory=list)
+    # written together at the end of record(), in a few statements rather than a few a row
+    updated_workloads: list[cluster.Workload] = field(default_factory=list)
+    resynced: list[cluster.Workload] = field(default_factory=list)
+    writes: list[ClusterWrite] = field(default_factory=list)  # in the order they must be sent
+    assignments: dict[tuple[int, str], TopologyAssignment] = field(default_factory=dict)
 
     def event(self, key: str, kind: str, *, message: str = "", node: str = "", trigger: str = "",
               details: dict | None = None, domain: str = "") -> None:
@@ -233,7 +299,14 @@ class PassRecorder:
             self.record_decision(decision)
         self.record_ungated(result)
         self.record_terminated(result)
-        WorkloadEvent.objects.bulk_create(self.events, batch_size=2000)
+        self.flush()
+
+    def flush(self) -> None:
+        rows_update(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS)
+        assignments_replace(admissions=[(row, _admission_pod_sets(row)) for row in self.resynced], paths=self.paths,
+                            known=self.assignments)
+        instances_insert(objs=self.events)
+        instances_insert(objs=self.writes)
 
     def explain(self, result: PassResult) -> None:
         """Observe mode: record the engine's reason for each waiting workload when it changes."""
@@ -253,7 +326,7 @@ class PassRecorder:
         WorkloadEvent.objects.bulk_create(self.events, batch_size=2000)
 
     def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:
-        new_status = WorkloadStatus(wr.status) if wr.status in WorkloadStatus.values else WorkloadStatus.PENDING
+        new_status = WorkloadStatus(wr.status) if wr.status in WORKLOAD_STATUSES else WorkloadStatus.PENDING
         old_status = row.status
         status_json = workload_status_json(wr)
         old_admission = (row.raw.get("status") or {}).get("admission")
@@ -274,14 +347,15 @@ class PassRecorder:
         row.unhealthy_nodes = list(wr.unhealthy_nodes)
         if new_status in HOLDING and old_status not in HOLDING:
             row.admitted_at = self.now
-        row.save(update_fields=["raw", "status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at",
-                                "updated_at"])
+        self.updated_workloads.append(row)
         if changed_admission:
-            workload_assignments_sync(workload=row, paths=self.paths)
+            self.resynced.append(row)
+            self.assignments.update(((row.pk, ps.name), ps.assignment) for ps in wr.pod_sets
+                                    if ps.assignment is not None)
         self.transition_events(row, old_status, new_status, wr)
         if self.send_to_cluster and (changed_admission or new_status != old_status):
-            ClusterWrite.objects.create(kind=ClusterWrite.Kind.WORKLOAD_STATUS, namespace=row.namespace,
-                                        name=row.name, payload={"status": status_json})
+            self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.WORKLOAD_STATUS, namespace=row.namespace,
+                                            name=row.name, payload={"status": status_json}))
 
     def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult) -> None:
         if new in HOLDING and old not in HOLDING:
@@ -318,6 +392,7 @@ class PassRecorder:
         if not pods:
             return
         rows = cluster.Pod.objects.filter(name__in={name for _, name in pods})
+        ungated_rows: list[cluster.Pod] = []
         for row in rows:
             pod = pods.get((row.namespace, row.name))
             if pod is None:
@@ -330,19 +405,26 @@ class PassRecorder:
             spec["nodeSelector"] = dict(pod.node_selector)
             row.raw = {**row.raw, "spec": spec}
             row.gated = False
-            row.save(update_fields=["raw", "gated", "updated_at"])
+            ungated_rows.append(row)
             by_workload.setdefault(f"{row.namespace}/{row.workload_name}", []).append(pod)
             if self.send_to_cluster:
-                ClusterWrite.objects.create(kind=ClusterWrite.Kind.POD_UNGATE, namespace=row.namespace,
-                                            name=row.name, payload={"nodeSelector": dict(pod.node_selector)})
+                self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.POD_UNGATE, namespace=row.namespace,
+                                                name=row.name, payload={"nodeSelector": dict(pod.node_selector)}))
+        rows_update(rows=ungated_rows, fields=POD_UNGATED_FIELDS)
         for key, ungated in by_workload.items():
             nodes = sorted({v for p in ungated for v in p.node_selector.values()})
             self.event(key, EventKind.PODS_UNGATED, message=f"{len(ungated)} pod(s) ungated",
                        details={"pods": [p.name for p in ungated][:200], "nodes": nodes[:200]})
 
     def record_terminated(self, result: PassResult) -> None:
+        if not result.terminated_pods:
+            return
+        stored: dict[tuple[str, str], cluster.Pod] = {}
+        for row in cluster.Pod.objects.filter(name__in={t.name for t in result.terminated_pods}).order_by("id"):
+            stored.setdefault((row.namespace, row.name), row)
+        terminated_rows: list[cluster.Pod] = []
         for t in result.terminated_pods:
-            row = cluster.Pod.objects.filter(namespace=t.namespace, name=t.name).first()
+            row = stored.get((t.namespace, t.name))
             if row is None:
                 continue
             status = {**(row.raw.get("status") or {}), "phase": "Failed", "conditions": [
@@ -350,10 +432,11 @@ class PassRecorder:
                  "lastTransitionTime": _time(self.now)}]}
             row.raw = {**row.raw, "status": status}
             row.phase = "Failed"
-            row.save(update_fields=["raw", "phase", "updated_at"])
+            terminated_rows.append(row)
             if self.send_to_cluster:
-                ClusterWrite.objects.create(kind=ClusterWrite.Kind.POD_FAIL, namespace=t.namespace, name=t.name,
-                                            payload={"status": status})
+                self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.POD_FAIL, namespace=t.namespace, name=t.name,
+                                                payload={"status": status}))
+        rows_update(rows=terminated_rows, fields=POD_TERMINATED_FIELDS)
 
 
 def workload_observed(*, workload: cluster.Workload, old_status: str | None, old_admission: Any,
@@ -383,11 +466,15 @@ def workload_observed(*, workload: cluster.Workload, old_status: str | None, old
 
 
 def scheduling_pass_run(*, now: datetime | None = None, trigger: str = SchedulingPass.Trigger.MANUAL,
-                        send_to_cluster: bool | None = None, observe: bool | None = None) -> SchedulingPass:
+                        send_to_cluster: bool | None = None, observe: bool | None = None,
+                        before_commit: Callable[[SchedulingPass], None] | None = None) -> SchedulingPass:
     """Run one engine pass over the mirror and store its results in one transaction.
 
     In observe mode Kueue makes the decisions: the pass only explains pending workloads
     (a Pending event with the engine's reason) and changes nothing else.
+
+    `before_commit` is called inside the transaction once everything is written; raising
+    there rolls the whole pass back (the leader uses it to confirm it still holds the lock).
     """
     started = time.perf_counter()
     now = now or timezone.now()
@@ -398,16 +485,19 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
         # the simulator and imported files have no Kueue of their own: we always decide there
         observe = real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe"
     parsed = engine_inputs()
-    result = simulate_parsed(parsed, gates=feature_gates(), now=now)
+    result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None)
     with transaction.atomic():
         record = SchedulingPass.objects.create(started_at=now, trigger=trigger,
                                                mode="observe" if observe else "control",
                                                workloads_seen=len(result.workloads))
         recorder = PassRecorder(record, now, send_to_cluster and not observe)
+        recorder.paths.remember(parsed.nodes)
         if observe:
             recorder.explain(result)
         else:
             recorder.record(result)
+        if before_commit is not None:
+            before_commit(record)
         statuses = [w.status for w in result.workloads]
         record.admitted = sum(1 for e in result.events if e.reason == "QuotaReserved")
         record.evicted = sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED)
@@ -420,11 +510,140 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
     return record
 
 
+# ---------------------------------------------------------------- triggers and the leader
+#
+# Passes are triggered by changes (sources call request_pass after mirroring one) and by
+# Celery beat. Three cache entries (Redis, or the embedded file cache), keyed per database,
+# turn a burst of changes into one pass shortly after, without losing any:
+#   "changed"   a token replaced at every change, after the change is committed;
+#   "done"      the "changed" token the last committed pass read before reading the mirror;
+#               the two differ exactly while some change has not been read by any pass;
+#   "scheduled" set while a debounced pass task is queued (expires on its own if the task
+#               message is lost, e.g. with Redis restarted empty).
+
+DEFAULT_DEBOUNCE = 1.0
+# How long "scheduled" outlives the task's countdown: the time a queued task may wait for a
+# free worker before another change is allowed to queue one more.
+SCHEDULED_SLACK_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class LeaderPassOutcome:
+    """What a triggered pass did: "ran" (`scheduling_pass` is its record), "covered" (every
+    change had been read by a pass already), or "busy" (another leader held the lock)."""
+
+    outcome: str
+    scheduling_pass: SchedulingPass | None = None
+
+
+def pass_debounce() -> float:
+    return float(getattr(settings, "TAS_SCHEDULER_DEBOUNCE", DEFAULT_DEBOUNCE))
+
+
+def changes_pending() -> bool:
+    """Whether a change was mirrored that no committed pass has read yet."""
+    changed = cache.get(scheduler_key("changed"))
+    return changed is not None and changed != cache.get(scheduler_key("done"))
+
+
+def pass_schedule(*, countdown: float) -> bool:
+    """Queue one change-triggered pass in `countdown` seconds unless one is queued already;
+    True when this call queued it."""
+    scheduled = scheduler_key("scheduled")
+    if not cache.add(scheduled, 1, timeout=int(countdown + SCHEDULED_SLACK_SECONDS)):
+        return False
+    from tasweb.scheduling.tasks import run_pass  # tasks import this module
+
+    try:
+        run_pass.apply_async(kwargs={"trigger": SchedulingPass.Trigger.CHANGE}, countdown=countdown)
+    except Exception:
+        cache.delete(scheduled)  # so that the next change tries again
+        raise
+    return True
+
+
+def request_pass(*, countdown: float | None = None) -> None:
+    """Tell the scheduler the mirror changed: a pass follows within `countdown` seconds
+    (default TAS_SCHEDULER_DEBOUNCE), one for a whole burst of changes.
+
+    Cheap (two cache writes, and one task message per burst). Called inside a transaction,
+    it takes effect when the transaction commits, so the pass is sure to read the change.
+    Raises when the cache or the broker is unreachable (redis/kombu connection errors): the
+    caller's task retries, its mirror writes being idempotent.
+    """
+    delay = pass_debounce() if countdown is None else countdown
+
+    def note_change() -> None:
+        cache.set(scheduler_key("changed"), uuid.uuid4().hex, timeout=None)
+        pass_schedule(countdown=delay)
+
+    transaction.on_commit(note_change)
+
+
+def _test_only_hold(record: SchedulingPass) -> None:
+    # Test-only, off unless the fault tests (tests/scheduling) set these variables: hold the
+    # pass open inside its transaction, everything written but nothing committed, long
+    # enough to kill its worker mid-write, and note which process is in there.
+    trace = os.environ.get("TAS_TEST_PASS_TRACE")
+    if trace:
+        line = json.dumps({"pid": os.getpid(), "trigger": record.trigger, "at": time.time()})
+        with open(trace, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+    delay = float(os.environ.get("TAS_TEST_PASS_DELAY") or 0)
+    if delay > 0:
+        time.sleep(delay)
+
+
+def leader_pass_run(*, trigger: str, now: datetime | None = None) -> LeaderPassOutcome:
+    """Run a scheduling pass as the scheduler's leader, or leave it to the current leader.
+
+    * "change": runs only while some change is unread; when another leader is busy, queues
+      itself again (debounced), so the change is read even if that leader dies mid-pass.
+    * "beat": runs unless another leader holds the lock right now (the next beat is near).
+    * "manual": runs; when another leader is busy, it becomes a change request.
+
+    The pass commits only if the lock is confirmed right before the commit; otherwise it
+    rolls back with LeadershipLost (transient: the task retries).
+    """
+    if trigger == SchedulingPass.Trigger.CHANGE:
+        cache.delete(scheduler_key("scheduled"))  # this task is running: later changes queue another
+        if not changes_pending():
+            return LeaderPassOutcome("covered")
+    wait = 0.0 if trigger == SchedulingPass.Trigger.BEAT else lock_wait()
+    with leadership(wait=wait) as lock:
+        if lock is None:
+            logger.info("scheduling pass (%s): another worker is the leader; left to it", trigger)
+            if trigger == SchedulingPass.Trigger.CHANGE:
+                pass_schedule(countdown=pass_debounce())
+            elif trigger != SchedulingPass.Trigger.BEAT:
+                request_pass()
+            return LeaderPassOutcome("busy")
+
+        def confirm_leadership(record: SchedulingPass) -> None:
+            _test_only_hold(record)
+            lock.confirm()
+
+        reading = cache.get(scheduler_key("changed"))  # before the pass reads the mirror
+        record = scheduling_pass_run(now=now, trigger=trigger, before_commit=confirm_leadership)
+        if reading is not None:
+            cache.set(scheduler_key("done"), reading, timeout=None)
+    logger.info("scheduling pass %s (%s): %s admitted, %s evicted, %s pending, %s ms", record.id, trigger,
+                record.admitted, record.evicted, record.pending, record.duration_ms)
+    if changes_pending():  # a change arrived while the pass ran
+        pass_schedule(countdown=pass_debounce())
+    return LeaderPassOutcome("ran", record)
+
+
 __all__ = [
     "DomainPaths",
+    "LeaderPassOutcome",
     "PassRecorder",
     "assignment_rows_replace",
+    "changes_pending",
     "feature_gates",
+    "leader_pass_run",
+    "pass_schedule",
+    "request_pass",
     "scheduling_pass_run",
     "workload_assignments_sync",
     "workload_observed",

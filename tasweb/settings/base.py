@@ -73,10 +73,17 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "tasweb.core",
     "tasweb.cluster",
     "tasweb.scheduling",
+    "tasweb.sources",
+    "tasweb.simulator",
+    "tasweb.api",
+    "tasweb.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -203,6 +210,14 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(seconds=30),
         "options": {"expires": 25},
     },
+    # The scheduling pass on a clock: time-based decisions (node failure grace periods,
+    # second-pass backoff) need passes when nothing changes. Skipped while a pass runs.
+    "scheduling-pass": {
+        "task": "tasweb.scheduling.tasks.run_pass",
+        "schedule": timedelta(seconds=env_int("TAS_SCHEDULER_BEAT_SECONDS", 5)),
+        "kwargs": {"trigger": "beat"},
+        "options": {"expires": 5},
+    },
 }
 
 # --- The TAS service ----------------------------------------------------------------------
@@ -215,8 +230,63 @@ TAS_CLUSTER_SOURCE = env_str("TAS_CLUSTER_SOURCE") or "simulator"
 TAS_MODE = env_str("TAS_MODE") or "observe"
 # Kueue feature gates in Kueue's syntax, e.g. "TASBalancedPlacement=true".
 TAS_FEATURE_GATES = env_str("TAS_FEATURE_GATES")
+# The scheduler's leader lock (tasweb/scheduling/leader.py): a dead leader's lock lapses
+# after LOCK_TTL seconds; a triggered pass waits up to LOCK_WAIT seconds for it, and a burst
+# of changes is answered by one pass DEBOUNCE seconds after its first change.
+TAS_SCHEDULER_LOCK_TTL = env_int("TAS_SCHEDULER_LOCK_TTL", 30)
+TAS_SCHEDULER_LOCK_WAIT = env_int("TAS_SCHEDULER_LOCK_WAIT", 2)
+TAS_SCHEDULER_DEBOUNCE = env_int("TAS_SCHEDULER_DEBOUNCE", 1)
+
+# --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------
+
+# The cluster: KUBECONFIG (else ~/.kube/config), or the pod's service account when running
+# in a pod; TAS_KUBE_CONTEXT names a kubeconfig context, TAS_KUBE_IN_CLUSTER=true|false
+# forces the choice. A mirror task watches for TAS_MIRROR_WINDOW_SECONDS, well under the
+# task time limits, then returns; beat starts one every TAS_MIRROR_BEAT_SECONDS (it returns
+# at once while another holds every kind's lock), so a dead mirror is back within the lock
+# TTL. In control mode the engine's writes go to the cluster every TAS_WRITER_BEAT_SECONDS.
+TAS_KUBE_CONTEXT = env_str("TAS_KUBE_CONTEXT")
+TAS_KUBE_IN_CLUSTER = env_str("TAS_KUBE_IN_CLUSTER")
+TAS_MIRROR_WINDOW_SECONDS = env_int("TAS_MIRROR_WINDOW_SECONDS", 300)
+TAS_MIRROR_LOCK_TTL_SECONDS = env_int("TAS_MIRROR_LOCK_TTL_SECONDS", 60)
+if TAS_CLUSTER_SOURCE == "kubernetes":
+    CELERY_BEAT_SCHEDULE["sources-mirror-kubernetes"] = {
+        "task": "tasweb.sources.tasks.mirror_kubernetes",
+        "schedule": timedelta(seconds=env_int("TAS_MIRROR_BEAT_SECONDS", 15)),
+        "options": {"expires": 10},
+    }
+    CELERY_BEAT_SCHEDULE["sources-send-cluster-writes"] = {
+        "task": "tasweb.sources.tasks.send_cluster_writes",
+        "schedule": timedelta(seconds=env_int("TAS_WRITER_BEAT_SECONDS", 5)),
+        "options": {"expires": 5},
+    }
+
+# --- Simulator source (TAS_CLUSTER_SOURCE=simulator: tasweb/simulator) ----------------------
+
+# Its shape and rates come from TAS_SIM_* variables (tasweb/simulator/config.py); beat needs
+# only the tick interval. Each tick asks for a scheduling pass (request_pass).
+TAS_SIM_TICK_SECONDS = env_int("TAS_SIM_TICK_SECONDS", 2)
+if TAS_CLUSTER_SOURCE == "simulator":
+    CELERY_BEAT_SCHEDULE["simulator-tick"] = {
+        "task": "tasweb.simulator.tasks.tick",
+        "schedule": timedelta(seconds=TAS_SIM_TICK_SECONDS),
+        # a tick the worker could not start in time is dropped, not run late in a burst
+        "options": {"expires": TAS_SIM_TICK_SECONDS},
+    }
 
 # --- REST API -----------------------------------------------------------------------------
+
+# Whether the REST API answers GET requests that carry no credentials. On in the embedded
+# default (a newcomer browses with no account); production.py turns it off unless asked.
+TAS_API_ANONYMOUS_READ = env_bool("TAS_API_ANONYMOUS_READ", True)
+# Largest request body the API reads (what-if objects); bigger bodies get 413.
+TAS_API_MAX_BODY_BYTES = env_int("TAS_API_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# Page sizes of list endpoints: the default, and the most `page_size` may ask for.
+TAS_API_PAGE_SIZE = env_int("TAS_API_PAGE_SIZE", 50)
+TAS_API_MAX_PAGE_SIZE = env_int("TAS_API_MAX_PAGE_SIZE", 500)
+# Lists count their matches exactly up to this many rows; beyond it the count is a lower
+# bound (counting 100,000 rows on every page costs more than the page itself).
+TAS_API_EXACT_COUNT_LIMIT = env_int("TAS_API_EXACT_COUNT_LIMIT", 10_000)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -225,9 +295,15 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tasweb.api.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     # Reading cluster state is open; anything that changes it needs a signed-in user.
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "EXCEPTION_HANDLER": "tasweb.api.exceptions.api_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"what-if": env_str("TAS_API_WHAT_IF_RATE") or "30/min"},
     "DATETIME_FORMAT": "iso-8601",
 }
 
@@ -235,12 +311,37 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "TAS service API",
     "DESCRIPTION": (
         "Topology Aware Scheduling for Kubernetes AI/ML batch workloads: cluster topology, "
-        "workloads and their TopologyAssignments, encoded as Kueue stores them and decoded."
+        "workloads and their TopologyAssignments, encoded as Kueue stores them and decoded.\n\n"
+        "Authentication: `Authorization: Token <key>` (or `Bearer <key>`; create a key with "
+        "`manage.py tas_api_token USER`) or a signed-in session. Reads are open to anonymous "
+        "clients only when `TAS_API_ANONYMOUS_READ` is on; what-if needs a token.\n\n"
+        "Kueue's visibility API (`visibility.kueue.x-k8s.io` v1beta1 and v1beta2 "
+        "PendingWorkloadsSummary) is served at the paths Kueue's own clients use: "
+        "`/apis/visibility.kueue.x-k8s.io/{version}/clusterqueues/{name}/pendingworkloads` and "
+        "`/apis/visibility.kueue.x-k8s.io/{version}/namespaces/{namespace}/localqueues/{name}/pendingworkloads`, "
+        "so a client whose server URL is this service's base URL reads them unchanged."
     ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and ReDoc from the sidecar package's static files: no CDN needed.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tasweb.api.schema.describe_parameters",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadStatusEnum": "tasweb.cluster.models.WorkloadStatus",
+        "EventKindEnum": "tasweb.scheduling.models.EventKind",
+    },
 }
+
+# --- Dashboard ----------------------------------------------------------------------------
+
+# How often a dashboard page asks the server for changes, in milliseconds (0: never).
+TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)
 
 # --- Internationalization, static files ---------------------------------------------------
 
@@ -251,6 +352,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.min.js from the installed plotly package (tasweb/dashboard/staticfiles.py)
+    "tasweb.dashboard.staticfiles.PlotlyFinder",
+]
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT") or VAR_DIR / "staticfiles")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
 STORAGES = {

@@ -17,6 +17,10 @@ if not SECRET_KEY:
 
 # Without DJANGO_ALLOWED_HOSTS only local names are served (base's default), never "*".
 
+# A deployment's API answers only requests with credentials (a token or a session), unless
+# the operator opens reading to everyone on purpose.
+TAS_API_ANONYMOUS_READ = env_bool("TAS_API_ANONYMOUS_READ", False)
+
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
     # The browsable API is a development aid; clients get JSON.

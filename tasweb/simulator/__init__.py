@@ -1,0 +1,1 @@
+"""The simulator: the cluster of the embedded default, generated and run step by step."""

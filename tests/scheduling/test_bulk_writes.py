@@ -1,0 +1,147 @@
+"""The bulk write paths a pass and the mirror take on PostgreSQL (COPY, one-statement
+upserts, batched updates) store exactly what the row-by-row ORM writes would."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.db import connection
+
+from tasweb.cluster.models import Node, Pod, Workload
+from tasweb.cluster.services import object_upsert, objects_resync, rows_insert, rows_update
+from tasweb.scheduling.models import ClusterWrite, EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
+from tasweb.scheduling.services import assignments_replace, scheduling_pass_run
+
+from .support import EXAMPLE_ADMISSIBLE, assert_results_whole, import_example_cluster, small_workload
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def node(name: str, rv: int, *, cpu: str = "8", valid: bool = True) -> dict:
+    status = {"allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
+              "conditions": [{"type": "Ready", "status": "True"}]}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": str(rv),
+                         "labels": {"kubernetes.io/hostname": name}},
+            "status": status if valid else {"allocatable": {"cpu": "lots"}}}
+
+
+def test_database_is_postgresql():
+    assert connection.vendor == "postgresql"  # the paths under test are PostgreSQL's
+
+
+def test_upsert_creates_updates_and_ignores_stale_events():
+    first = object_upsert(kind="Node", obj=node("n1", 5))
+    assert (first.created, first.changed) == (True, True)
+    row = Node.objects.get(uid="uid-n1")
+    assert row.allocatable["cpu"] == 8000 and row.rv_number == 5 and row.hostname == "n1"
+
+    newer = object_upsert(kind="Node", obj=node("n1", 7, cpu="16"))
+    assert (newer.created, newer.changed) == (False, True)
+    stale = object_upsert(kind="Node", obj=node("n1", 6, cpu="1"))
+    assert (stale.created, stale.changed) == (False, False)
+    row.refresh_from_db()
+    assert row.allocatable["cpu"] == 16000 and row.rv_number == 7
+    assert Node.objects.count() == 1
+
+
+def test_an_invalid_object_is_kept_with_its_reason_and_its_last_good_columns():
+    object_upsert(kind="Node", obj=node("n1", 1))
+    object_upsert(kind="Node", obj=node("n1", 2, valid=False))
+    row = Node.objects.get(uid="uid-n1")
+    assert row.invalid_reason and row.rv_number == 2
+    assert row.allocatable["cpu"] == 8000  # the typed columns are not reset
+
+    object_upsert(kind="Node", obj=node("n2", 1, valid=False))
+    fresh = Node.objects.get(uid="uid-n2")
+    assert fresh.invalid_reason and fresh.labels == {} and fresh.allocatable == {} and fresh.hostname == ""
+
+
+def test_resync_creates_updates_skips_and_deletes():
+    objects_resync(kind="Node", objects=[node("a", 1), node("b", 1), node("c", 1)])
+    assert set(Node.objects.values_list("name", flat=True)) == {"a", "b", "c"}
+    object_upsert(kind="Node", obj=node("b", 9, cpu="4"))  # a watch event newer than the next list
+
+    result = objects_resync(kind="Node", objects=[node("a", 2, cpu="2"), node("b", 3, cpu="3"), node("d", 1)])
+
+    assert result == {"created": 1, "updated": 1, "deleted": 1, "total": 3}
+    cpus = dict(Node.objects.values_list("name", "allocatable__cpu"))
+    assert cpus == {"a": 2000, "b": 4000, "d": 8000}
+
+
+def test_resync_never_overwrites_a_newer_row_written_meanwhile():
+    objects_resync(kind="Node", objects=[node("a", 1)])
+    listed = node("a", 5, cpu="5")
+    Node.objects.filter(uid="uid-a").update(rv_number=9)  # a watch event landed after the list was read
+    objects_resync(kind="Node", objects=[listed])
+    assert Node.objects.get(uid="uid-a").allocatable["cpu"] == 8000
+
+
+def test_pods_keep_their_extracted_columns():
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ml", "uid": "uid-p", "resourceVersion": "3",
+                        "annotations": {"kueue.x-k8s.io/workload": "job-x",
+                                        "kueue.x-k8s.io/podset-required-topology": "rack"},
+                        "labels": {"kueue.x-k8s.io/podset": "workers"}},
+           "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/topology"}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+           "status": {"phase": "Pending"}}
+    objects_resync(kind="Pod", objects=[pod])
+    row = Pod.objects.get(uid="uid-p")
+    assert (row.workload_name, row.pod_set, row.gated, row.tas, row.phase) == ("job-x", "workers", True, True,
+                                                                               "Pending")
+    assert row.requests == {"cpu": 2000}
+    assert row.raw == pod and row.updated_at is not None
+
+
+def test_rows_update_and_insert_write_what_save_and_bulk_create_would():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    row = Workload.objects.get(name="w1")
+    before = row.updated_at
+    row.message = "changed"
+    row.raw = {**row.raw, "status": {"note": "quote \" and backslash \\ survive"}}
+    rows_update(rows=[row], fields=["message", "raw", "updated_at"])
+    row.refresh_from_db()
+    assert row.message == "changed" and row.raw["status"]["note"] == "quote \" and backslash \\ survive"
+    assert row.updated_at > before
+
+    rows_insert(model=WorkloadEvent, rows=[{"workload": row, "workload_key": row.key, "kind": EventKind.QUEUED,
+                                            "at": before, "details": {"a": [1, 2]}}])
+    event = WorkloadEvent.objects.get()
+    assert (event.workload_id, event.kind, event.details, event.message) == (row.id, "Queued", {"a": [1, 2]}, "")
+
+
+def test_assignments_replace_stores_what_a_pass_decided():
+    import_example_cluster()
+    scheduling_pass_run()
+    assert_results_whole()
+    admitted = list(Workload.objects.filter(status="Admitted"))
+    assert len(admitted) == EXAMPLE_ADMISSIBLE
+    before = {(r.workload_id, r.pod_set): (r.encoded, r.count, r.levels, r.topology_levels)
+              for r in PodSetAssignment.objects.all()}
+    domains_before = sorted(PodSetAssignment.objects.values_list("domains__workload_id", "domains__values",
+                                                                 "domains__count", "domains__node"))
+
+    # storing the same admissions again, from the workloads' JSON, gives the same rows
+    assignments_replace(admissions=[(wl, copy.deepcopy(wl.raw["status"]["admission"]["podSetAssignments"]))
+                                    for wl in admitted])
+    after = {(r.workload_id, r.pod_set): (r.encoded, r.count, r.levels, r.topology_levels)
+             for r in PodSetAssignment.objects.all()}
+    assert after == before
+    assert sorted(PodSetAssignment.objects.values_list("domains__workload_id", "domains__values", "domains__count",
+                                                       "domains__node")) == domains_before
+    assert SchedulingPass.objects.count() == 1
+
+
+def test_a_control_pass_queues_its_cluster_writes():
+    import_example_cluster()
+    record = scheduling_pass_run(send_to_cluster=True)
+
+    # one status write for every workload whose status the pass changed
+    writes = list(ClusterWrite.objects.order_by("id"))
+    assert all(w.kind == ClusterWrite.Kind.WORKLOAD_STATUS and w.created_at and w.sent_at is None for w in writes)
+    assert {w.name: w.payload["status"] for w in writes} == {wl.name: wl.raw["status"] for wl in Workload.objects.all()}
+    assert sum(1 for w in writes if w.payload["status"].get("admission")) == record.admitted == EXAMPLE_ADMISSIBLE
+    events = WorkloadEvent.objects.filter(kind=EventKind.ADMITTED)
+    assert events.count() == EXAMPLE_ADMISSIBLE and all(e.scheduling_pass_id == record.id for e in events)

@@ -1,0 +1,279 @@
+"""The scheduler's leader lock and its triggers, on the real Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.core.cache import cache
+from django.test import override_settings
+
+from tasweb.celery import app as celery_app
+from tasweb.scheduling.leader import (
+    FileLeaderLock,
+    LeadershipLost,
+    RedisLeaderLock,
+    leadership,
+    scheduler_key,
+    scheduler_lock,
+)
+from tasweb.scheduling.models import EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
+from tasweb.scheduling.services import changes_pending, leader_pass_run, request_pass, scheduling_pass_run
+
+from .support import EXAMPLE_ADMISSIBLE, PROJECT_ROOT, admitted_count, import_example_cluster, wait_for
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def client() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+@pytest.fixture
+def lock_name(client: redis.Redis, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"tasweb:test:leader:{request.node.name}"
+    client.delete(name)
+    yield name
+    client.delete(name)
+
+
+def redis_lock(client: redis.Redis, name: str, ttl: float = 5) -> RedisLeaderLock:
+    return RedisLeaderLock(client=client, name=name, ttl=ttl)
+
+
+HOLDER = r"""
+import sys, time
+import django
+django.setup()
+from pathlib import Path
+import redis
+from django.conf import settings
+from django.core.cache import cache
+from tasweb.scheduling.leader import FileLeaderLock, RedisLeaderLock
+kind, name = sys.argv[1], sys.argv[2]
+if kind == "redis":
+    lock = RedisLeaderLock(client=redis.Redis.from_url(settings.REDIS_URL), name=name, ttl=2)
+else:
+    lock = FileLeaderLock(path=Path(name))
+assert lock.acquire(wait=5)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def hold_in_another_process(kind: str, name: str) -> subprocess.Popen:
+    """A process that takes the lock and keeps it (renewing it) until it is killed."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tasweb.settings.test"}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, kind, name], cwd=PROJECT_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if line.strip() != "held":
+        proc.kill()
+        pytest.fail(f"the holder did not take the lock: {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+# ---------------------------------------------------------------- the Redis lock
+
+
+def test_redis_lock_is_exclusive_until_released(client, lock_name):
+    first, second = redis_lock(client, lock_name), redis_lock(client, lock_name)
+
+    assert first.acquire(wait=0)
+    assert not second.acquire(wait=0.3)
+    first.release()
+    assert second.acquire(wait=0)
+    second.release()
+    assert client.get(lock_name) is None
+
+
+def test_redis_lock_is_renewed_while_held(client, lock_name):
+    holder = redis_lock(client, lock_name, ttl=1)
+    assert holder.acquire(wait=0)
+    try:
+        time.sleep(2.5)  # more than twice the TTL: only the watchdog keeps it
+        assert not redis_lock(client, lock_name).acquire(wait=0)
+        holder.confirm()
+        assert 0 < client.pttl(lock_name) <= 1000
+    finally:
+        holder.release()
+
+
+def test_dead_holders_lock_expires_and_another_takes_over(client, lock_name):
+    holder = hold_in_another_process("redis", lock_name)  # TTL 2 s, renewed while it lives
+    try:
+        time.sleep(2.5)
+        assert not redis_lock(client, lock_name).acquire(wait=0)  # alive: renewed past its TTL
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        killed_at = time.monotonic()
+        successor = redis_lock(client, lock_name)
+        assert successor.acquire(wait=5)
+        assert time.monotonic() - killed_at <= 3
+        successor.release()
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+def test_lost_lock_is_reported_and_not_released_over_the_new_holder(client, lock_name):
+    holder = redis_lock(client, lock_name)
+    assert holder.acquire(wait=0)
+    client.delete(lock_name)  # what a Redis restarted empty, or an expiry, does
+    successor = redis_lock(client, lock_name)
+    assert successor.acquire(wait=0)
+
+    with pytest.raises(LeadershipLost):
+        holder.confirm()
+    holder.release()
+    assert client.get(lock_name) is not None  # still the successor's
+    successor.confirm()
+    successor.release()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pass_that_lost_the_lock_writes_nothing(client):
+    import_example_cluster()
+    lock = scheduler_lock()
+    assert isinstance(lock, RedisLeaderLock)
+    assert lock.acquire(wait=0)
+    try:
+        client.delete(scheduler_key("leader"))
+        with pytest.raises(LeadershipLost):
+            scheduling_pass_run(before_commit=lambda record: lock.confirm())
+    finally:
+        lock.release()
+
+    assert not SchedulingPass.objects.exists()
+    assert admitted_count() == 0
+    assert not PodSetAssignment.objects.exists()
+    assert not WorkloadEvent.objects.exists()
+
+
+# ---------------------------------------------------------------- the file lock (no Redis)
+
+
+def test_embedded_default_uses_a_file_lock(tmp_path):
+    with override_settings(REDIS_URL=None, VAR_DIR=tmp_path):
+        lock = scheduler_lock()
+    assert isinstance(lock, FileLeaderLock)
+    assert lock.path == tmp_path / "scheduler.lock"
+
+
+def test_file_lock_is_exclusive_and_dies_with_its_holder(tmp_path: Path):
+    path = tmp_path / "scheduler.lock"
+    first, second = FileLeaderLock(path=path), FileLeaderLock(path=path)
+    assert first.acquire(wait=0)
+    assert not second.acquire(wait=0.2)
+    first.release()
+    assert second.acquire(wait=0)
+    second.release()
+
+    holder = hold_in_another_process("file", str(path))
+    try:
+        assert not first.acquire(wait=0.2)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        assert first.acquire(wait=1)  # the kernel released it with the process
+        first.confirm()
+        first.release()
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- triggers
+
+
+@pytest.fixture
+def scheduler(scheduler_state) -> Iterator[None]:
+    """The example cluster mirrored, and a clean scheduler state."""
+    import_example_cluster()
+    yield
+
+
+def test_beat_pass_runs_and_records_its_trigger(scheduler):
+    outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+
+    assert outcome.outcome == "ran"
+    assert outcome.scheduling_pass.trigger == SchedulingPass.Trigger.BEAT
+    assert outcome.scheduling_pass.admitted == EXAMPLE_ADMISSIBLE
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+
+
+def test_beat_pass_is_skipped_while_another_leader_works(scheduler):
+    with leadership(wait=0) as lock:
+        assert lock is not None
+        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+
+    assert outcome.outcome == "busy"
+    assert not SchedulingPass.objects.exists()
+
+
+def test_change_pass_runs_once_per_unread_change(scheduler):
+    assert leader_pass_run(trigger=SchedulingPass.Trigger.CHANGE).outcome == "covered"
+
+    request_pass()
+    assert changes_pending()
+    outcome = leader_pass_run(trigger=SchedulingPass.Trigger.CHANGE)
+    assert outcome.outcome == "ran"
+    assert outcome.scheduling_pass.trigger == SchedulingPass.Trigger.CHANGE
+    assert not changes_pending()
+    assert leader_pass_run(trigger=SchedulingPass.Trigger.CHANGE).outcome == "covered"
+    assert SchedulingPass.objects.count() == 1
+
+
+def test_change_pass_finding_another_leader_queues_itself_again(scheduler):
+    request_pass()
+    cache.delete(scheduler_key("scheduled"))
+    celery_app.control.purge()
+
+    with leadership(wait=0) as lock:
+        assert lock is not None
+        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.CHANGE)
+
+    assert outcome.outcome == "busy"
+    assert changes_pending()  # still unread
+    assert cache.get(scheduler_key("scheduled"))  # and a pass is queued for it
+    assert celery_app.control.purge() == 1
+
+
+# ---------------------------------------------------------------- triggers through a worker
+
+
+@pytest.fixture
+def worker(scheduler):
+    with start_worker(celery_app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=10):
+        yield
+
+
+def test_a_burst_of_changes_causes_one_pass(worker):
+    for _ in range(50):
+        request_pass()
+
+    wait_for(lambda: SchedulingPass.objects.exists(), timeout=20, what="the pass")
+    time.sleep(2.5)  # longer than the debounce: a second pass would have started by now
+    assert list(SchedulingPass.objects.values_list("trigger", flat=True)) == [SchedulingPass.Trigger.CHANGE]
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+
+
+def test_a_change_arriving_while_the_leader_works_is_not_lost(worker):
+    with leadership(wait=0) as lock:  # another leader, busy for a while
+        assert lock is not None
+        request_pass()
+        time.sleep(4)  # the triggered task found the lock held and queued itself again
+        assert not SchedulingPass.objects.exists()
+
+    wait_for(lambda: SchedulingPass.objects.exists(), timeout=20, what="the pass after the leader let go")
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+    assert WorkloadEvent.objects.filter(kind=EventKind.ADMITTED).count() == EXAMPLE_ADMISSIBLE

@@ -1,0 +1,83 @@
+"""The simulator's beat entry, Celery task and management commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from tasweb.celery import app as celery_app
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.models import SchedulingPass
+from tasweb.simulator.models import SimulatorState
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+BEAT = r"""
+import json
+from tasweb.settings import base
+entry = base.CELERY_BEAT_SCHEDULE.get("simulator-tick")
+print(json.dumps(entry and {"task": entry["task"], "seconds": entry["schedule"].total_seconds()}))
+"""
+
+
+def beat_entry(**env: str) -> dict | None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "DJANGO_"))}
+    proc = subprocess.run([sys.executable, "-c", BEAT], cwd=PROJECT_ROOT, env={**clean, **env},
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_beat_ticks_the_simulator_only_when_it_is_the_cluster(tmp_path):
+    var = str(tmp_path)
+    assert beat_entry(TAS_VAR_DIR=var) == {"task": "tasweb.simulator.tasks.tick", "seconds": 2.0}
+    assert beat_entry(TAS_VAR_DIR=var, TAS_SIM_TICK_SECONDS="1") == {"task": "tasweb.simulator.tasks.tick",
+                                                                     "seconds": 1.0}
+    assert beat_entry(TAS_VAR_DIR=var, TAS_CLUSTER_SOURCE="kubernetes") is None
+    assert beat_entry(TAS_VAR_DIR=var, TAS_CLUSTER_SOURCE="none") is None
+
+
+def test_the_tick_task_is_registered_under_the_name_beat_sends():
+    from tasweb.simulator import tasks
+
+    assert tasks.tick.name == "tasweb.simulator.tasks.tick"
+    assert tasks.tick.name in celery_app.tasks
+
+
+@pytest.mark.django_db
+@pytest.mark.services
+def test_tas_seed_and_tas_tick(settings):
+    settings.TAS_SIMULATOR = {"initial_workloads": 4, "arrivals_per_minute": 0, "node_failures_per_minute": 0,
+                              "drains_per_minute": 0}
+    out = StringIO()
+    call_command("tas_seed", stdout=out)
+    assert "64 nodes; created" in out.getvalue()
+    call_command("tas_seed", stdout=out)
+    assert "already seeded, nothing changed" in out.getvalue()
+
+    out = StringIO()
+    call_command("tas_tick", "--ticks", "3", "--fast", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("tick 1: 4 arrivals")
+    assert "| pass " in lines[0]
+    assert SimulatorState.objects.get().ticks == 3
+    assert SchedulingPass.objects.count() == 3
+    assert cluster.Pod.objects.filter(tas=True).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.services
+def test_tas_seed_leaves_a_real_cluster_alone():
+    out = StringIO()
+    with override_settings(TAS_CLUSTER_SOURCE="kubernetes"):
+        call_command("tas_seed", stdout=out)
+    assert "not seeded" in out.getvalue()
+    assert not cluster.Node.objects.exists()

@@ -1,0 +1,187 @@
+"""The simulator and the scheduling pass together, tick after tick, as the worker runs them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler.assignment import HOSTNAME_LABEL
+from tasweb.cluster import models as cluster
+from tasweb.cluster.models import WorkloadStatus
+from tasweb.scheduling.models import AssignmentDomain, EventKind, WorkloadEvent
+from tasweb.simulator import objects as k8s
+from tasweb.simulator.objects import JobShape, PodSetShape
+from tasweb.simulator.services import simulator_seed, simulator_submit
+
+from .conftest import START, quiet
+
+pytestmark = [pytest.mark.django_db, pytest.mark.services]
+
+WAITING = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE)
+
+
+def whole_nodes(count: int, level: str = k8s.RACK_LABEL, base: str = "bert-finetune") -> JobShape:
+    return JobShape(base, "Job", (PodSetShape("main", count, 8, "required", level),))
+
+
+def assignment_nodes(wl: cluster.Workload) -> set[str]:
+    return set(AssignmentDomain.objects.filter(workload=wl).values_list("node", flat=True))
+
+
+def running_nodes(wl: cluster.Workload) -> set[str]:
+    return set(cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name, phase="Running")
+               .values_list("node_name", flat=True))
+
+
+def events(wl: cluster.Workload, kind: str):
+    return WorkloadEvent.objects.filter(workload_key=wl.key, kind=kind)
+
+
+def check_running_pods_sit_in_their_assignment() -> None:
+    for wl in cluster.Workload.objects.filter(status=WorkloadStatus.ADMITTED):
+        assert running_nodes(wl) <= assignment_nodes(wl), wl.key
+
+
+def test_a_busy_cluster_admits_places_runs_finishes_and_survives_failures(run_ticks):
+    """Defaults, with more faults: within a few simulated minutes every part of the loop shows."""
+    config = quiet(initial_workloads=12, arrivals_per_minute=10, node_failures_per_minute=6, drains_per_minute=2,
+                   runtime_min_seconds=30, runtime_max_seconds=90)
+    simulator_seed(config=config, now=START)
+
+    def everything_seen() -> bool:
+        check_running_pods_sit_in_their_assignment()
+        kinds = set(WorkloadEvent.objects.values_list("kind", flat=True))
+        return {EventKind.ADMITTED, EventKind.PODS_UNGATED, EventKind.FINISHED} <= kinds and bool(
+            kinds & {EventKind.NODE_REPLACED, EventKind.EVICTED})
+
+    reports = run_ticks(150, config=config, until=everything_seen)
+    assert everything_seen(), f"after {len(reports)} ticks: {set(WorkloadEvent.objects.values_list('kind', flat=True))}"
+
+    admitted = cluster.Workload.objects.filter(status=WorkloadStatus.ADMITTED)
+    assert admitted.exists()
+    wl = admitted.first()
+    assert AssignmentDomain.objects.filter(workload=wl).exists()
+    assert sum(r.pods_bound for r in reports) > 0
+    assert cluster.Pod.objects.filter(tas=True, phase="Running").exists()
+    finished = cluster.Workload.objects.filter(status=WorkloadStatus.FINISHED).first()
+    assert finished is not None
+    assert set(cluster.Pod.objects.filter(namespace=finished.namespace, workload_name=finished.name)
+               .values_list("phase", flat=True)) <= {"Succeeded"}
+    # something is waiting, with the engine's reason
+    assert cluster.Workload.objects.filter(status__in=WAITING).exclude(message="").exists()
+
+
+def test_a_failed_node_is_replaced_and_the_pod_moves_to_the_new_node(run_ticks):
+    config = quiet(nodes_per_rack=4, blocks=1, racks_per_block=1, runtime_min_seconds=600, runtime_max_seconds=600)
+    simulator_seed(config=config, now=START)
+    wl = simulator_submit(shape=whole_nodes(2), now=START, rng=random.Random(1), config=config)
+    run_ticks(3, config=config)  # admitted, pods created and ungated, pods bound
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED
+    before = assignment_nodes(wl)
+    assert running_nodes(wl) == before and len(before) == 2
+
+    (report,) = run_ticks(1, config=config.with_overrides(node_failures_per_minute=30))
+
+    (failed,) = report.failures  # one node fails; it is one of the workload's
+    assert failed in before
+    replaced = events(wl, EventKind.NODE_REPLACED).get()
+    assert replaced.node == failed
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED and not wl.unhealthy_nodes
+    after = assignment_nodes(wl)
+    assert failed not in after and len(after) == 2 and before - {failed} <= after
+    # the replacement pod was created gated, ungated to the new node by the same pass, and starts there
+    run_ticks(1, config=config)
+    assert running_nodes(wl) == after
+
+
+def test_a_workload_without_a_replacement_is_evicted_requeued_and_admitted_again(run_ticks):
+    config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1, runtime_min_seconds=600, runtime_max_seconds=600,
+                   failure_min_seconds=20, failure_max_seconds=20)
+    simulator_seed(config=config, now=START)
+    wl = simulator_submit(shape=whole_nodes(2), now=START, rng=random.Random(2), config=config)
+    run_ticks(3, config=config)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED and len(running_nodes(wl)) == 2
+
+    # no spare node in the rack: Kueue's fail-fast replacement evicts it
+    run_ticks(1, config=config.with_overrides(node_failures_per_minute=30))
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.EVICTED
+    assert events(wl, EventKind.EVICTED).exists()
+
+    # the job stops and Kueue requeues it: no admission, no pods, waiting again
+    (report,) = run_ticks(1, config=config, scheduler=False)
+    assert report.requeued == 1
+    wl.refresh_from_db()
+    assert wl.status in WAITING
+    assert "admission" not in wl.raw["status"]
+    assert not AssignmentDomain.objects.filter(workload=wl).exists()
+    assert not cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name).exists()
+    requeued = events(wl, EventKind.REQUEUED).get()
+    assert "no replacement" in requeued.message
+
+    # once the node is back, it is admitted again and runs
+    run_ticks(14, config=config, until=lambda: len(running_nodes(wl)) == 2)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED
+    assert events(wl, EventKind.ADMITTED).count() == 2
+    assert len(running_nodes(wl)) == 2
+
+
+def test_a_finished_workload_frees_its_capacity_for_the_next(run_ticks, clock):
+    config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1, runtime_min_seconds=10, runtime_max_seconds=10,
+                   finished_retention_seconds=30)
+    simulator_seed(config=config, now=START)
+    first = simulator_submit(shape=whole_nodes(2), now=START, rng=random.Random(3), config=config)
+    second = simulator_submit(shape=whole_nodes(2, base="vision-train"), now=START, rng=random.Random(4),
+                              config=config)
+    run_ticks(3, config=config)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == WorkloadStatus.ADMITTED
+    assert second.status in WAITING  # the rack is full
+
+    run_ticks(10, config=config, until=lambda: cluster.Workload.objects.get(pk=second.pk).status ==
+              WorkloadStatus.ADMITTED)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == WorkloadStatus.FINISHED
+    assert first.finished_at is not None
+    assert events(first, EventKind.FINISHED).exists()
+    assert set(cluster.Pod.objects.filter(namespace=first.namespace, workload_name=first.name)
+               .values_list("phase", flat=True)) == {"Succeeded"}
+    assert second.status == WorkloadStatus.ADMITTED
+    assert assignment_nodes(second) == {"b1-r1-n1", "b1-r1-n2"}
+
+    # finished workloads and their pods are deleted after the retention; the history stays
+    run_ticks(20, config=config, until=lambda: not cluster.Workload.objects.filter(pk=first.pk).exists())
+    assert not cluster.Workload.objects.filter(pk=first.pk).exists()
+    assert not cluster.Pod.objects.filter(namespace=first.namespace, workload_name=first.name).exists()
+    assert events(first, EventKind.FINISHED).exists()
+
+
+def test_pods_of_an_admitted_workload_land_on_every_node_of_its_assignment(run_ticks):
+    config = quiet(initial_workloads=10)
+    simulator_seed(config=config, now=START)
+    run_ticks(4, config=config)
+
+    admitted = list(cluster.Workload.objects.filter(status=WorkloadStatus.ADMITTED))
+    assert admitted
+    for wl in admitted:
+        pods = cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name)
+        assert pods.count() == wl.pod_count
+        assert all(p.phase == "Running" for p in pods)
+        counts = {}
+        for domain in AssignmentDomain.objects.filter(workload=wl):
+            counts[(domain.assignment.pod_set, domain.node)] = counts.get((domain.assignment.pod_set, domain.node),
+                                                                          0) + domain.count
+        placed = {}
+        for pod in pods:
+            key = (pod.pod_set, pod.raw["spec"]["nodeSelector"][HOSTNAME_LABEL])
+            placed[key] = placed.get(key, 0) + 1
+            assert pod.node_name == key[1]
+        assert placed == counts, wl.key
