@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.flavorassigner import FlavorAssigner, PodSetFlavors, pod_set_needs
 from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, TASPodSetRequest, _Params
-from scheduler.quantity import format_value
+from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
@@ -220,9 +223,10 @@ def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: 
     capacity = placer.counts.state
     domains = sorted(tree.level_domains(level), key=lambda d: -capacity[d])[:MAX_DOMAINS_TRIED]
     best: list[Workload] | None = None
+    running = _RunningWorkloads(state, snap)  # shared by the domains tried
     for d in domains:
         path = tree.values_of[d]
-        chosen = freeing_workloads(state, snap, req, path, assumed)
+        chosen = freeing_workloads(state, snap, req, path, assumed, running=running)
         if chosen is not None and (best is None or len(chosen) < len(best)):
             best = chosen
     if not best:
@@ -231,39 +235,127 @@ def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: 
     return Suggestion("free-capacity", f"would fit once {', '.join(names)} finish(es)", {"workloads": names})
 
 
-def _workload_leaves(state: ClusterState, snap: TASFlavorSnapshot, wl: Workload, path: tuple[str, ...]) -> int:
-    """Pods the workload runs inside the domain `path` on this flavor's snapshot."""
-    tree = snap.tree
-    pods = 0
-    for psa in wl.admission.pod_set_assignments if wl.admission else ():
-        if psa.topology_assignment is None or state.tas_flavor_of(psa) != snap.name:
-            continue
-        for dom in psa.topology_assignment.domains:
-            leaf = tree.leaf_for_values(dom.values)
-            if leaf is not None and tree.leaves.values[leaf][: len(path)] == path:
-                pods += dom.count
-    return pods
+def _assignments_on(state: ClusterState, snap: TASFlavorSnapshot, wl: Workload) -> list[TopologyAssignment]:
+    """The workload's TopologyAssignments on this flavor's snapshot."""
+    return [psa.topology_assignment for psa in (wl.admission.pod_set_assignments if wl.admission else ())
+            if psa.topology_assignment is not None and state.tas_flavor_of(psa) == snap.name]
+
+
+_UNSEEN = object()
+
+
+class _RunningWorkloads:
+    """The workloads holding a reservation, with their pods per domain of `snap` and, for
+    those tried, the usage they add to `snap`: computed once per search, not once per
+    domain tried and per removal (a 10,000-pod workload has 10,000 domains)."""
+
+    def __init__(self, state: ClusterState, snap: TASFlavorSnapshot) -> None:
+        self.state, self.snap = state, snap
+        self.running = [(w, tas) for w in state.workloads if w.has_quota_reservation and not w.is_finished
+                        if (tas := _assignments_on(state, snap, w))]
+        self._pods_by_depth: dict[int, list[dict[tuple[str, ...], int]]] = {}
+        self._usage: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def pods_in(self, path: tuple[str, ...]) -> list[tuple[Workload, int]]:
+        """(workload, pods inside `path`) for every running workload with pods there, in the
+        state's order, counted for every workload in one pass per depth."""
+        depth = len(path)
+        per_workload = self._pods_by_depth.get(depth)
+        if per_workload is None:
+            tree = self.snap.tree
+            leaf_values = tree.leaves.values
+            prefix_of: dict[tuple[str, ...], object] = {}  # a domain's values -> its leaf's path prefix
+            per_workload = []
+            for _, tas in self.running:
+                pods: dict[tuple[str, ...], int] = {}
+                for ta in tas:
+                    for dom in ta.domains:
+                        prefix = prefix_of.get(dom.values, _UNSEEN)
+                        if prefix is _UNSEEN:
+                            leaf = tree.leaf_for_values(dom.values)
+                            prefix = prefix_of[dom.values] = None if leaf is None else leaf_values[leaf][:depth]
+                        if prefix is not None:
+                            pods[prefix] = pods.get(prefix, 0) + dom.count  # type: ignore[index]
+                per_workload.append(pods)
+            self._pods_by_depth[depth] = per_workload
+        out = []
+        for (wl, _), pods in zip(self.running, per_workload, strict=True):
+            n = pods.get(path, 0)
+            if n > 0:
+                out.append((wl, n))
+        return out
+
+    def usage(self, wl: Workload) -> tuple[np.ndarray, np.ndarray]:
+        """(leaves, rows): what `ClusterState.add_workload_tas_usage(wl, 1)` adds to `snap`,
+        one row per assignment domain (a leaf may repeat)."""
+        cached = self._usage.get(id(wl))
+        if cached is not None:
+            return cached
+        state, snap = self.state, self.snap
+        width = len(snap.resources.names)
+        pods_column = np.zeros(width, dtype=np.int64)
+        pods_column[snap.resources.column[PODS]] = 1
+        leaves: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+        for psa in wl.admission.pod_set_assignments if wl.admission else ():
+            ps = wl.pod_set(psa.name)
+            if psa.topology_assignment is None or ps is None:
+                continue
+            flavor = state.tas_flavor_of(psa)
+            if flavor is None:
+                continue
+            times = sum(1 for s in state.snapshots_sharing_usage_of(flavor) if s is snap)
+            if not times:
+                continue
+            found = [(leaf, dom.count) for dom in psa.topology_assignment.domains
+                     if (leaf := snap.tree.leaf_for_values(dom.values)) is not None]
+            if not found:
+                continue
+            per_pod = snap.vector(ps.spec.requests) + pods_column  # each pod: its requests and a slot
+            at = np.fromiter((leaf for leaf, _ in found), dtype=np.intp, count=len(found))
+            counts = np.fromiter((count for _, count in found), dtype=np.int64, count=len(found))
+            for _ in range(times):
+                leaves.append(at)
+                rows.append(np.outer(counts, per_pod))
+        if leaves:
+            cached = (np.concatenate(leaves), np.concatenate(rows))
+        else:
+            cached = (np.zeros(0, dtype=np.intp), np.zeros((0, width), dtype=np.int64))
+        self._usage[id(wl)] = cached
+        return cached
+
+    def add(self, wl: Workload, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) the workload's usage on `snap` only: the only
+        snapshot the fit test reads."""
+        leaves, rows = self.usage(wl)
+        if not len(leaves):
+            return
+        usage = self.snap.tas_usage
+        if rows.shape[1] < usage.shape[1]:  # columns added since (by a fit test): none of our usage is there
+            rows = np.hstack([rows, np.zeros((rows.shape[0], usage.shape[1] - rows.shape[1]), dtype=np.int64)])
+        np.add.at(usage, leaves, rows if sign > 0 else -rows)
 
 
 def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest,
-                      path: tuple[str, ...], assumed: dict) -> list[Workload] | None:
+                      path: tuple[str, ...], assumed: dict, *,
+                      running: _RunningWorkloads | None = None) -> list[Workload] | None:
     """Remove, biggest first (lowest priority first on ties), the workloads running inside
     `path` until the request fits; put their usage back afterwards."""
-    running = [(w, _workload_leaves(state, snap, w, path)) for w in state.workloads
-               if w.has_quota_reservation and not w.is_finished]
-    running = [(w, n) for w, n in running if n > 0]
-    running.sort(key=lambda wn: (-wn[1], state.priority_of(wn[0])))
+    if running is None:
+        running = _RunningWorkloads(state, snap)
+    inside = running.pods_in(path)
+    inside.sort(key=lambda wn: (-wn[1], state.priority_of(wn[0])))
     removed: list[Workload] = []
     try:
-        for wl, _ in running[:MAX_FREEING_CANDIDATES]:
-            state.add_workload_tas_usage(wl, sign=-1)
+        for wl, _ in inside[:MAX_FREEING_CANDIDATES]:
+            running.add(wl, sign=-1)
             removed.append(wl)
             if _fits(snap, req, state, assumed):
                 return list(removed)
         return None
     finally:
         for wl in removed:
-            state.add_workload_tas_usage(wl, sign=1)
+            running.add(wl, sign=1)
 
 
 # ---------------------------------------------------------------- entry point

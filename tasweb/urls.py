@@ -1,11 +1,19 @@
 """URL configuration. Apps add their API routes under /api/ and their pages at the root."""
 
-from django.urls import path
-from drf_spectacular.views import SpectacularAPIView
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from tasweb.api.urls import v1 as api_v1
+from tasweb.api.urls import visibility_urls
 from tasweb.core.apis import HealthApi
 
 urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("api/v1/", include((api_v1, "api"))),
+    # Kueue's visibility API at the paths its clients call (see tasweb/api/visibility.py)
+    path("", include((visibility_urls, "visibility"))),
+    path("", include("tasweb.dashboard.urls")),
 ]

@@ -1,0 +1,596 @@
+"""The API's endpoints. Thin: validate the query, call a selector, return its answer."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from tasweb.api import selectors
+from tasweb.api import serializers as out
+from tasweb.api.filters import EventFilter, NodeFilter, WorkloadFilter, domain_path
+from tasweb.api.pagination import PagePagination, positive_int
+from tasweb.api.parsers import BoundedJSONParser, YAMLParser
+from tasweb.api.permissions import ReadOpenOrAuthenticated, TokenRequired
+from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
+from tasweb.api.whatif import what_if
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.models import WorkloadEvent
+
+ERRORS = {
+    400: OpenApiResponse(out.ErrorSerializer, description="a query parameter is invalid; the error names it"),
+    401: OpenApiResponse(out.ErrorSerializer, description="no valid credentials (and anonymous reading is off)"),
+    403: OpenApiResponse(out.ErrorSerializer, description="the credentials do not allow this"),
+}
+NOT_FOUND = {404: OpenApiResponse(out.ErrorSerializer, description="no such object in the mirror")}
+
+
+def _errors(*codes: int) -> dict:
+    merged = {**ERRORS, **NOT_FOUND}
+    return {code: merged[code] for code in codes}
+
+
+def invalid_or_none(value: str) -> str | None:
+    return value or None
+
+
+class BaseApi(generics.GenericAPIView):
+    permission_classes = (ReadOpenOrAuthenticated,)
+    pagination_class = PagePagination
+    filterset_class = None
+
+
+class ListApi(BaseApi, generics.ListAPIView):
+    """A paginated, filtered list; each view turns its page of rows into dicts."""
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.rows_json(page))
+
+    def rows_json(self, rows: list) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------- topologies and flavors
+
+
+def topology_json(row: cluster.Topology, flavors: dict[str, list[str]]) -> dict[str, Any]:
+    return {"name": row.name, "levels": list(row.levels), "flavors": flavors.get(row.name, []),
+            "invalidReason": invalid_or_none(row.invalid_reason)}
+
+
+def flavors_by_topology() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for name, topology in cluster.ResourceFlavor.objects.order_by("name").values_list("name", "topology_name"):
+        if topology:
+            out[topology].append(name)
+    return out
+
+
+@extend_schema(tags=["topology"])
+class TopologyListApi(ListApi):
+    """Topologies: their levels and the ResourceFlavors that use them."""
+
+    serializer_class = out.TopologySerializer
+
+    def get_queryset(self) -> QuerySet:
+        return cluster.Topology.objects.order_by("name")
+
+    @extend_schema(operation_id="topologies_list", responses={200: out.TopologySerializer(many=True),
+                                                              **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        flavors = flavors_by_topology()
+        return [topology_json(row, flavors) for row in rows]
+
+
+@extend_schema(tags=["topology"])
+class TopologyDetailApi(BaseApi):
+    """One Topology."""
+
+    serializer_class = out.TopologySerializer
+
+    @extend_schema(operation_id="topologies_retrieve", responses={200: out.TopologySerializer,
+                                                                  **_errors(401, 403, 404)})
+    def get(self, request: Request, name: str) -> Response:
+        row = cluster.Topology.objects.filter(name=name).first()
+        if row is None:
+            raise NotFound(f"Topology {name!r} not found")
+        return Response(topology_json(row, flavors_by_topology()))
+
+
+def flavor_json(row: cluster.ResourceFlavor, tas: set[str]) -> dict[str, Any]:
+    spec = (row.raw or {}).get("spec") or {}
+    return {
+        "name": row.name, "nodeLabels": dict(row.node_labels or {}), "topologyName": row.topology_name or None,
+        "tas": row.name in tas, "nodeTaints": list(spec.get("nodeTaints") or []),
+        "tolerations": list(spec.get("tolerations") or []), "invalidReason": invalid_or_none(row.invalid_reason),
+    }
+
+
+@extend_schema(tags=["topology"])
+class FlavorListApi(ListApi):
+    """ResourceFlavors: node labels, taints, tolerations and Topology."""
+
+    serializer_class = out.ResourceFlavorSerializer
+
+    def get_queryset(self) -> QuerySet:
+        return cluster.ResourceFlavor.objects.order_by("name")
+
+    @extend_schema(operation_id="flavors_list", responses={200: out.ResourceFlavorSerializer(many=True),
+                                                           **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        tas = set(selectors.tas_flavor_names()) if rows else set()
+        return [flavor_json(row, tas) for row in rows]
+
+
+@extend_schema(tags=["topology"])
+class FlavorDetailApi(BaseApi):
+    """One ResourceFlavor."""
+
+    serializer_class = out.ResourceFlavorSerializer
+
+    @extend_schema(operation_id="flavors_retrieve", responses={200: out.ResourceFlavorSerializer,
+                                                               **_errors(401, 403, 404)})
+    def get(self, request: Request, name: str) -> Response:
+        row = cluster.ResourceFlavor.objects.filter(name=name).first()
+        if row is None:
+            raise NotFound(f"ResourceFlavor {name!r} not found")
+        return Response(flavor_json(row, set(selectors.tas_flavor_names())))
+
+
+@extend_schema(tags=["topology"])
+class FlavorTreeApi(BaseApi):
+    """The capacity tree of a TAS ResourceFlavor: every domain at every level of its Topology
+    with allocatable capacity, usage by TAS workloads and by other pods, free capacity per
+    resource, node count and the Workloads in it, computed by the engine from the mirror."""
+
+    serializer_class = out.TopologyTreeSerializer
+    # JSON is rendered once per engine view (mirror version) and kept: 4.5 MB for 10,000 nodes
+    renderer_classes = reusable_renderer_classes()
+
+    @extend_schema(
+        operation_id="flavors_tree",
+        parameters=[
+            OpenApiParameter("depth", int, description="only the domains of the first DEPTH levels (1 = the "
+                             "highest level only)"),
+            OpenApiParameter("domain", str, description="only this domain and the domains below it, named by its "
+                             "level values from the root, e.g. b1/r3"),
+        ],
+        responses={200: out.TopologyTreeSerializer, **_errors(400, 401, 403, 404)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        depth = positive_int(request, "depth", 0, 8) or None
+        raw_domain = request.query_params.get("domain")
+        root = None
+        if raw_domain is not None:
+            try:
+                root = domain_path(raw_domain, "domain")
+            except Exception as exc:  # a form error from the shared parser
+                raise ValidationError(getattr(exc, "message_dict", {"domain": [str(exc)]})) from None
+        if not cluster.ResourceFlavor.objects.filter(name=name).exists():
+            raise NotFound(f"ResourceFlavor {name!r} not found")
+        renderer = request.accepted_renderer
+        if isinstance(renderer, ReusableJSONRenderer):
+            context = self.get_renderer_context()
+            indent = renderer.get_indent(request.accepted_media_type, context)
+            body = selectors.flavor_tree_rendered(
+                flavor=name, depth=depth, root=root, variant=indent,
+                render=lambda tree: renderer.render(tree, request.accepted_media_type, context))
+            tree = None if body is None else Rendered(body)
+        else:  # the browsable API's HTML page
+            tree = selectors.flavor_tree(flavor=name, depth=depth, root=root)
+        if tree is None:
+            raise NotFound(f"ResourceFlavor {name!r} has no topology the engine can use (no Topology, "
+                           "or no nodes with its labels)")
+        return Response(tree)
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def node_json(row: cluster.Node, level_keys: list[str]) -> dict[str, Any]:
+    labels = row.labels or {}
+    return {
+        "name": row.name,
+        "hostname": row.hostname or row.name,
+        "labels": labels,
+        "levels": {key: labels[key] for key in level_keys if key in labels},
+        "allocatable": selectors.resources_text(row.allocatable or {}),
+        "taints": [{"key": t.get("key", ""), "value": t.get("value") or "", "effect": t.get("effect") or "",
+                    "timeAdded": t.get("timeAdded")} for t in row.taints or []],
+        "unschedulable": row.unschedulable,
+        "ready": row.ready or None,
+        "readySince": row.ready_since,
+        "invalidReason": invalid_or_none(row.invalid_reason),
+    }
+
+
+def level_keys_in_order() -> list[str]:
+    keys: list[str] = []
+    for levels in cluster.Topology.objects.order_by("name").values_list("levels", flat=True):
+        keys += [key for key in levels if key not in keys]
+    return keys
+
+
+NODE_FIELDS = ("id", "name", "hostname", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since",
+               "invalid_reason")
+
+
+@extend_schema(tags=["nodes"])
+class NodeListApi(ListApi):
+    """Nodes of the mirror with their labels, level values, capacity, taints and readiness."""
+
+    serializer_class = out.NodeSerializer
+    filterset_class = NodeFilter
+
+    def get_queryset(self) -> QuerySet:
+        return cluster.Node.objects.only(*NODE_FIELDS).order_by("name")
+
+    @extend_schema(operation_id="nodes_list", responses={200: out.NodeSerializer(many=True), **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        keys = level_keys_in_order()
+        return [node_json(row, keys) for row in rows]
+
+
+@extend_schema(tags=["nodes"])
+class NodeDetailApi(BaseApi):
+    """One Node, with the Workloads that have pods assigned to it."""
+
+    serializer_class = out.NodeDetailSerializer
+
+    @extend_schema(operation_id="nodes_retrieve", responses={200: out.NodeDetailSerializer, **_errors(401, 403, 404)})
+    def get(self, request: Request, name: str) -> Response:
+        row = cluster.Node.objects.only(*NODE_FIELDS).filter(name=name).first()
+        if row is None:
+            raise NotFound(f"Node {name!r} not found")
+        hostnames = {row.name, row.hostname} - {""}
+        keys = sorted({f"{ns}/{n}" for ns, n in cluster.Workload.objects.filter(
+            selectors.workloads_on_node_q(node=row.hostname or row.name)
+            | selectors.workloads_on_node_q(node=row.name)).values_list("namespace", "name")}) if hostnames else []
+        return Response({**node_json(row, level_keys_in_order()), "workloads": keys})
+
+
+# ---------------------------------------------------------------- queues
+
+
+def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]]) -> dict[str, Any]:
+    spec = (row.raw or {}).get("spec") or {}
+    groups = selectors.cluster_queue_quota(name=row.name) if not row.invalid_reason else None
+    return {
+        "name": row.name,
+        "cohort": row.cohort or None,
+        "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
+        "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
+        "resourceGroups": groups or [],
+        "localQueues": sorted(queues.get(row.name, [])),
+        "counts": counts.get(row.name, selectors.QueueCounts()).as_json(),
+        "invalidReason": invalid_or_none(row.invalid_reason),
+    }
+
+
+def local_queues_by_cluster_queue() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for (namespace, name), cq in selectors.local_queue_targets().items():
+        out[cq].append(f"{namespace}/{name}")
+    return out
+
+
+@extend_schema(tags=["queues"])
+class ClusterQueueListApi(ListApi):
+    """ClusterQueues: quota and usage per flavor and resource, LocalQueues, Workload counts."""
+
+    serializer_class = out.ClusterQueueSerializer
+
+    def get_queryset(self) -> QuerySet:
+        return cluster.ClusterQueue.objects.order_by("name")
+
+    @extend_schema(operation_id="clusterqueues_list", responses={200: out.ClusterQueueSerializer(many=True),
+                                                                 **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        counts, queues = selectors.cluster_queue_counts(), local_queues_by_cluster_queue()
+        return [cluster_queue_json(row, counts, queues) for row in rows]
+
+
+@extend_schema(tags=["queues"])
+class ClusterQueueDetailApi(BaseApi):
+    """One ClusterQueue."""
+
+    serializer_class = out.ClusterQueueSerializer
+
+    @extend_schema(operation_id="clusterqueues_retrieve", responses={200: out.ClusterQueueSerializer,
+                                                                     **_errors(401, 403, 404)})
+    def get(self, request: Request, name: str) -> Response:
+        row = cluster.ClusterQueue.objects.filter(name=name).first()
+        if row is None:
+            raise NotFound(f"ClusterQueue {name!r} not found")
+        return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue()))
+
+
+def local_queue_json(row: cluster.LocalQueue, counts: dict) -> dict[str, Any]:
+    return {"namespace": row.namespace, "name": row.name, "clusterQueue": row.cluster_queue,
+            "counts": counts.get((row.namespace, row.name), selectors.QueueCounts()).as_json(),
+            "invalidReason": invalid_or_none(row.invalid_reason)}
+
+
+@extend_schema(tags=["queues"])
+class LocalQueueListApi(ListApi):
+    """LocalQueues: the ClusterQueue each submits to and its Workload counts."""
+
+    serializer_class = out.LocalQueueSerializer
+
+    def get_queryset(self) -> QuerySet:
+        queryset = cluster.LocalQueue.objects.order_by("namespace", "name")
+        namespace = self.request.query_params.get("namespace")
+        cq = self.request.query_params.get("cluster_queue")
+        if namespace:
+            queryset = queryset.filter(namespace=namespace)
+        if cq:
+            queryset = queryset.filter(cluster_queue=cq)
+        return queryset
+
+    @extend_schema(
+        operation_id="localqueues_list",
+        parameters=[OpenApiParameter("namespace", str, description="LocalQueues of this namespace"),
+                    OpenApiParameter("cluster_queue", str, description="LocalQueues that submit to this "
+                                     "ClusterQueue")],
+        responses={200: out.LocalQueueSerializer(many=True), **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        counts = selectors.local_queue_counts()
+        return [local_queue_json(row, counts) for row in rows]
+
+
+@extend_schema(tags=["queues"])
+class LocalQueueDetailApi(BaseApi):
+    """One LocalQueue."""
+
+    serializer_class = out.LocalQueueSerializer
+
+    @extend_schema(operation_id="localqueues_retrieve", responses={200: out.LocalQueueSerializer,
+                                                                   **_errors(401, 403, 404)})
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        row = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).first()
+        if row is None:
+            raise NotFound(f"LocalQueue {namespace}/{name} not found")
+        return Response(local_queue_json(row, selectors.local_queue_counts()))
+
+
+def cohort_json(row: cluster.Cohort, members: dict, children: dict) -> dict[str, Any]:
+    groups = selectors.cohort_quota(name=row.name) if not row.invalid_reason else None
+    return {"name": row.name, "parent": row.parent or None, "clusterQueues": sorted(members.get(row.name, [])),
+            "children": sorted(children.get(row.name, [])), "resourceGroups": groups or [],
+            "invalidReason": invalid_or_none(row.invalid_reason)}
+
+
+def cohort_relations() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, cohort in cluster.ClusterQueue.objects.exclude(cohort="").values_list("name", "cohort"):
+        members[cohort].append(name)
+    children: dict[str, list[str]] = defaultdict(list)
+    for name, parent in cluster.Cohort.objects.exclude(parent="").values_list("name", "parent"):
+        children[parent].append(name)
+    return members, children
+
+
+@extend_schema(tags=["queues"])
+class CohortListApi(ListApi):
+    """Cohorts: their parent, child Cohorts, member ClusterQueues and own quota."""
+
+    serializer_class = out.CohortSerializer
+
+    def get_queryset(self) -> QuerySet:
+        return cluster.Cohort.objects.order_by("name")
+
+    @extend_schema(operation_id="cohorts_list", responses={200: out.CohortSerializer(many=True),
+                                                           **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        members, children = cohort_relations()
+        return [cohort_json(row, members, children) for row in rows]
+
+
+@extend_schema(tags=["queues"])
+class CohortDetailApi(BaseApi):
+    """One Cohort."""
+
+    serializer_class = out.CohortSerializer
+
+    @extend_schema(operation_id="cohorts_retrieve", responses={200: out.CohortSerializer, **_errors(401, 403, 404)})
+    def get(self, request: Request, name: str) -> Response:
+        row = cluster.Cohort.objects.filter(name=name).first()
+        if row is None:
+            raise NotFound(f"Cohort {name!r} not found")
+        members, children = cohort_relations()
+        return Response(cohort_json(row, members, children))
+
+
+# ---------------------------------------------------------------- workloads
+
+
+@extend_schema(tags=["workloads"])
+class WorkloadListApi(ListApi):
+    """Workloads, filtered and ordered; each with its status, queue and the reason for it."""
+
+    serializer_class = out.WorkloadSummarySerializer
+    filterset_class = WorkloadFilter
+
+    def get_queryset(self) -> QuerySet:
+        return selectors.workload_list().order_by("namespace", "name")
+
+    @extend_schema(operation_id="workloads_list", responses={200: out.WorkloadSummarySerializer(many=True),
+                                                             **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        return [selectors.workload_summary(row) for row in rows]
+
+
+def workload_or_404(namespace: str, name: str) -> cluster.Workload:
+    row = selectors.workload_get(namespace=namespace, name=name)
+    if row is None:
+        raise NotFound(f"Workload {namespace}/{name} not found")
+    return row
+
+
+@extend_schema(tags=["workloads"])
+class WorkloadDetailApi(BaseApi):
+    """One Workload in full: pod sets with their topology requests, conditions, the admission
+    with every PodSet's TopologyAssignment encoded (byte-for-byte Kueue's v1beta2 JSON) and
+    decoded (one row per domain with every level's value), unhealthy nodes."""
+
+    serializer_class = out.WorkloadDetailSerializer
+
+    @extend_schema(operation_id="workloads_retrieve", responses={200: out.WorkloadDetailSerializer,
+                                                                 **_errors(401, 403, 404)})
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        return Response(selectors.workload_detail(workload=workload_or_404(namespace, name)))
+
+
+@extend_schema(tags=["workloads"])
+class WorkloadAssignmentApi(BaseApi):
+    """Only the admission of a Workload: per PodSet the TopologyAssignment encoded and decoded."""
+
+    serializer_class = out.AssignmentSerializer
+
+    @extend_schema(operation_id="workloads_assignment", responses={200: out.AssignmentSerializer,
+                                                                   **_errors(401, 403, 404)})
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        row = workload_or_404(namespace, name)
+        return Response({"namespace": row.namespace, "name": row.name, "status": row.status,
+                         "podSetAssignments": selectors.assignments_decoded(workload=row)})
+
+
+@extend_schema(tags=["workloads"])
+class WhyPendingApi(BaseApi):
+    """Why a Workload waits: per PodSet the level asked for, the best domain at every level
+    against what is needed, the nodes left out and why, quota against usage, and the smallest
+    change that would make it fit. Computed by the engine on the mirror as it is now."""
+
+    serializer_class = out.WhyPendingSerializer
+
+    @extend_schema(operation_id="workloads_why_pending", responses={200: out.WhyPendingSerializer,
+                                                                    **_errors(401, 403, 404)})
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        return Response(selectors.why_pending(workload=workload_or_404(namespace, name)))
+
+
+def event_json(row: WorkloadEvent) -> dict[str, Any]:
+    return {"id": row.id, "workload": row.workload_key, "clusterQueue": row.cluster_queue, "kind": row.kind,
+            "at": row.at, "node": row.node, "domain": row.domain, "trigger": row.trigger, "message": row.message,
+            "details": row.details if isinstance(row.details, dict) else {"value": row.details},
+            "schedulingPass": row.scheduling_pass_id}
+
+
+@extend_schema(tags=["history"])
+class HistoryApi(ListApi):
+    """The history the service recorded, cluster-wide: placements, node failures,
+    replacements, evictions, requeues, ungating; newest first."""
+
+    serializer_class = out.EventSerializer
+    filterset_class = EventFilter
+
+    def get_queryset(self) -> QuerySet:
+        return selectors.event_list().order_by("-at", "-id")
+
+    @extend_schema(operation_id="history_list", responses={200: out.EventSerializer(many=True),
+                                                           **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        return [event_json(row) for row in rows]
+
+
+@extend_schema(tags=["history"])
+class WorkloadHistoryApi(HistoryApi):
+    """The history of one Workload, newest first (kept after the Workload is deleted)."""
+
+    def get_queryset(self) -> QuerySet:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no URL kwargs
+            return selectors.event_list().none()
+        key = f"{self.kwargs['namespace']}/{self.kwargs['name']}"
+        return selectors.event_list().filter(workload_key=key).order_by("-at", "-id")
+
+    @extend_schema(operation_id="workloads_history", responses={200: out.EventSerializer(many=True),
+                                                                **_errors(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+
+# ---------------------------------------------------------------- what-if
+
+
+WHAT_IF_BODY = {
+    "oneOf": [
+        {"type": "object", "description": "one Kubernetes object (a Workload, or any kind the engine reads), or a "
+         "`kind: List` with `items`", "additionalProperties": True},
+        {"type": "array", "items": {"type": "object", "additionalProperties": True},
+         "description": "several objects"},
+    ]
+}
+
+
+@extend_schema(tags=["what-if"])
+class WhatIfApi(BaseApi):
+    """Where a Workload would be placed now, or why it would not fit, without changing
+    anything: one engine pass (the same as `python -m scheduler simulate`) over the mirror with
+    the posted objects added. Post a Workload, a JSON array of objects or a `kind: List`
+    (JSON, or YAML with Content-Type application/yaml); objects with the kind, namespace and
+    name of mirrored ones replace them for this pass. Needs a token; throttled."""
+
+    permission_classes = (TokenRequired,)
+    throttle_classes = (ScopedRateThrottle,)
+    throttle_scope = "what-if"
+    parser_classes = (BoundedJSONParser, YAMLParser)
+    serializer_class = out.WhatIfSerializer
+
+    @extend_schema(
+        operation_id="what_if",
+        request={"application/json": WHAT_IF_BODY, "application/yaml": WHAT_IF_BODY},
+        responses={
+            200: out.WhatIfSerializer,
+            400: OpenApiResponse(out.ErrorSerializer, description="a malformed object: the error names the object "
+                                 "(Kind/namespace/name) and the field"),
+            401: ERRORS[401],
+            403: ERRORS[403],
+            413: OpenApiResponse(out.ErrorSerializer, description="the body is larger than TAS_API_MAX_BODY_BYTES"),
+            415: OpenApiResponse(out.ErrorSerializer, description="not JSON or YAML"),
+            429: OpenApiResponse(out.ErrorSerializer, description="too many what-if requests; retry later"),
+        },
+        examples=[OpenApiExample("a Workload", request_only=True, value={
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "try-me", "namespace": "ml"},
+            "spec": {"queueName": "team-a", "podSets": [{
+                "name": "workers", "count": 4,
+                "topologyRequest": {"required": "cloud.example.com/topology-rack"},
+                "template": {"spec": {"containers": [{"name": "c", "resources": {
+                    "requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}}]}})],
+    )
+    def post(self, request: Request) -> Response:
+        return Response(what_if(body=request.data))
+

@@ -1,0 +1,109 @@
+"""Page-number pagination that stays cheap on 100,000-row tables.
+
+The count is exact up to `TAS_API_EXACT_COUNT_LIMIT` matches (a `COUNT(*)` over a LIMITed
+subquery) and a lower bound beyond it, flagged by `count_exact: false`; whether a next page
+exists is known by fetching one row more than the page, never from the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import BasePagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+
+PAGE_PARAM = "page"
+PAGE_SIZE_PARAM = "page_size"
+
+
+def _setting(name: str, default: int) -> int:
+    return int(getattr(settings, name, default))
+
+
+def positive_int(request: Request, name: str, default: int, maximum: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"must be a whole number, got {raw!r}"]}) from None
+    if value < 1:
+        raise ValidationError({name: [f"must be at least 1, got {value}"]})
+    if maximum is not None and value > maximum:
+        raise ValidationError({name: [f"must be at most {maximum}, got {value}"]})
+    return value
+
+
+class PagePagination(BasePagination):
+    def paginate_queryset(self, queryset, request: Request, view=None) -> list:
+        self.request = request
+        max_size = _setting("TAS_API_MAX_PAGE_SIZE", 500)
+        self.page_size = positive_int(request, PAGE_SIZE_PARAM, _setting("TAS_API_PAGE_SIZE", 50), max_size)
+        self.page = positive_int(request, PAGE_PARAM, 1, 10_000_000)
+        start = (self.page - 1) * self.page_size
+        rows = list(queryset[start:start + self.page_size + 1])
+        self.has_next = len(rows) > self.page_size
+        rows = rows[:self.page_size]
+        limit = _setting("TAS_API_EXACT_COUNT_LIMIT", 10_000)
+        if not self.has_next and (rows or self.page == 1):
+            self.count, self.count_exact = start + len(rows), True
+        elif isinstance(queryset, Sequence):
+            self.count, self.count_exact = len(queryset), True
+        else:
+            counted = queryset.order_by()[:limit + 1].count()  # counting needs no sort
+            self.count, self.count_exact = min(counted, limit), counted <= limit
+        return rows
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response(self.envelope(data))
+
+    def envelope(self, data: Any) -> dict[str, Any]:
+        url = self.request.build_absolute_uri()
+        previous = None
+        if self.page > 1:
+            previous = (remove_query_param(url, PAGE_PARAM) if self.page == 2
+                        else replace_query_param(url, PAGE_PARAM, self.page - 1))
+        return {
+            "count": self.count,
+            "countExact": self.count_exact,
+            "page": self.page,
+            "pageSize": self.page_size,
+            "next": replace_query_param(url, PAGE_PARAM, self.page + 1) if self.has_next else None,
+            "previous": previous,
+            "results": data,
+        }
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return {
+            "type": "object",
+            "required": ["count", "countExact", "page", "pageSize", "next", "previous", "results"],
+            "properties": {
+                "count": {"type": "integer", "description": "number of matching items (a lower bound when "
+                          "countExact is false)"},
+                "countExact": {"type": "boolean", "description": "false when more items match than the API "
+                                "counts exactly (TAS_API_EXACT_COUNT_LIMIT); count is then a lower bound"},
+                "page": {"type": "integer", "description": "this page's number, from 1"},
+                "pageSize": {"type": "integer", "description": "items per page"},
+                "next": {"type": "string", "format": "uri", "nullable": True,
+                         "description": "URL of the next page, null on the last"},
+                "previous": {"type": "string", "format": "uri", "nullable": True,
+                             "description": "URL of the previous page, null on the first"},
+                "results": schema,
+            },
+        }
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        max_size = _setting("TAS_API_MAX_PAGE_SIZE", 500)
+        return [
+            {"name": PAGE_PARAM, "required": False, "in": "query",
+             "description": "page number, from 1", "schema": {"type": "integer", "minimum": 1}},
+            {"name": PAGE_SIZE_PARAM, "required": False, "in": "query",
+             "description": f"items per page (default {_setting('TAS_API_PAGE_SIZE', 50)}, at most {max_size})",
+             "schema": {"type": "integer", "minimum": 1, "maximum": max_size}},
+        ]

@@ -1,0 +1,67 @@
+"""Request body parsers with a size limit: JSON, and YAML for objects as kubectl prints them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from scheduler.errors import InputError
+from scheduler.loader import parse_text
+from tasweb.api.exceptions import PayloadTooLarge
+
+
+def max_body_bytes() -> int:
+    return int(getattr(settings, "TAS_API_MAX_BODY_BYTES", 2 * 1024 * 1024))
+
+
+def read_bounded(stream, parser_context: dict | None) -> bytes:
+    """The body, or 413 when it is larger than TAS_API_MAX_BODY_BYTES (declared or actual)."""
+    limit = max_body_bytes()
+    request = (parser_context or {}).get("request")
+    declared = request.META.get("CONTENT_LENGTH") if request is not None else None
+    try:
+        if declared and int(declared) > limit:
+            raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit} bytes")
+    except ValueError:
+        pass
+    data = stream.read(limit + 1) if stream is not None else b""
+    if len(data) > limit:
+        raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes")
+    return data
+
+
+def _text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParseError("request body is not UTF-8 text") from None
+
+
+class BoundedJSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> Any:
+        text = _text(read_bounded(stream, parser_context))
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParseError(f"request body is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                             f"column {exc.colno}") from None
+
+
+class YAMLParser(BaseParser):
+    """One or more YAML documents (`kubectl get ... -o yaml`); several become a list."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> Any:
+        text = _text(read_bounded(stream, parser_context))
+        try:
+            documents = parse_text(text, file="request body")
+        except InputError as exc:
+            raise ParseError(str(exc)) from None
+        return documents[0] if len(documents) == 1 else documents

@@ -1,0 +1,681 @@
+"""Reads behind the API: queries on the mirror and the stored decisions, and answers the
+engine computes from the cached view of the mirror (capacity trees, quota usage, why a
+workload waits). Views call these and serialize what they return."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+
+from scheduler.capacity import domain_capacities
+from scheduler.explain import (
+    LevelFit,
+    NodeExclusions,
+    PodSetExplanation,
+    QuotaLine,
+    Suggestion,
+    WorkloadExplanation,
+    explain_workload,
+)
+from scheduler.parse import Where, object_label, parse_workload
+from scheduler.quantity import format_value
+from scheduler.snapshot import TASFlavorSnapshot
+from tasweb.api.state import EngineView, engine_view, remembered
+from tasweb.cluster import models as cluster
+from tasweb.cluster.models import WorkloadStatus
+from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignment, WorkloadEvent
+
+# Workloads in a ClusterQueue's queue (Kueue requeues evicted and preempted ones), and
+# workloads that hold quota.
+WAITING_STATUSES = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE, WorkloadStatus.EVICTED,
+                    WorkloadStatus.PREEMPTED)
+RESERVING_STATUSES = (WorkloadStatus.QUOTA_RESERVED, WorkloadStatus.ADMITTED)
+# Kueue's queue order: higher priority first, then the older workload.
+QUEUE_ORDER = ("-priority", "created_at", "namespace", "name")
+MAX_DOMAIN_WORKLOADS = 50  # workload names listed per domain of a capacity tree
+LEVEL_COLUMNS = tuple(f"level_{i}" for i in range(MAX_LEVELS))
+
+
+def resources_text(values: Mapping[str, int]) -> dict[str, str]:
+    return {resource: format_value(resource, value) for resource, value in sorted(values.items())}
+
+
+# ---------------------------------------------------------------- the mirror's vocabulary
+
+
+def flavor_names() -> list[str]:
+    return list(cluster.ResourceFlavor.objects.order_by("name").values_list("name", flat=True))
+
+
+def topology_levels() -> dict[str, list[str]]:
+    """The levels of each Topology, keyed by its name."""
+    return dict(cluster.Topology.objects.values_list("name", "levels"))
+
+
+def topology_levels_by_flavor(topologies: Mapping[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """The levels of each TAS flavor's Topology, keyed by flavor name (`topologies`: what
+    `topology_levels()` returned, when the caller has it already)."""
+    topologies = topology_levels() if topologies is None else topologies
+    return {flavor: list(topologies[topology])
+            for flavor, topology in cluster.ResourceFlavor.objects.values_list("name", "topology_name")
+            if topology in topologies}
+
+
+def known_level_keys(topologies: Mapping[str, list[str]] | None = None) -> set[str]:
+    topologies = topology_levels() if topologies is None else topologies
+    return {level for levels in topologies.values() for level in levels}
+
+
+def local_queue_targets() -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue) -> its ClusterQueue."""
+    return {(ns, name): cq for ns, name, cq in cluster.LocalQueue.objects.values_list(
+        "namespace", "name", "cluster_queue")}
+
+
+def local_queues_q(pairs: Iterable[tuple[str, str]]) -> Q:
+    """Workloads submitted to any of the (namespace, LocalQueue) pairs."""
+    q = Q(pk__in=[])
+    for namespace, name in pairs:
+        q |= Q(namespace=namespace, queue_name=name)
+    return q
+
+
+def cluster_queue_workloads_q(name: str, *, statuses: Iterable[str] | None = None) -> Q:
+    """Workloads of a ClusterQueue: admitted to it, or waiting in one of its LocalQueues.
+
+    `statuses`, when the caller filters on status too, drops the half that no such workload
+    can match (the same rows; a plain `status = ... AND cluster_queue = ...` lets the
+    database walk an index in the page's order instead of sorting every match)."""
+    wanted = set(statuses) if statuses else None
+    q = Q(pk__in=[])
+    if wanted is None or wanted & set(WAITING_STATUSES):
+        queues = [key for key, cq in local_queue_targets().items() if cq == name]
+        q |= Q(status__in=WAITING_STATUSES) & local_queues_q(queues)
+    if wanted is None or wanted - set(WAITING_STATUSES):
+        q |= Q(cluster_queue=name) & ~Q(status__in=WAITING_STATUSES)
+    return q
+
+
+def workloads_in_domain_q(*, path: list[str], flavor: str | None = None) -> Q:
+    """Workloads with pods in the domain named by its path of level values from the root."""
+    filters = {LEVEL_COLUMNS[i]: value for i, value in enumerate(path)}
+    if flavor:
+        filters["flavor"] = flavor
+    return Q(id__in=AssignmentDomain.objects.filter(**filters).values("workload_id"))
+
+
+def workloads_on_node_q(*, node: str) -> Q:
+    """Workloads with pods assigned to the node (by hostname or node name)."""
+    return Q(id__in=AssignmentDomain.objects.filter(node=node).values("workload_id"))
+
+
+# Up to this many workload ids found by a domain search are put in the workload query as a
+# list, read once, rather than as a subquery that the page and the count would each run.
+MAX_LISTED_IDS = 2000
+
+
+def listed_or_subquery(ids: QuerySet) -> Q:
+    """`id IN (ids)`: the ids themselves when there are few, else the subquery."""
+    found = list(ids.order_by().distinct()[:MAX_LISTED_IDS + 1])
+    return Q(id__in=found) if len(found) <= MAX_LISTED_IDS else Q(id__in=ids)
+
+
+def workloads_at_level_q(*, level: str, value: str,
+                         levels_by_flavor: Mapping[str, list[str]] | None = None) -> Q:
+    """Workloads with pods in any domain whose value at topology level `level` is `value`
+    ("everything on rack r3", whatever block r3 is in). A level below the top has no index
+    of its own, so the domains are scanned once here (see `listed_or_subquery`)."""
+    q = Q()
+    for flavor, levels in (topology_levels_by_flavor() if levels_by_flavor is None else levels_by_flavor).items():
+        if level in levels and levels.index(level) < MAX_LEVELS:
+            column = LEVEL_COLUMNS[levels.index(level)]
+            q |= Q(flavor=flavor, **{column: value})
+    if not q:
+        return Q(pk__in=[])
+    return listed_or_subquery(AssignmentDomain.objects.filter(q).values_list("workload_id", flat=True))
+
+
+# ---------------------------------------------------------------- workloads
+
+
+WORKLOAD_LIST_FIELDS = ("id", "uid", "namespace", "name", "queue_name", "cluster_queue", "status", "message",
+                        "priority", "pod_count", "unhealthy_nodes", "created_at", "admitted_at", "finished_at",
+                        "invalid_reason")
+
+
+def workload_list() -> QuerySet:
+    """Workloads without their (large) raw objects."""
+    return cluster.Workload.objects.only(*WORKLOAD_LIST_FIELDS)
+
+
+def workload_get(*, namespace: str, name: str) -> cluster.Workload | None:
+    return cluster.Workload.objects.filter(namespace=namespace, name=name).first()
+
+
+def kueue_ordered(encoded: Any) -> Any:
+    """A v1beta2 TopologyAssignment with its keys in the order Kueue's Go structs serialize
+    them (the database's JSON type does not keep key order), so its JSON text is the bytes
+    Kueue stores."""
+    if not isinstance(encoded, Mapping):
+        return encoded
+
+    def ordered(mapping: Mapping, keys: tuple[str, ...]) -> dict:
+        return {key: mapping[key] for key in keys if key in mapping}
+
+    def level(values: Mapping) -> dict:
+        out = ordered(values, ("universal", "individual"))
+        if isinstance(out.get("individual"), Mapping):
+            out["individual"] = ordered(out["individual"], ("prefix", "suffix", "roots"))
+        return out
+
+    out = ordered(encoded, ("levels", "slices"))
+    if isinstance(out.get("slices"), list):
+        out["slices"] = [
+            {**ordered(s, ("domainCount",)),
+             **({"valuesPerLevel": [level(v) for v in s["valuesPerLevel"]]} if "valuesPerLevel" in s else {}),
+             **({"podCounts": ordered(s["podCounts"], ("universal", "individual"))} if "podCounts" in s else {})}
+            for s in out["slices"]
+        ]
+    return out
+
+
+def encoded_json_text(encoded: Any) -> str:
+    """The JSON text Kueue stores for an encoded assignment (Go's encoding/json: compact)."""
+    return json.dumps(kueue_ordered(encoded), separators=(",", ":"), ensure_ascii=False)
+
+
+def assignments_decoded(*, workload: cluster.Workload) -> list[dict[str, Any]]:
+    """Per PodSet: flavors, count, and the assignment encoded (Kueue's bytes) and decoded,
+    one domain per row with the value of every topology level."""
+    rows = list(PodSetAssignment.objects.filter(workload=workload).order_by("pod_set"))
+    by_assignment: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    depth = {row.id: len(row.topology_levels) or len(row.levels) for row in rows}
+    domains = AssignmentDomain.objects.filter(workload=workload).order_by("assignment_id", "position")
+    for assignment_id, count, node, *levels in domains.values_list("assignment_id", "count", "node",
+                                                                  *LEVEL_COLUMNS).iterator(chunk_size=5000):
+        by_assignment[assignment_id].append(
+            {"values": levels[:depth[assignment_id]], "count": count, "node": node or None})
+    out = []
+    for row in rows:
+        out.append({
+            "name": row.pod_set,
+            "flavors": row.flavors,
+            "flavor": row.flavor or None,
+            "count": row.count,
+            "delayedTopologyRequest": row.delayed_topology_request or None,
+            "levels": row.levels,
+            "topologyLevels": row.topology_levels,
+            "encoded": kueue_ordered(row.encoded) if row.encoded is not None else None,
+            "decoded": {"levels": row.topology_levels or row.levels, "domains": by_assignment.get(row.id, [])}
+            if row.encoded is not None else None,
+        })
+    return out
+
+
+def pod_sets_of(raw: Mapping) -> list[dict[str, Any]]:
+    """The PodSets of a workload object: count, topology request and per-pod requests."""
+    requests: dict[str, dict[str, str]] = {}
+    try:
+        parsed = parse_workload(raw, Where(object_label(raw)), lambda data: None)
+        requests = {ps.name: resources_text(ps.spec.requests) for ps in parsed.pod_sets}
+    except Exception:  # an invalid object still shows what it has; its invalid_reason says why
+        parsed = None
+    out = []
+    for ps in (raw.get("spec") or {}).get("podSets") or []:
+        if not isinstance(ps, Mapping):
+            continue
+        name = str(ps.get("name") or "main")
+        template = ps.get("template") if isinstance(ps.get("template"), Mapping) else {}
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        topology_request = ps.get("topologyRequest")
+        if topology_request is None and isinstance(annotations, Mapping):
+            from_annotations = {key.removeprefix("kueue.x-k8s.io/"): value for key, value in annotations.items()
+                                if key.startswith("kueue.x-k8s.io/podset-")}
+            topology_request = {"fromAnnotations": from_annotations} if from_annotations else None
+        out.append({
+            "name": name,
+            "count": ps.get("count"),
+            "minCount": ps.get("minCount"),
+            "topologyRequest": topology_request,
+            "requests": requests.get(name, {}),
+        })
+    return out
+
+
+def workload_detail(*, workload: cluster.Workload) -> dict[str, Any]:
+    raw = workload.raw or {}
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    admission = status.get("admission") if isinstance(status.get("admission"), Mapping) else None
+    return {
+        **workload_summary(workload),
+        "podSets": pod_sets_of(raw),
+        "conditions": list(status.get("conditions") or []),
+        "admission": {
+            "clusterQueue": admission.get("clusterQueue") if admission else workload.cluster_queue,
+            "podSetAssignments": assignments_decoded(workload=workload),
+        } if admission is not None else None,
+        "object": raw,
+    }
+
+
+def workload_summary(w: cluster.Workload) -> dict[str, Any]:
+    return {
+        "namespace": w.namespace,
+        "name": w.name,
+        "uid": w.uid,
+        "queueName": w.queue_name,
+        "clusterQueue": w.cluster_queue or None,
+        "status": w.status,
+        "message": w.message,
+        "priority": w.priority,
+        "podCount": w.pod_count,
+        "unhealthyNodes": [n.get("name", "") if isinstance(n, Mapping) else str(n) for n in w.unhealthy_nodes],
+        "createdAt": w.created_at,
+        "admittedAt": w.admitted_at,
+        "finishedAt": w.finished_at,
+        "invalidReason": w.invalid_reason or None,
+    }
+
+
+# ---------------------------------------------------------------- history
+
+
+def event_list() -> QuerySet:
+    return WorkloadEvent.objects.all()
+
+
+# ---------------------------------------------------------------- queues
+
+
+def waiting_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
+    """(namespace, LocalQueue) -> {status: count} over waiting workloads."""
+    out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    rows = (cluster.Workload.objects.filter(status__in=WAITING_STATUSES)
+            .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
+    for namespace, queue, status, n in rows:
+        out[(namespace, queue)][status] = n
+    return out
+
+
+def reserving_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
+    out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    rows = (cluster.Workload.objects.filter(status__in=RESERVING_STATUSES)
+            .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
+    for namespace, queue, status, n in rows:
+        out[(namespace, queue)][status] = n
+    return out
+
+
+def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    rows = (cluster.Workload.objects.filter(status__in=RESERVING_STATUSES)
+            .values_list("cluster_queue", "status").annotate(n=Count("id")).order_by())
+    for cq, status, n in rows:
+        out[cq][status] = n
+    return out
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    pending: int = 0  # waiting and not found inadmissible
+    inadmissible: int = 0
+    reserving: int = 0  # QuotaReserved or Admitted
+    admitted: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {"pendingWorkloads": self.pending + self.inadmissible, "activePendingWorkloads": self.pending,
+                "inadmissibleWorkloads": self.inadmissible, "reservingWorkloads": self.reserving,
+                "admittedWorkloads": self.admitted}
+
+
+def _counts(waiting: Mapping[str, int], reserving: Mapping[str, int]) -> QueueCounts:
+    inadmissible = waiting.get(WorkloadStatus.INADMISSIBLE, 0)
+    return QueueCounts(
+        pending=sum(waiting.values()) - inadmissible, inadmissible=inadmissible,
+        reserving=sum(reserving.values()), admitted=reserving.get(WorkloadStatus.ADMITTED, 0))
+
+
+def local_queue_counts() -> dict[tuple[str, str], QueueCounts]:
+    waiting, reserving = waiting_counts_by_local_queue(), reserving_counts_by_local_queue()
+    return {key: _counts(waiting.get(key, {}), reserving.get(key, {})) for key in {*waiting, *reserving}}
+
+
+def cluster_queue_counts() -> dict[str, QueueCounts]:
+    targets = local_queue_targets()
+    waiting: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for key, statuses in waiting_counts_by_local_queue().items():
+        cq = targets.get(key)
+        if cq is not None:
+            for status, n in statuses.items():
+                waiting[cq][status] += n
+    reserving = reserving_counts_by_cluster_queue()
+    return {cq: _counts(waiting.get(cq, {}), reserving.get(cq, {})) for cq in {*waiting, *reserving}}
+
+
+def _quota_groups(view: EngineView, name: str, resource_groups, usage: Mapping | None) -> list[dict[str, Any]]:
+    groups = []
+    for rg in resource_groups:
+        flavors = []
+        for fq in rg.flavors:
+            resources = []
+            for quota in fq.resources:
+                line: dict[str, Any] = {
+                    "name": quota.name,
+                    "nominalQuota": format_value(quota.name, quota.nominal),
+                    "borrowingLimit": None if quota.borrowing_limit is None
+                    else format_value(quota.name, quota.borrowing_limit),
+                    "lendingLimit": None if quota.lending_limit is None
+                    else format_value(quota.name, quota.lending_limit),
+                }
+                if usage is not None:
+                    used = next((v for fr, v in usage.items() if fr.flavor == fq.name and fr.resource == quota.name), 0)
+                    line["usage"] = format_value(quota.name, used)
+                    line["available"] = format_value(quota.name, max(quota.nominal - used, 0))
+                resources.append(line)
+            flavors.append({"name": fq.name, "resources": resources})
+        groups.append({"coveredResources": list(rg.covered_resources), "flavors": flavors})
+    return groups
+
+
+def cluster_queue_quota(*, name: str) -> list[dict[str, Any]] | None:
+    """The ClusterQueue's resource groups with nominal quota, limits and current usage, as the
+    engine counts them; None when the engine cannot read the ClusterQueue."""
+    view = engine_view()
+    cq = view.state.cluster_queues.get(name)
+    if cq is None:
+        return None
+    return _quota_groups(view, name, cq.resource_groups, view.state.quota_usage.get(name, {}))
+
+
+def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:
+    view = engine_view()
+    cohort = view.state.cohorts.get(name)
+    if cohort is None:
+        return None
+    return _quota_groups(view, name, cohort.resource_groups, None)
+
+
+# ---------------------------------------------------------------- visibility (Kueue's pendingworkloads)
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    namespace: str
+    name: str
+    created_at: Any
+    owner_references: list
+    priority: int
+    local_queue: str
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+
+
+def _queue_rows(q: Q, *, stop: int | None = None) -> Iterator[tuple]:
+    """The waiting workloads `q` selects in queue order; only the first `stop` when given."""
+    rows = (cluster.Workload.objects.filter(q, status__in=WAITING_STATUSES).order_by(*QUEUE_ORDER)
+            .values_list("namespace", "name", "queue_name", "priority", "created_at",
+                         "raw__metadata__ownerReferences"))
+    if stop is not None:
+        rows = rows[:stop]
+    return rows.iterator(chunk_size=2000)
+
+
+def pending_in_cluster_queue(*, name: str, offset: int, limit: int) -> list[PendingWorkload]:
+    """Kueue's pendingWorkloadsInCqREST: the ClusterQueue's queue in order, from `offset`."""
+    queues = [key for key, cq in local_queue_targets().items() if cq == name]
+    out: list[PendingWorkload] = []
+    positions: dict[tuple[str, str], int] = defaultdict(int)
+    for index, (namespace, wl_name, queue, priority, created, owners) in enumerate(_queue_rows(
+            local_queues_q(queues), stop=offset + limit)):
+        if index >= offset + limit:
+            break
+        in_local = positions[(namespace, queue)]
+        positions[(namespace, queue)] += 1
+        if index >= offset:
+            out.append(PendingWorkload(namespace, wl_name, created, owners or [], priority, queue, index, in_local))
+    return out
+
+
+def pending_in_local_queue(*, namespace: str, name: str, cluster_queue: str, offset: int,
+                           limit: int) -> list[PendingWorkload]:
+    """Kueue's pendingWorkloadsInLqREST: the LocalQueue's workloads in the ClusterQueue's
+    order, with their position in both queues."""
+    queues = [key for key, cq in local_queue_targets().items() if cq == cluster_queue] or [(namespace, name)]
+    out: list[PendingWorkload] = []
+    skipped = 0
+    for index, (wl_ns, wl_name, queue, priority, created, owners) in enumerate(_queue_rows(local_queues_q(queues))):
+        if len(out) >= limit:
+            break
+        if wl_ns != namespace or queue != name:
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        out.append(PendingWorkload(wl_ns, wl_name, created, owners or [], priority, queue, index, len(out) + offset))
+    return out
+
+
+# ---------------------------------------------------------------- capacity trees
+
+
+def domain_workloads(view: EngineView, snap: TASFlavorSnapshot) -> dict[tuple[str, ...], set[str]]:
+    """Workloads holding pods in each domain (every ancestor of the leaves they use)."""
+    tree = snap.tree
+    state = view.state
+    out: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for wl in state.workloads:
+        if not wl.has_quota_reservation or wl.is_finished or wl.admission is None:
+            continue
+        for psa in wl.admission.pod_set_assignments:
+            if psa.topology_assignment is None or state.tas_flavor_of(psa) != snap.name:
+                continue
+            leaves = {tree.leaf_for_values(dom.values) for dom in psa.topology_assignment.domains}
+            for leaf in leaves - {None}:
+                path = tree.leaves.values[leaf]
+                for depth in range(1, len(path) + 1):
+                    out[path[:depth]].add(wl.key)
+    return out
+
+
+def _tree(view: EngineView, flavor: str) -> dict[str, Any] | None:
+    snap = view.state.tas_snapshots.get(flavor)
+    if snap is None:
+        return None
+    occupants = domain_workloads(view, snap)
+    keys = snap.level_keys
+    domains = []
+    for cap in domain_capacities(snap):
+        path = cap.values
+        names = sorted(occupants.get(path, ()))
+        domains.append({
+            "id": "/".join(path),
+            "level": cap.level,
+            "levelKey": keys[cap.level],
+            "name": path[-1],
+            "values": list(path),
+            "parent": "/".join(path[:-1]) or None,
+            "nodes": cap.nodes,
+            "allocatable": resources_text(cap.allocatable),
+            "tasUsage": resources_text(cap.tas_usage),
+            "nonTasUsage": resources_text(cap.non_tas_usage),
+            "free": resources_text(cap.free),
+            "workloads": names[:MAX_DOMAIN_WORKLOADS],
+            "workloadCount": len(names),
+        })
+    return {
+        "flavor": flavor,
+        "topology": snap.topology_name,
+        "levels": list(keys),
+        "nodes": sum(len(group) for group in snap.tree.leaf_nodes),
+        "domains": domains,
+    }
+
+
+def flavor_tree(*, flavor: str, depth: int | None = None, root: list[str] | None = None) -> dict[str, Any] | None:
+    """Every domain of a TAS flavor's topology at every level with its capacity, TAS and
+    non-TAS usage, free capacity and the workloads in it; None when the flavor has no
+    topology the engine can use. `depth` keeps the top levels, `root` one subtree."""
+    return _flavor_tree_of(engine_view(), flavor=flavor, depth=depth, root=root)
+
+
+def flavor_tree_rendered(*, flavor: str, depth: int | None, root: list[str] | None, variant: Hashable,
+                         render: Callable[[dict[str, Any]], bytes]) -> bytes | None:
+    """`flavor_tree`'s answer as `render` turns it into bytes, rendered once per engine view
+    (so once per mirror version) for each flavor, depth, root and `variant` (whatever else
+    changes the bytes, e.g. the JSON indent); None when the flavor has no usable topology."""
+    key = ("tree-rendered", flavor, depth, tuple(root or ()), variant)
+
+    def compute(view: EngineView) -> bytes | None:
+        tree = _flavor_tree_of(view, flavor=flavor, depth=depth, root=root)
+        return None if tree is None else render(tree)
+
+    return remembered(key, compute)
+
+
+def _flavor_tree_of(view: EngineView, *, flavor: str, depth: int | None, root: list[str] | None,
+                    ) -> dict[str, Any] | None:
+    tree = view.remember(("tree", flavor), lambda: _tree(view, flavor))
+    if tree is None:
+        return None
+    domains = tree["domains"]
+    if depth is not None or root:
+        width = len(root or ())
+        domains = [d for d in domains
+                   if (depth is None or d["level"] < depth)
+                   and (not root or (len(d["values"]) >= width and d["values"][:width] == root))]
+    return {**tree, "domains": domains}
+
+
+def tas_flavor_names() -> list[str]:
+    return sorted(engine_view().state.tas_snapshots)
+
+
+# ---------------------------------------------------------------- why pending
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _level_json(fit: LevelFit) -> dict[str, Any]:
+    best = "/".join(fit.best_domain)
+    return {
+        "level": fit.level,
+        "needed": fit.needed,
+        "unit": fit.unit,
+        "bestDomain": fit.best_domain,
+        "bestFits": fit.best_fits,
+        "domains": fit.domains,
+        "domainsThatFit": fit.domains_that_fit,
+        "totalFits": fit.total_fits,
+        "message": (f"at level {fit.level}, the best domain {best} has room for {_plural(fit.best_fits, fit.unit)} of "
+                    f"the {fit.needed} needed; {fit.domains_that_fit} of {_plural(fit.domains, 'domain')} "
+                    f"can take them all"),
+    }
+
+
+def _exclusions_json(ex: NodeExclusions) -> dict[str, Any]:
+    messages = []
+    if ex.not_ready:
+        messages.append(f"{_plural(ex.not_ready, 'node')} not Ready")
+    if ex.unschedulable:
+        messages.append(f"{_plural(ex.unschedulable, 'node')} cordoned (unschedulable)")
+    if ex.missing_level_label:
+        messages.append(f"{_plural(ex.missing_level_label, 'node')} without a label for every topology level")
+    for taint, n in sorted(ex.taints.items()):
+        messages.append(f"{_plural(n, 'node')} with taint {taint} the pod set does not tolerate")
+    if ex.node_selector:
+        messages.append(f"{_plural(ex.node_selector, 'node')} not matching the pod set's nodeSelector")
+    if ex.affinity:
+        messages.append(f"{_plural(ex.affinity, 'node')} not matching the pod set's node affinity")
+    for resource, n in sorted(ex.resources.items()):
+        messages.append(f"{_plural(n, 'node')} without enough free {resource} for one pod")
+    return {
+        "nodesOfFlavor": ex.nodes_of_flavor,
+        "inTopology": ex.in_topology,
+        "notReady": ex.not_ready,
+        "unschedulable": ex.unschedulable,
+        "missingLevelLabel": ex.missing_level_label,
+        "taints": dict(ex.taints),
+        "nodeSelector": ex.node_selector,
+        "affinity": ex.affinity,
+        "resources": dict(ex.resources),
+        "messages": messages,
+    }
+
+
+def _suggestion_json(s: Suggestion) -> dict[str, Any]:
+    return {"kind": s.kind, "message": s.message, "details": dict(s.details)}
+
+
+def _quota_json(line: QuotaLine) -> dict[str, Any]:
+    verdict = "fits" if line.fits else "does not fit"
+    return {
+        "flavor": line.flavor, "resource": line.resource, "requested": line.requested, "nominal": line.nominal,
+        "used": line.used, "available": line.available, "fits": line.fits,
+        "message": (f"{line.resource} on {line.flavor}: {line.requested} requested, {line.available} of "
+                    f"{line.nominal} available ({line.used} in use): {verdict}"),
+    }
+
+
+def _pod_set_message(ps: PodSetExplanation) -> str:
+    if ps.fits:
+        return f"pod set {ps.name}: {_plural(ps.count, 'pod')} fit now"
+    where = {"required": f"all in one {ps.level} (required)", "preferred": f"preferably in one {ps.level}",
+             "unconstrained": "anywhere in the topology", "implied": "on the TAS flavor",
+             "none": ""}.get(ps.mode, "")
+    slices = f", in slices of {ps.slice_size} per {ps.slice_level}" if ps.slice_size > 1 else ""
+    text = f"pod set {ps.name} asks for {_plural(ps.count, 'pod')} {where}{slices}".replace("  ", " ").rstrip()
+    return f"{text}: {ps.reason}" if ps.reason else text
+
+
+def explanation_json(e: WorkloadExplanation) -> dict[str, Any]:
+    return {
+        "clusterQueue": e.cluster_queue or None,
+        "fits": e.fits,
+        "summary": e.summary,
+        "quota": [_quota_json(line) for line in e.quota],
+        "podSets": [{
+            "name": ps.name, "count": ps.count, "flavor": ps.flavor or None, "mode": ps.mode or None,
+            "level": ps.level or None, "sliceLevel": ps.slice_level or None, "sliceSize": ps.slice_size,
+            "fits": ps.fits, "reason": ps.reason, "message": _pod_set_message(ps),
+            "levels": [_level_json(fit) for fit in ps.levels],
+            "exclusions": _exclusions_json(ps.exclusions) if ps.exclusions else None,
+            "suggestions": [_suggestion_json(s) for s in ps.suggestions],
+        } for ps in e.pod_sets],
+        "suggestions": [_suggestion_json(s) for s in e.suggestions]
+        + [_suggestion_json(s) for ps in e.pod_sets for s in ps.suggestions],
+    }
+
+
+def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
+    """The engine's explanation of why the workload waits, on the mirror as it is now."""
+    base = {"namespace": workload.namespace, "name": workload.name, "status": workload.status,
+            "message": workload.message}
+    if workload.invalid_reason:
+        return {**base, "pending": False, "explanation": None,
+                "summary": f"the engine cannot read this Workload: {workload.invalid_reason}"}
+    if workload.status not in WAITING_STATUSES:
+        return {**base, "pending": False, "explanation": None,
+                "summary": f"the Workload is {workload.status}, not waiting: nothing to explain"}
+
+    def compute(view: EngineView) -> dict[str, Any] | None:
+        wl = view.workloads.get(workload.key)
+        if wl is None:
+            return None
+        with view.lock:
+            if wl.has_quota_reservation:
+                return {"reserved": True}
+            return explanation_json(explain_workload(view.state, wl))
+
+    explained = remembered(("why-pending", workload.key), compute)
+    if explained is None or explained.get("reserved"):
+        summary = ("the Workload holds quota in the engine's view of the mirror" if explained
+                   else "the Workload is not in the engine's view of the mirror")
+        return {**base, "pending": False, "explanation": None, "summary": summary}
+    return {**base, "pending": True, "summary": explained["summary"], "explanation": explained}

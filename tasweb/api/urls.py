@@ -1,0 +1,42 @@
+"""Routes of the REST API (`/api/v1/...`) and of Kueue's visibility API (`/apis/...`)."""
+
+from django.urls import path, re_path
+
+from tasweb.api import apis, visibility
+
+app_name = "api"
+
+v1 = [
+    path("topologies/", apis.TopologyListApi.as_view(), name="topology-list"),
+    path("topologies/<str:name>/", apis.TopologyDetailApi.as_view(), name="topology-detail"),
+    path("flavors/", apis.FlavorListApi.as_view(), name="flavor-list"),
+    path("flavors/<str:name>/", apis.FlavorDetailApi.as_view(), name="flavor-detail"),
+    path("flavors/<str:name>/tree/", apis.FlavorTreeApi.as_view(), name="flavor-tree"),
+    path("nodes/", apis.NodeListApi.as_view(), name="node-list"),
+    path("nodes/<str:name>/", apis.NodeDetailApi.as_view(), name="node-detail"),
+    path("clusterqueues/", apis.ClusterQueueListApi.as_view(), name="clusterqueue-list"),
+    path("clusterqueues/<str:name>/", apis.ClusterQueueDetailApi.as_view(), name="clusterqueue-detail"),
+    path("localqueues/", apis.LocalQueueListApi.as_view(), name="localqueue-list"),
+    path("localqueues/<str:namespace>/<str:name>/", apis.LocalQueueDetailApi.as_view(), name="localqueue-detail"),
+    path("cohorts/", apis.CohortListApi.as_view(), name="cohort-list"),
+    path("cohorts/<str:name>/", apis.CohortDetailApi.as_view(), name="cohort-detail"),
+    path("workloads/", apis.WorkloadListApi.as_view(), name="workload-list"),
+    path("workloads/<str:namespace>/<str:name>/", apis.WorkloadDetailApi.as_view(), name="workload-detail"),
+    path("workloads/<str:namespace>/<str:name>/assignment/", apis.WorkloadAssignmentApi.as_view(),
+         name="workload-assignment"),
+    path("workloads/<str:namespace>/<str:name>/why-pending/", apis.WhyPendingApi.as_view(),
+         name="workload-why-pending"),
+    path("workloads/<str:namespace>/<str:name>/history/", apis.WorkloadHistoryApi.as_view(),
+         name="workload-history"),
+    path("history/", apis.HistoryApi.as_view(), name="history"),
+    path("what-if/", apis.WhatIfApi.as_view(), name="what-if"),
+]
+
+_VISIBILITY = r"^apis/visibility\.kueue\.x-k8s\.io/(?P<api_version>v1beta1|v1beta2)"
+visibility_urls = [
+    re_path(rf"{_VISIBILITY}$", visibility.VisibilityDiscoveryApi.as_view(), name="visibility-resources"),
+    re_path(rf"{_VISIBILITY}/clusterqueues/(?P<name>[^/]+)/pendingworkloads$",
+            visibility.ClusterQueuePendingWorkloadsApi.as_view(), name="visibility-clusterqueue-pending"),
+    re_path(rf"{_VISIBILITY}/namespaces/(?P<namespace>[^/]+)/localqueues/(?P<name>[^/]+)/pendingworkloads$",
+            visibility.LocalQueuePendingWorkloadsApi.as_view(), name="visibility-localqueue-pending"),
+]

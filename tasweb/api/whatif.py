@@ -1,0 +1,158 @@
+"""What-if: one engine pass over the mirror plus objects a client sends, nothing stored.
+
+It is the pass `python -m scheduler simulate` runs (and the scheduler's Celery task): the
+objects of the mirror as they are now, with the posted ones added (or replacing mirrored
+objects of the same kind, namespace and name). The answer says, for each posted Workload,
+where it would be placed or why it would not fit, and which mirrored workloads the pass
+would change (admitted alongside it, or preempted for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from scheduler.assignment import HOSTNAME_LABEL
+from scheduler.cluster import ClusterState
+from scheduler.codec import decode_assignment
+from scheduler.errors import InputError
+from scheduler.explain import explain_workload
+from scheduler.loader import flatten_objects
+from scheduler.output import workload_json
+from scheduler.parse import ParsedObjects, Where, object_label, parse_objects, parse_workload
+from scheduler.results import PassResult
+from scheduler.simulate import simulate_parsed, unknown_level_problems
+from tasweb.api.selectors import explanation_json
+from tasweb.api.state import EngineView, engine_view
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.selectors import active_workload_rows, engine_pods
+from tasweb.scheduling.services import feature_gates
+
+BODY = "request body"
+MAX_OBJECTS = 5_000
+
+
+def _identity(kind: str, obj: Any) -> tuple[str, str, str]:
+    return kind, getattr(obj, "namespace", "") or "", obj.name
+
+
+LISTS = {  # ParsedObjects field -> Kubernetes kind
+    "nodes": "Node", "pods": "Pod", "topologies": "Topology", "flavors": "ResourceFlavor",
+    "cluster_queues": "ClusterQueue", "local_queues": "LocalQueue", "cohorts": "Cohort",
+    "admission_checks": "AdmissionCheck", "priority_classes": "WorkloadPriorityClass", "workloads": "Workload",
+}
+
+
+def posted_objects(body: Any) -> tuple[ParsedObjects, list[str]]:
+    """The objects of a request body (one object, a JSON array, or a `kind: List`), parsed
+    and validated as the CLI reads files; `InputError` names the object and the field."""
+    if not isinstance(body, Mapping | list):
+        raise InputError("expected a Kubernetes object, a list of objects or a `kind: List`", file=BODY)
+    objects = flatten_objects([body], file=BODY)
+    if not objects:
+        raise InputError("no objects: send a Workload, a list of objects or a `kind: List`", file=BODY)
+    if len(objects) > MAX_OBJECTS:
+        raise InputError(f"at most {MAX_OBJECTS} objects per request, got {len(objects)}", file=BODY)
+    warnings: list[str] = []
+    parsed = parse_objects([(BODY, obj) for obj in objects], decode_assignment=decode_assignment,
+                           warn=warnings.append)
+    return parsed, warnings
+
+
+def mirror_workloads() -> list:
+    """The mirror's active workloads, parsed anew: a pass changes the objects it is given."""
+    out = []
+    for raw in active_workload_rows().values_list("raw", flat=True).iterator(chunk_size=500):
+        try:
+            out.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
+        except InputError:
+            continue
+    return out
+
+
+def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
+    """The mirror with the posted objects added. Objects a pass never changes (nodes,
+    queues, flavors) come from the cached view; workloads and pods are fresh copies."""
+    base = replace(view.parsed, workloads=mirror_workloads(), pods=engine_pods(), origins={})
+    merged = {}
+    for f in fields(ParsedObjects):
+        if f.name not in LISTS:
+            continue
+        kind = LISTS[f.name]
+        extra = getattr(posted, f.name)
+        replaced = {_identity(kind, obj) for obj in extra}
+        kept = [obj for obj in getattr(base, f.name) if _identity(kind, obj) not in replaced]
+        merged[f.name] = kept + list(extra)
+    return ParsedObjects(**merged, origins=dict(posted.origins))
+
+
+def _topology_levels(state: ClusterState, flavors: Mapping[str, str]) -> list[str] | None:
+    for flavor in flavors.values():
+        snap = state.tas_snapshots.get(flavor)
+        if snap is not None:
+            return list(snap.level_keys)
+    return None
+
+
+def _placement(state: ClusterState, wj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each pod set's domains with the value of every topology level (block, rack, node)."""
+    out = []
+    for ps in wj["podSets"]:
+        if not ps.get("topologyAssignment"):
+            continue
+        levels = _topology_levels(state, ps.get("flavors") or {}) or list(ps["levels"])
+        domains = []
+        for domain in ps["domains"]:
+            values = list(domain["values"])
+            node = state.node_for_hostname(values[-1]) if ps["levels"][-1:] == [HOSTNAME_LABEL] else None
+            if node is not None and len(values) < len(levels):
+                values = [node.labels.get(level, "") for level in levels[:-1]] + [values[-1]]
+            domains.append({"values": values, "count": domain["count"], "node": node.name if node else None})
+        out.append({"podSet": ps["name"], "levels": levels, "domains": domains})
+    return out
+
+
+def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
+    posted, warnings = posted_objects(body)
+    view = engine_view()
+    inputs = merged_inputs(view, posted)
+    posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
+    problems = [p for p in unknown_level_problems(inputs) if p.obj in posted_labels]
+    if problems:  # a level no Topology has: almost always a typo, an error as in the CLI
+        raise problems[0]
+    stored = dict(((ns, name), status) for ns, name, status in
+                  cluster.Workload.objects.values_list("namespace", "name", "status"))
+    # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
+    # answer is where the workload lands, not only whether it heads its queue this cycle
+    result: PassResult = simulate_parsed(inputs, gates=feature_gates(), now=now or timezone.now(),
+                                         warn=warnings.append, cycles=None)
+    posted_keys = {w.key for w in posted.workloads}
+    # the cluster after the pass: placements name its nodes, explanations count its usage
+    after = ClusterState(inputs, feature_gates(), lambda _message: None)
+    workloads, changes = [], []
+    for wr in result.workloads:
+        if wr.key in posted_keys:
+            wj = workload_json(wr)
+            explanation = None
+            if wr.workload.admission is None:
+                explanation = explanation_json(explain_workload(after, wr.workload))
+            workloads.append({**wj, "placement": _placement(after, wj), "explanation": explanation})
+        else:
+            before = stored.get((wr.workload.namespace, wr.workload.name))
+            if before is not None and before != wr.status:
+                changes.append({"namespace": wr.workload.namespace, "name": wr.workload.name,
+                                "clusterQueue": wr.cluster_queue or None, "statusBefore": before,
+                                "status": wr.status, "message": wr.message})
+    return {
+        "workloads": workloads,
+        "changes": changes,
+        "events": [{"key": e.key, "type": e.type, "reason": e.reason, "message": e.message}
+                   for e in result.events if e.key in posted_keys],
+        "warnings": warnings,
+        "objects": {LISTS[f.name]: len(getattr(posted, f.name)) for f in fields(ParsedObjects)
+                    if f.name in LISTS and getattr(posted, f.name)},
+    }

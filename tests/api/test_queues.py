@@ -1,0 +1,59 @@
+"""ClusterQueues (quota, usage, counts), LocalQueues and Cohorts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.conftest import names, results, upsert, workload_object
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def test_cluster_queue_quota_usage_and_counts(scheduled, client):
+    items = results(client.get("/api/v1/clusterqueues/"))
+    assert [cq["name"] for cq in items] == ["cluster-queue"]
+    cq = client.get("/api/v1/clusterqueues/cluster-queue/").json()
+    assert cq == items[0]
+    assert cq["flavors"] == ["tas-gpu"] and cq["queueingStrategy"] == "BestEffortFIFO"
+    assert cq["localQueues"] == ["ml/team-a"]
+    gpu = next(r for r in cq["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == "nvidia.com/gpu")
+    # 7 admitted workloads hold 272 GPUs (the engine's count, as in why-pending's quota lines)
+    assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "512", "borrowingLimit": None, "lendingLimit": None,
+                   "usage": "272", "available": "240"}
+    assert cq["counts"] == {"pendingWorkloads": 1, "activePendingWorkloads": 0, "inadmissibleWorkloads": 1,
+                            "reservingWorkloads": 7, "admittedWorkloads": 7}
+    assert client.get("/api/v1/clusterqueues/nope/").status_code == 404
+
+
+def test_local_queues_with_filters(scheduled, client):
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "other"}})
+    upsert(workload_object("waiting", namespace="research", queue="team-b"))
+    assert names(client.get("/api/v1/localqueues/")) == ["ml/team-a", "research/team-b"]
+    assert names(client.get("/api/v1/localqueues/", {"namespace": "research"})) == ["research/team-b"]
+    assert names(client.get("/api/v1/localqueues/", {"cluster_queue": "cluster-queue"})) == ["ml/team-a"]
+    team_b = client.get("/api/v1/localqueues/research/team-b/").json()
+    assert team_b["clusterQueue"] == "other"
+    assert team_b["counts"]["pendingWorkloads"] == 1 and team_b["counts"]["activePendingWorkloads"] == 1
+    team_a = client.get("/api/v1/localqueues/ml/team-a/").json()
+    assert team_a["counts"]["admittedWorkloads"] == 7
+    assert client.get("/api/v1/localqueues/ml/nope/").status_code == 404
+
+
+def test_cohorts(scheduled, client):
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "root"}, "spec": {}})
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "research"},
+            "spec": {"parentName": "root", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": "tas-gpu", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}})
+    cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
+    cq["spec"]["cohortName"] = "research"
+    cq["metadata"]["resourceVersion"] = "2"
+    upsert(cq)
+    assert names(client.get("/api/v1/cohorts/")) == ["research", "root"]
+    research = client.get("/api/v1/cohorts/research/").json()
+    assert research["parent"] == "root" and research["clusterQueues"] == ["cluster-queue"]
+    assert research["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "10"
+    root = client.get("/api/v1/cohorts/root/").json()
+    assert root["children"] == ["research"] and root["parent"] is None
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["cohort"] == "research"
+    assert client.get("/api/v1/cohorts/nope/").status_code == 404

@@ -1,0 +1,180 @@
+"""Workloads: every filter, ordering, one workload in full, the assignment encoded (Kueue's
+bytes) and decoded, why-pending."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.codec import decode_assignment, encode_assignment
+from tasweb.api.selectors import encoded_json_text
+from tasweb.scheduling.models import PodSetAssignment
+from tests.api.conftest import BLOCK, RACK, names, results, upsert, workload_object
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+ADMITTED = ["ml/job-bert-finetune", "ml/job-eval-suite", "ml/job-hpo-sweep", "ml/job-llm-pretrain",
+            "ml/job-notebook-batch", "ml/job-rl-actor-learner", "ml/job-vision-train"]
+
+
+def test_workload_filters(scheduled, client):
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "cluster-queue"}})
+    upsert(workload_object("probe", namespace="research", queue="team-b", created="2025-06-01T11:59:30Z"))
+
+    def workload_names(**query) -> list[str]:
+        return names(client.get("/api/v1/workloads/", {"page_size": 500, **query}))
+
+    everything = workload_names()
+    assert len(everything) == 9
+    assert workload_names(namespace="research") == ["research/probe"]
+    assert workload_names(queue="team-b") == ["research/probe"]
+    assert workload_names(cluster_queue="cluster-queue") == everything  # admitted to it or waiting in its queues
+    assert workload_names(cluster_queue="nope") == []
+    assert workload_names(status="Admitted") == ADMITTED
+    assert workload_names(status=["Inadmissible", "Pending"]) == ["ml/job-moe-too-big", "research/probe"]
+    assert workload_names(flavor="tas-gpu") == ADMITTED
+    # "everything on rack r3": by full path from the root, and by the rack's value in any block
+    assert workload_names(domain="b1/r3") == ["ml/job-llm-pretrain"]
+    assert workload_names(domain="b1/r3", flavor="tas-gpu") == ["ml/job-llm-pretrain"]
+    assert workload_names(domain="b2") == ["ml/job-vision-train"]
+    assert workload_names(**{f"level.{RACK}": "r1"}) == ["ml/job-bert-finetune", "ml/job-eval-suite",
+                                                        "ml/job-rl-actor-learner", "ml/job-vision-train"]
+    assert workload_names(level=f"{RACK}=r1", namespace="ml", status="Admitted") == workload_names(
+        **{f"level.{RACK}": "r1"})
+    assert workload_names(node="b1-r2-n4") == ["ml/job-hpo-sweep", "ml/job-notebook-batch"]
+    assert workload_names(search="LLM") == ["ml/job-llm-pretrain"]
+    assert workload_names(created_after="2025-06-01T11:55:00Z") == ["ml/job-notebook-batch", "research/probe"]
+    assert workload_names(created_before="2025-06-01T11:32:00Z") == ["ml/job-llm-pretrain"]
+    assert workload_names(ordering="-created")[:2] == ["research/probe", "ml/job-notebook-batch"]
+    assert workload_names(ordering="-priority,name")[0] == "ml/job-llm-pretrain"
+    assert workload_names(ordering="-pod_count")[0] == "ml/job-hpo-sweep"
+    assert workload_names(ordering="queue,-name")[-1] == "research/probe"
+
+
+def test_workload_list_item(scheduled, client):
+    item = results(client.get("/api/v1/workloads/", {"search": "moe"}))[0]
+    assert item["status"] == "Inadmissible" and item["clusterQueue"] == "cluster-queue"
+    assert item["queueName"] == "team-a" and item["podCount"] == 12
+    assert "allows to fit only 8 out of 12" in item["message"]
+    assert item["admittedAt"] is None and item["createdAt"] == "2025-06-01T11:38:00Z"
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"status": "Running"}, "status"),
+    ({"flavor": "nope"}, "flavor"),
+    ({"ordering": "raw"}, "ordering"),
+    ({"ordering": "name,-bogus"}, "ordering"),
+    ({"domain": "b1//r3"}, "domain"),
+    ({"domain": "/".join(["x"] * 9)}, "domain"),
+    ({"level.unknown/level": "r3"}, "level.unknown/level"),
+    ({"level": "=r3"}, "level"),
+    ({"created_after": "yesterday"}, "created_after"),
+    ({"page_size": 501}, "page_size"),
+    ({"page_size": 0}, "page_size"),
+    ({"page": "two"}, "page"),
+])
+def test_bad_workload_filters_are_400_naming_the_parameter(scheduled, client, query, field):
+    response = client.get("/api/v1/workloads/", query)
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["field"] == field
+
+
+def test_workload_detail(scheduled, client):
+    response = client.get("/api/v1/workloads/ml/job-rl-actor-learner/")
+    assert response.status_code == 200
+    wl = response.json()
+    assert wl["status"] == "Admitted" and wl["clusterQueue"] == "cluster-queue"
+    assert [ps["name"] for ps in wl["podSets"]] == ["learner", "actors"]
+    assert wl["podSets"][0]["requests"]["nvidia.com/gpu"]
+    assert {c["type"] for c in wl["conditions"]} >= {"QuotaReserved", "Admitted"}
+    assert wl["unhealthyNodes"] == []
+    assert wl["object"]["kind"] == "Workload"
+    assignments = {psa["name"]: psa for psa in wl["admission"]["podSetAssignments"]}
+    actors = assignments["actors"]
+    assert actors["flavor"] == "tas-gpu" and actors["count"] == 8
+    assert actors["decoded"]["levels"] == ["cloud.example.com/topology-block", RACK, "kubernetes.io/hostname"]
+    assert actors["decoded"]["domains"] == [
+        {"values": ["b1", "r1", "b1-r1-n1"], "count": 4, "node": "b1-r1-n1"},
+        {"values": ["b1", "r1", "b1-r1-n2"], "count": 4, "node": "b1-r1-n2"},
+    ]
+    pending = client.get("/api/v1/workloads/ml/job-moe-too-big/").json()
+    assert pending["admission"] is None
+    assert pending["podSets"][0]["topologyRequest"] == {"required": RACK}
+    assert client.get("/api/v1/workloads/ml/nope/").status_code == 404
+
+
+def test_encoded_assignment_is_the_stored_v1beta2_json_byte_for_byte(scheduled, client):
+    for row in PodSetAssignment.objects.select_related("workload").exclude(encoded=None):
+        w = row.workload
+        response = client.get(f"/api/v1/workloads/{w.namespace}/{w.name}/")
+        psa = next(p for p in response.json()["admission"]["podSetAssignments"] if p["name"] == row.pod_set)
+        # what Kueue stores: the encoder's output, compact JSON, keys in its struct order
+        kueue_bytes = json.dumps(encode_assignment(decode_assignment(row.encoded)), separators=(",", ":"))
+        assert encoded_json_text(row.encoded) == kueue_bytes
+        assert psa["encoded"] == row.encoded
+        assert json.dumps(psa["encoded"], separators=(",", ":")) == kueue_bytes
+        assert kueue_bytes.encode() in response.content  # the very bytes, in the response
+        # and it decodes to the decoded rows (their lowest-level values)
+        decoded = decode_assignment(psa["encoded"])
+        assert [(list(d.values), d.count) for d in decoded.domains] == [
+            (d["values"][-len(decoded.levels):], d["count"]) for d in psa["decoded"]["domains"]]
+
+
+def test_assignment_endpoint(scheduled, client):
+    body = client.get("/api/v1/workloads/ml/job-hpo-sweep/assignment/").json()
+    assert body["status"] == "Admitted"
+    (trials,) = body["podSetAssignments"]
+    assert [d["count"] for d in trials["decoded"]["domains"]] == [8, 8, 4]
+    assert trials["encoded"]["slices"][0]["podCounts"] == {"individual": [8, 8, 4]}
+    assert client.get("/api/v1/workloads/ml/job-moe-too-big/assignment/").json()["podSetAssignments"] == []
+    assert client.get("/api/v1/workloads/ml/nope/assignment/").status_code == 404
+
+
+def test_why_pending_explains_the_engine_reason(scheduled, client):
+    body = client.get("/api/v1/workloads/ml/job-moe-too-big/why-pending/").json()
+    assert body["pending"] is True
+    explanation = body["explanation"]
+    assert explanation["fits"] is False and explanation["clusterQueue"] == "cluster-queue"
+    (workers,) = explanation["podSets"]
+    assert workers["mode"] == "required" and workers["level"] == RACK
+    rack = next(level for level in workers["levels"] if level["level"] == RACK)
+    assert rack["needed"] == 12 and rack["bestFits"] < 12 and rack["domainsThatFit"] == 0
+    assert "the best domain" in rack["message"]
+    exclusions = workers["exclusions"]
+    assert exclusions["notReady"] == 1
+    assert exclusions["taints"] == {"nvidia.com/gpu-health=degraded:NoSchedule": 1}
+    assert "1 node not Ready" in exclusions["messages"]
+    kinds = {s["kind"] for s in explanation["suggestions"]}
+    assert "higher-level" in kinds and "fewer-pods" in kinds
+    assert all(line["fits"] for line in explanation["quota"])
+    assert "quota" not in workers["message"] and workers["message"].startswith("pod set workers asks for 12 pods")
+
+
+def test_why_pending_for_a_workload_that_does_not_wait(scheduled, client):
+    body = client.get("/api/v1/workloads/ml/job-llm-pretrain/why-pending/").json()
+    assert body["pending"] is False and body["explanation"] is None
+    assert "Admitted" in body["summary"]
+    assert client.get("/api/v1/workloads/ml/nope/why-pending/").status_code == 404
+
+
+def test_why_pending_names_workloads_that_would_free_capacity(scheduled, client):
+    # 25 whole nodes in one block: block b2 has 23 usable free nodes (job-vision-train holds rack
+    # b2/r1, b2-r3-n1 is tainted); once job-vision-train finishes it has 31
+    upsert(workload_object("whole-block", count=25, gpus=8, level=BLOCK))
+    body = client.get("/api/v1/workloads/ml/whole-block/why-pending/").json()
+    assert body["pending"] is True
+    suggestions = body["explanation"]["suggestions"]
+    freeing = [s for s in suggestions if s["kind"] == "free-capacity"]
+    assert freeing[0]["details"]["workloads"] == ["ml/job-vision-train"]
+    assert "ml/job-vision-train" in freeing[0]["message"]
+
+
+def test_why_pending_quota(scheduled, client):
+    upsert(workload_object("too-many-gpus", count=300, gpus=1, level=None))
+    body = client.get("/api/v1/workloads/ml/too-many-gpus/why-pending/").json()
+    assert body["pending"] is True
+    gpu = next(line for line in body["explanation"]["quota"] if line["resource"] == "nvidia.com/gpu")
+    assert gpu["fits"] is False and gpu["requested"] == "300"
+    assert "does not fit" in gpu["message"]
