@@ -1,0 +1,603 @@
+"""Plotly figures of the dashboard, built from what the selectors return.
+
+One colour scale for capacity everywhere (Viridis: ordered, readable by colour-blind people
+and in greyscale) on a fixed 0-100 % range, so a colour means the same on every figure;
+event kinds and node conditions are told apart by marker shape and position as well as
+colour (Okabe-Ito's palette). Figures go to the page as JSON (`figure_json`): numeric
+arrays travel as base64 typed arrays, the template is the empty one, hover text is one
+string per cell. For 10,000 nodes a topology heatmap is about 1 MB of JSON, 80 kB gzipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tasweb.dashboard.selectors import (
+    CORDONED,
+    FLAG_NAMES,
+    NOT_READY,
+    TAINTED,
+    FlavorCapacity,
+    TopologyQuery,
+    Unit,
+    stored_value,
+    unit_of,
+)
+
+COLORSCALE = "Viridis"
+# Okabe & Ito, "Color Universal Design": distinguishable with every common colour deficiency
+OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
+             "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000", "grey": "#999999"}
+HIGHLIGHT = OKABE_ITO["vermillion"]
+FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"
+
+MAX_PANELS = 16  # blocks drawn node by node; more, and the grid shows racks (nodes on drill-down)
+MAX_GRID_CELLS = 20_000
+MAX_ICICLE_SECTORS = 1_500  # levels are added to the icicle while it stays below this
+MAX_ICICLE_LABELS = 64  # a level with more domains than this draws them without names
+CHUNK = 40  # nodes per row when the topology has a single level
+MAX_HOVER_WORKLOADS = 3
+
+FLAG_MARKERS = {NOT_READY: ("x-thin-open", OKABE_ITO["black"]), CORDONED: ("square-open", OKABE_ITO["black"]),
+                TAINTED: ("triangle-up-open", OKABE_ITO["black"])}
+
+# event kinds in the order of a workload's life, each with a colour and a marker shape
+EVENT_STYLE: dict[str, tuple[str, str]] = {
+    "Queued": (OKABE_ITO["grey"], "circle-open"),
+    "Pending": (OKABE_ITO["sky"], "hourglass"),
+    "Admitted": (OKABE_ITO["green"], "circle"),
+    "PodsUngated": (OKABE_ITO["blue"], "triangle-right"),
+    "NodeMarkedUnhealthy": (OKABE_ITO["orange"], "x"),
+    "NodeReplaced": (OKABE_ITO["yellow"], "diamond"),
+    "ReplacementFailed": (OKABE_ITO["vermillion"], "diamond-x"),
+    "Evicted": (OKABE_ITO["vermillion"], "square"),
+    "Preempted": (OKABE_ITO["purple"], "square-x"),
+    "Requeued": (OKABE_ITO["blue"], "star"),
+    "PodTerminated": (OKABE_ITO["black"], "triangle-down"),
+    "Finished": (OKABE_ITO["black"], "circle-dot"),
+}
+
+
+def base_layout(**extra: Any) -> dict[str, Any]:
+    return {
+        "template": "none",
+        "font": {"family": FONT, "size": 12, "color": "#1d232a"},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+        "hoverlabel": {"font": {"family": FONT, "size": 12}, "align": "left"},
+        **extra,
+    }
+
+
+def figure_json(fig: go.Figure) -> str:
+    """The figure as JSON that is safe inside a <script> element (plotly escapes <, > and /)."""
+    return fig.to_json(validate=False, engine="json")
+
+
+# ---------------------------------------------------------------- capacity numbers
+
+
+@dataclass(frozen=True)
+class Amounts:
+    """One resource at one level: capacity, usage (TAS and other), free, and the colour value."""
+
+    allocatable: np.ndarray
+    tas: np.ndarray
+    other: np.ndarray
+    used: np.ndarray
+    free: np.ndarray
+    value: np.ndarray  # the metric; NaN where there is no capacity
+
+
+def amounts(cap: FlavorCapacity, level: int, resource: str, metric: str) -> Amounts:
+    col = cap.column(resource)
+    alloc = cap.allocatable[level][:, col]
+    tas, other = cap.tas_usage[level][:, col], cap.other_usage[level][:, col]
+    used = tas + other
+    with np.errstate(divide="ignore", invalid="ignore"):
+        used_pct = np.where(alloc > 0, 100.0 * used / alloc, np.nan)
+    if metric == "used":
+        value = used_pct
+    elif metric == "free":
+        value = 100.0 - used_pct
+    else:
+        value = np.where(alloc > 0, (alloc - used) / unit_of(resource).scale, np.nan)
+    return Amounts(alloc, tas, other, used, alloc - used, value)
+
+
+def colour_axis(q: TopologyQuery, values: np.ndarray) -> dict[str, Any]:
+    unit = q.unit
+    if q.metric == "free_units":
+        top = float(np.nanmax(values)) if values.size and not np.all(np.isnan(values)) else 1.0
+        title, cmax = f"free {unit.label}", max(top, 1.0)
+    else:
+        title, cmax = f"{q.metric} % of<br>{q.resource}", 100.0
+    return {"colorscale": COLORSCALE, "cmin": 0, "cmax": cmax,
+            "colorbar": {"title": {"text": title, "side": "top"}, "thickness": 12, "len": 0.9}}
+
+
+def amount_lines(unit: Unit, a: Amounts) -> list[str]:
+    """The capacity line of every domain's hover text (values repeat: each is formatted once)."""
+    shown: dict[float, str] = {}
+
+    def show(value: float) -> str:
+        text = shown.get(value)
+        if text is None:
+            text = shown[value] = unit.show(value)
+        return text
+
+    out = []
+    for alloc, used, tas, other, free in zip(a.allocatable.tolist(), a.used.tolist(), a.tas.tolist(),
+                                             a.other.tolist(), a.free.tolist(), strict=True):
+        if alloc <= 0 and used <= 0:
+            out.append(f"no {unit.resource} capacity")
+            continue
+        pct = f" ({100 * used / alloc:.0f} %)" if alloc > 0 else ""
+        out.append(f"{unit.resource}: {show(used)} used of {show(alloc)}{pct}"
+                   f"<br>  TAS {show(tas)}, other pods {show(other)}; free {show(free)}")
+    return out
+
+
+def workloads_line(names: list[str]) -> str:
+    if not names:
+        return "no workloads"
+    shown = ", ".join(names[:MAX_HOVER_WORKLOADS])
+    more = f" (+{len(names) - MAX_HOVER_WORKLOADS} more)" if len(names) > MAX_HOVER_WORKLOADS else ""
+    return f"workloads: {shown}{more}"
+
+
+def flags_line(counts: list[int], nodes: int, leaf: bool, taints: str = "") -> str:
+    parts = []
+    for bit, n in zip((NOT_READY, CORDONED, TAINTED), counts, strict=True):
+        if n:
+            parts.append(FLAG_NAMES[bit] if leaf and nodes == 1 else f"{n} {FLAG_NAMES[bit]}")
+    if taints:
+        parts.append(f"taints {taints}")
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------- grid layout
+
+
+@dataclass
+class Panel:
+    path: tuple[str, ...]  # the domain the panel shows (a block), () for the whole flavor
+    title: str
+    row_paths: list[tuple[str, ...]]
+    row_labels: list[str]
+    cells: np.ndarray  # rows x columns: index at `Grid.cell_level` of the domain drawn there, -1 for none
+
+
+@dataclass
+class Grid:
+    scope: tuple[str, ...]
+    cell_level: int  # the leaves (nodes), or the level above them when there are too many blocks
+    drill: str  # what a click opens: "panel" or "row"
+    panels: list[Panel]
+
+    @property
+    def nodes_drawn(self) -> bool:
+        return self.panels != [] and self.cell_level >= 0
+
+    def cell_count(self) -> int:
+        return int(sum((p.cells >= 0).sum() for p in self.panels))
+
+
+def under(cap: FlavorCapacity, scope: tuple[str, ...], level: int) -> range:
+    """Indices at `level` of the domains inside `scope` (contiguous: the tree is sorted)."""
+    if not scope:
+        return range(len(cap.tree.levels[level]))
+    start = cap.domain_index(scope)
+    end = start + 1
+    for lvl in range(len(scope) - 1, level):
+        child_start = cap.tree.levels[lvl].child_start
+        start, end = int(child_start[start]), int(child_start[end])
+    return range(start, end)
+
+
+def label(path: tuple[str, ...]) -> str:
+    return "/".join(path)
+
+
+def _panel(cap: FlavorCapacity, path: tuple[str, ...], row_level: int, cell_level: int) -> Panel:
+    tree = cap.tree
+    rows = list(under(cap, path, row_level)) if row_level >= len(path) else [cap.domain_index(path)]
+    row_paths = [tree.levels[row_level].values[r] for r in rows]
+    spans = [under(cap, p, cell_level) for p in row_paths]
+    width = max((len(s) for s in spans), default=0)
+    cells = np.full((len(rows), width), -1, dtype=np.int64)
+    for i, span in enumerate(spans):
+        cells[i, : len(span)] = np.arange(span.start, span.stop)
+    row_labels = [label(p[len(path):]) or label(p) for p in row_paths]
+    return Panel(path=path, title=label(path), row_paths=row_paths, row_labels=row_labels, cells=cells)
+
+
+def grid_layout(cap: FlavorCapacity, scope: tuple[str, ...]) -> Grid:
+    """Blocks as panels, racks as rows, nodes as cells; with more blocks than MAX_PANELS one
+    panel of blocks x racks (a click opens a block, drawn node by node)."""
+    depth = cap.depth
+    if depth == 0 or cap.leaf_count == 0:
+        return Grid(scope, -1, "row", [])
+    leaf_level = depth - 1
+    if depth == 1:  # hosts only: rows of CHUNK nodes
+        leaves = np.arange(cap.leaf_count)
+        rows = math.ceil(len(leaves) / CHUNK)
+        cells = np.full((rows, CHUNK), -1, dtype=np.int64)
+        cells.flat[: len(leaves)] = leaves
+        labels = [f"{i * CHUNK + 1}-{min((i + 1) * CHUNK, len(leaves))}" for i in range(rows)]
+        return Grid(scope, leaf_level, "row", [Panel((), cap.flavor, [() for _ in labels], labels, cells)])
+    row_level = depth - 2
+    panel_level = max(depth - 3, len(scope) - 1)
+    if panel_level < 0:
+        panel_paths = [()]
+    else:
+        panel_paths = [cap.tree.levels[panel_level].values[i] for i in under(cap, scope, panel_level)]
+    leaves_in_scope = len(under(cap, scope, leaf_level))
+    if depth >= 3 and (len(panel_paths) > MAX_PANELS or leaves_in_scope > MAX_GRID_CELLS):
+        # one panel: a row per block, a cell per rack
+        panel = _panel(cap, scope, depth - 3, row_level)
+        panel.title = label(scope) or cap.flavor
+        return Grid(scope, row_level, "row", [panel])
+    panels = [_panel(cap, path, row_level, leaf_level) for path in panel_paths]
+    if panel_level < 0:
+        panels[0].title = cap.flavor
+    drill = "panel" if len(scope) <= panel_level else "row"
+    return Grid(scope, leaf_level, drill, panels)
+
+
+# ---------------------------------------------------------------- the heatmap
+
+
+def _cell_hover(cap: FlavorCapacity, q: TopologyQuery, level: int, a: Amounts,
+                indices: Iterable[int] | None = None) -> dict[int, str]:
+    """Hover text of the domains at `level` (all of them, or `indices`)."""
+    leaf = level == cap.depth - 1
+    values = cap.tree.levels[level].values
+    flags = cap.flag_counts[level].tolist()
+    node_counts = _node_counts(cap, level)
+    amount = amount_lines(q.unit, a)
+    out = {}
+    for i in range(len(values)) if indices is None else indices:
+        path = values[i]
+        head = f"<b>{path[-1]}</b>  {label(path[:-1])}" if leaf else f"<b>{label(path)}</b>  {node_counts[i]} nodes"
+        lines = [head, amount[i], workloads_line(cap.workloads.get(path, []))]
+        if any(flags[i]) or (leaf and cap.leaf_taints[i]):
+            lines.append(flags_line(flags[i], node_counts[i], leaf, cap.leaf_taints[i] if leaf else ""))
+        out[i] = "<br>".join(lines)
+    return out
+
+
+def _node_counts(cap: FlavorCapacity, level: int) -> list[int]:
+    counts = np.array([len(g) for g in cap.tree.leaf_nodes], dtype=np.int64)
+    for lvl in range(cap.depth - 2, level - 1, -1):
+        above = np.zeros(len(cap.tree.levels[lvl]), dtype=np.int64)
+        np.add.at(above, cap.tree.levels[lvl + 1].parent, counts)
+        counts = above
+    return counts.tolist()
+
+
+def _panel_columns(n: int) -> int:
+    return 1 if n == 1 else 2 if n in (2, 4) else 3
+
+
+def _panel_axes(n: int, cols: int, panel_px: int) -> tuple[list[dict[str, Any]], int]:
+    """Axis domains of n panels in a grid of `cols` columns (what make_subplots computes,
+    without its per-call validation, which costs more than the heatmap for 10,000 nodes)."""
+    rows = math.ceil(n / cols)
+    gap_x = 0.06 if cols > 1 else 0.0
+    title_px = 30
+    height = rows * (panel_px + title_px) + 50
+    width = (1 - (cols - 1) * gap_x) / cols
+    out = []
+    for index in range(n):
+        r, c = divmod(index, cols)
+        top = 1 - (r * (panel_px + title_px) + title_px) / (height - 50)
+        bottom = top - panel_px / (height - 50)
+        left = c * (width + gap_x)
+        out.append({"x": [left, left + width], "y": [max(bottom, 0.0), top]})
+    return out, height
+
+
+def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str, ...], int] | None = None,
+                  highlight_name: str = "") -> go.Figure:
+    """The rack x node heatmap of every block in the scope, coloured by the metric, with
+    NotReady, cordoned and tainted nodes marked, and (on a workload's page) its pods."""
+    cap = q.capacity
+    if not grid.panels:
+        return go.Figure(layout=base_layout(height=120))
+    level = grid.cell_level
+    a = amounts(cap, level, q.resource, q.metric)
+    drawn = np.unique(np.concatenate([p.cells[p.cells >= 0] for p in grid.panels]))
+    hover = _cell_hover(cap, q, level, a, drawn.tolist())
+    n = len(grid.panels)
+    cols = _panel_columns(n)
+    panel_rows = max(len(p.row_labels) for p in grid.panels)
+    width_cells = max(p.cells.shape[1] for p in grid.panels)
+    row_px = max(8, min(30, 360 // max(panel_rows, 1)))
+    domains, height = _panel_axes(n, cols, panel_rows * row_px)
+    flag_column = {NOT_READY: 0, CORDONED: 1, TAINTED: 2}
+    counts = cap.flag_counts[level]
+    wanted = _highlight_cells(cap, level, highlight) if highlight else {}
+    traces: list[Any] = []
+    markers: list[Any] = []
+    shown_legend: set[str] = set()
+    layout: dict[str, Any] = {"annotations": []}
+    marker_px = max(6, min(12, row_px - 2))
+    for index, panel in enumerate(grid.panels):
+        suffix = "" if index == 0 else str(index + 1)
+        xa, ya = f"x{suffix}", f"y{suffix}"
+        layout[f"xaxis{suffix}"] = {
+            "domain": domains[index]["x"], "anchor": ya, "showgrid": False, "zeroline": False, "ticks": "",
+            "tickfont": {"size": 9}, "showticklabels": width_cells <= 48, "range": [0.5, width_cells + 0.5]}
+        layout[f"yaxis{suffix}"] = {
+            "domain": domains[index]["y"], "anchor": xa, "autorange": "reversed", "showgrid": False,
+            "zeroline": False, "ticks": "", "type": "category", "tickfont": {"size": 10 if panel_rows > 12 else 11}}
+        layout["annotations"].append({
+            "text": f"<b>{panel.title}</b>", "x": sum(domains[index]["x"]) / 2, "y": domains[index]["y"][1],
+            "xref": "paper", "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+            "font": {"size": 12}})
+        cells = panel.cells
+        present = cells >= 0
+        safe = np.where(present, cells, 0)
+        z = np.where(present, a.value[safe], np.nan).astype(np.float32)
+        text = np.full(cells.shape, "", dtype=object)
+        for i, j in zip(*np.nonzero(present), strict=True):
+            text[i, j] = hover[int(cells[i, j])]
+        traces.append(go.Heatmap(
+            z=z, x=np.arange(1, cells.shape[1] + 1), y=panel.row_labels, text=text,
+            hovertemplate="%{text}<extra></extra>", coloraxis="coloraxis", xgap=1, ygap=1, xaxis=xa, yaxis=ya,
+            name=panel.title or cap.flavor,
+            meta={"panel": label(panel.path), "rows": [label(p) for p in panel.row_paths], "drill": grid.drill}))
+        for bit, (symbol, colour) in FLAG_MARKERS.items():
+            ii, jj = np.nonzero(present & (counts[safe, flag_column[bit]] > 0))
+            if not len(ii):
+                continue
+            name = FLAG_NAMES[bit]
+            markers.append(go.Scatter(
+                x=(jj + 1).tolist(), y=[panel.row_labels[i] for i in ii], xaxis=xa, yaxis=ya, mode="markers",
+                name=name, legendgroup=name, showlegend=name not in shown_legend, hoverinfo="skip",
+                marker={"symbol": symbol, "size": marker_px, "color": colour, "line": {"width": 1.5, "color": colour}},
+                meta={"flag": name}))
+            shown_legend.add(name)
+        if wanted:
+            ii, jj = np.nonzero(present & np.isin(cells, list(wanted)))
+            if len(ii):
+                markers.append(go.Scatter(
+                    x=(jj + 1).tolist(), y=[panel.row_labels[i] for i in ii], xaxis=xa, yaxis=ya, mode="markers",
+                    name=f"pods of {highlight_name}", legendgroup="highlight",
+                    showlegend="highlight" not in shown_legend,
+                    text=[str(wanted[int(cells[i, j])]) for i, j in zip(ii, jj, strict=True)],
+                    hovertemplate=f"%{{text}} pod(s) of {highlight_name}<extra></extra>",
+                    marker={"symbol": "diamond", "size": max(7, min(13, row_px)), "color": HIGHLIGHT,
+                            "line": {"width": 1.5, "color": "#ffffff"}},
+                    meta={"highlight": highlight_name}))
+                shown_legend.add("highlight")
+    what = "nodes" if level == cap.depth - 1 else f"{cap.levels[level]} domains"
+    layout.update(base_layout(
+        height=max(180, height), coloraxis=colour_axis(q, a.value), margin={"l": 70, "r": 20, "t": 40, "b": 20},
+        plot_bgcolor="#e9ecef", showlegend=bool(shown_legend),
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "xanchor": "left",
+                "bgcolor": "rgba(255,255,255,0.8)"},
+        meta={"cells": grid.cell_count(), "level": cap.levels[level], "what": what}))
+    layout["margin"]["t"] = 40 if shown_legend else 20
+    return go.Figure(data=traces + markers, layout=layout)
+
+
+def _highlight_cells(cap: FlavorCapacity, level: int, pods: Mapping[tuple[str, ...], int]) -> dict[int, int]:
+    """Pods per domain at `level` (leaves, or the racks they are in) from pods per leaf path."""
+    out: dict[int, int] = {}
+    tree = cap.tree
+    for path, count in pods.items():
+        leaf = tree.leaf_for_values(path)
+        if leaf is None:
+            continue
+        index = tree.ancestor(cap.depth - 1, leaf, level)
+        out[index] = out.get(index, 0) + count
+    return out
+
+
+# ---------------------------------------------------------------- the icicle
+
+
+def icicle_levels(cap: FlavorCapacity, scope: tuple[str, ...]) -> int:
+    """How many levels below the scope the icicle shows (at least one)."""
+    total = 1
+    shown = 0
+    for level in range(len(scope), cap.depth):
+        count = len(under(cap, scope, level))
+        if shown and total + count > MAX_ICICLE_SECTORS:
+            break
+        total += count
+        shown += 1
+    return shown
+
+
+def topology_icicle(q: TopologyQuery) -> go.Figure:
+    """The block -> rack -> node hierarchy under the scope; sector size is the node count,
+    colour the metric (as a share of capacity, comparable across levels)."""
+    cap = q.capacity
+    scope = q.domain
+    if cap.depth == 0 or cap.leaf_count == 0:
+        return go.Figure(layout=base_layout(height=120))
+    metric = "free" if q.metric != "used" else "used"
+    unit = q.unit
+    ids, labels, parents, values, colours, hover = [], [], [], [], [], []
+    texts_shown: list[str] = []
+    root_id = label(scope) or "/"
+    # the scope itself as the root sector
+    if scope:
+        level = len(scope) - 1
+        index = cap.domain_index(scope)
+        a = amounts(cap, level, q.resource, metric)
+        root_hover = _cell_hover(cap, q, level, a, [index])[index]
+        root_value, root_nodes = a.value[index], _node_counts(cap, level)[index]
+    else:
+        alloc = cap.allocatable[0][:, cap.column(q.resource)].sum()
+        used = (cap.tas_usage[0] + cap.other_usage[0])[:, cap.column(q.resource)].sum()
+        pct = 100 * used / alloc if alloc > 0 else float("nan")
+        root_value = pct if metric == "used" else 100 - pct
+        root_nodes = sum(len(g) for g in cap.tree.leaf_nodes)
+        root_hover = (f"<b>{cap.flavor}</b>  {root_nodes} nodes<br>{unit.resource}: {unit.show(used)} used of "
+                      f"{unit.show(alloc)}")
+    ids.append(root_id)
+    labels.append(scope[-1] if scope else cap.flavor)
+    texts_shown.append(labels[-1])
+    parents.append("")
+    values.append(root_nodes)
+    colours.append(None if math.isnan(root_value) else float(root_value))
+    hover.append(root_hover)
+    for level in range(len(scope), len(scope) + icicle_levels(cap, scope)):
+        a = amounts(cap, level, q.resource, metric)
+        inside = under(cap, scope, level)
+        # names where they can be read; hundreds of slivers only cost the browser text layout
+        named = len(inside) <= MAX_ICICLE_LABELS
+        texts = _cell_hover(cap, q, level, a, inside)
+        counts = _node_counts(cap, level)
+        for i in inside:
+            path = cap.tree.levels[level].values[i]
+            ids.append(label(path))
+            labels.append(path[-1])
+            texts_shown.append(path[-1] if named else "")
+            parents.append(label(path[:-1]) if level > len(scope) else root_id)
+            values.append(counts[i])
+            colours.append(None if math.isnan(a.value[i]) else round(float(a.value[i]), 1))
+            hover.append(texts[i])
+    fig = go.Figure(go.Icicle(
+        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total", hovertext=hover,
+        hovertemplate="%{hovertext}<extra></extra>", customdata=ids, text=texts_shown, textinfo="text",
+        marker={"colors": colours, "coloraxis": "coloraxis", "line": {"width": 1, "color": "#ffffff"}},
+        tiling={"orientation": "v"}, sort=False, maxdepth=-1, meta={"scope": label(scope)},
+    ))
+    axis = colour_axis(TopologyQuery(q.flavor, q.resource, metric, scope, cap), np.array([]))
+    fig.update_layout(**base_layout(height=260, coloraxis=axis, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                                    meta={"sectors": len(ids)}))
+    return fig
+
+
+# ---------------------------------------------------------------- history
+
+
+def _event_hover(e: Mapping[str, Any]) -> str:
+    where = " · ".join(x for x in (f"node {e['node']}" if e.get("node") else "",
+                                   f"domain {e['domain']}" if e.get("domain") else "",
+                                   f"ClusterQueue {e['cluster_queue']}" if e.get("cluster_queue") else "") if x)
+    message = (e.get("message") or "").replace("<", "&lt;")
+    if len(message) > 240:
+        message = message[:240] + "…"
+    lines = [f"<b>{e['kind']}</b>  {e['workload_key']}", e["at"].strftime("%Y-%m-%d %H:%M:%S UTC")]
+    if where:
+        lines.append(where)
+    if message:
+        lines.extend(_wrap(message))
+    return "<br>".join(lines)
+
+
+def _wrap(text: str, width: int = 80) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + len(word) + 1 > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    if line:
+        lines.append(line)
+    return lines[:4]
+
+
+def history_timeline(events: Iterable[Mapping[str, Any]], *, height: int = 320) -> go.Figure:
+    """One marker per event: time across, kind down (in the order of a workload's life)."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {}
+    for e in events:
+        by_kind.setdefault(e["kind"], []).append(e)
+    kinds = [k for k in EVENT_STYLE if k in by_kind] + sorted(k for k in by_kind if k not in EVENT_STYLE)
+    fig = go.Figure()
+    for kind in kinds:
+        colour, symbol = EVENT_STYLE.get(kind, (OKABE_ITO["grey"], "circle"))
+        rows = by_kind[kind]
+        fig.add_trace(go.Scatter(
+            x=[e["at"] for e in rows], y=[kind] * len(rows), mode="markers", name=f"{kind} ({len(rows)})",
+            hovertext=[_event_hover(e) for e in rows], hovertemplate="%{hovertext}<extra></extra>",
+            customdata=[e["workload_key"] for e in rows],
+            marker={"symbol": symbol, "size": 10, "color": colour, "opacity": 0.85,
+                    "line": {"width": 1, "color": colour}},
+        ))
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(kinds)), showgrid=True,
+                     gridcolor="#eef1f4")
+    fig.update_xaxes(type="date", showgrid=True, gridcolor="#eef1f4", title_text="time (UTC)")
+    fig.update_layout(**base_layout(height=max(height, 60 + 34 * len(kinds)), showlegend=True,
+                                    margin={"l": 150, "r": 20, "t": 10, "b": 40},
+                                    legend={"orientation": "h", "y": -0.25}))
+    return fig
+
+
+# ---------------------------------------------------------------- why pending, quota
+
+
+def short_level(level: str) -> str:
+    return level.rsplit("/", 1)[-1]
+
+
+def why_pending_figure(pod_set: Mapping[str, Any]) -> go.Figure | None:
+    """Needed against what the best domain of every level can hold, for one PodSet."""
+    levels = pod_set.get("levels") or []
+    if not levels:
+        return None
+    names = [short_level(fit["level"]) for fit in levels]
+    unit = levels[0]["unit"] + "s"
+    needed = [fit["needed"] for fit in levels]
+    best = [fit["bestFits"] for fit in levels]
+    best_hover = [f"best {short_level(fit['level'])}: {'/'.join(fit['bestDomain']) or '-'} holds {fit['bestFits']} "
+                  f"{unit}; {fit['domainsThatFit']} of {fit['domains']} domains can take all {fit['needed']}"
+                  for fit in levels]
+    fig = go.Figure([
+        go.Bar(name=f"needed ({unit})", x=names, y=needed, marker={"color": OKABE_ITO["grey"]}, text=needed,
+               textposition="outside", hovertemplate="%{y} " + unit + " needed<extra></extra>"),
+        go.Bar(name=f"best domain can hold ({unit})", x=names, y=best, text=best, textposition="outside",
+               marker={"color": OKABE_ITO["blue"], "pattern": {"shape": "/"}}, hovertext=best_hover,
+               hovertemplate="%{hovertext}<extra></extra>"),
+    ])
+    requested = pod_set.get("level")
+    if requested and short_level(requested) in names:
+        fig.add_annotation(x=short_level(requested), y=max(max(needed), max(best)) * 1.15 + 1,
+                           text=f"{pod_set.get('mode')} level", showarrow=False, font={"size": 11})
+    fig.update_layout(**base_layout(
+        barmode="group", height=240, margin={"l": 50, "r": 10, "t": 30, "b": 40},
+        yaxis={"title": {"text": unit}, "rangemode": "tozero", "gridcolor": "#eef1f4"},
+        xaxis={"title": {"text": "topology level"}},
+        legend={"orientation": "h", "y": 1.15, "x": 0}))
+    return fig
+
+
+def quota_figure(groups: list[Mapping[str, Any]] | None) -> go.Figure | None:
+    """Usage of every (flavor, resource) of a ClusterQueue as a share of its nominal quota."""
+    rows = []
+    for group in groups or []:
+        for flavor in group["flavors"]:
+            for res in flavor["resources"]:
+                nominal = stored_value(res["name"], res["nominalQuota"]) or 0
+                used = stored_value(res["name"], res.get("usage")) or 0
+                rows.append((f"{flavor['name']} · {res['name']}", res["name"], used, nominal))
+    if not rows:
+        return None
+    labels_ = [r[0] for r in rows]
+    pct = [100 * used / nominal if nominal > 0 else 0.0 for _, _, used, nominal in rows]
+    text = [f"{unit_of(res).show(used)} of {unit_of(res).show(nominal)}"
+            for _, res, used, nominal in rows]
+    fig = go.Figure(go.Bar(
+        x=pct, y=labels_, orientation="h", text=text, textposition="inside", insidetextanchor="start",
+        textfont={"color": "#1d232a"}, marker={"color": OKABE_ITO["sky"]},
+        hovertemplate="%{y}: %{text} (%{x:.0f} % of nominal quota)<extra></extra>"))
+    fig.update_layout(**base_layout(
+        height=70 + 34 * len(rows), margin={"l": 200, "r": 20, "t": 10, "b": 40},
+        xaxis={"title": {"text": "usage, % of nominal quota"}, "range": [0, max(100, *pct)], "gridcolor": "#eef1f4"},
+        yaxis={"autorange": "reversed"}))
+    return fig
+

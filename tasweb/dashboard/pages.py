@@ -1,0 +1,250 @@
+"""What each page shows: the selectors' data and the figures built from it, as a template
+context, the figures to draw, and the parts of the page a poll replaces.
+
+A `Page` is rendered whole on the first request and, when its `version` changes, sent
+again as JSON (`fragments`: element id -> HTML, `figures`: element id -> Plotly JSON) to the
+page's script, which swaps the fragments and redraws the figures in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from django.http import QueryDict
+from django.utils.http import urlencode
+
+from tasweb.dashboard import figures, selectors
+from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, TopologyQuery
+
+NODE_TABLE_MAX = 64  # a rack with at most this many nodes lists them in a table
+NODE_TABLE_SMALL = 16  # and so does a whole cluster or block this small
+DOMAIN_ROWS_SHOWN = 200  # decoded assignment rows listed on a workload's page
+EVENTS_PER_PAGE = 100
+
+
+@dataclass
+class Page:
+    template: str
+    context: dict[str, Any]
+    figures: dict[str, go.Figure] = field(default_factory=dict)
+    fragments: dict[str, str] = field(default_factory=dict)  # element id -> template
+
+    def figures_json(self) -> str:
+        """{element id: figure} as one JSON object, built from each figure's own JSON text."""
+        parts = [f'"{key}":{figures.figure_json(fig)}' for key, fig in self.figures.items()]
+        return "{" + ",".join(parts) + "}"
+
+
+# ---------------------------------------------------------------- topology
+
+
+def _summary(q: TopologyQuery) -> dict[str, Any]:
+    cap = q.capacity
+    leaves = figures.under(cap, q.domain, cap.depth - 1)
+    leaf_slice = slice(leaves.start, leaves.stop)
+    a = figures.amounts(cap, cap.depth - 1, q.resource, q.metric)
+    flags = cap.flag_counts[-1][leaf_slice].sum(axis=0) if len(leaves) else np.zeros(3, dtype=np.int64)
+    alloc, used = float(a.allocatable[leaf_slice].sum()), float(a.used[leaf_slice].sum())
+    workloads = cap.workloads.get(q.domain, []) if q.domain else sorted(
+        {w for path, names in cap.workloads.items() if len(path) == 1 for w in names})
+    unit = q.unit
+    return {
+        "nodes": sum(len(cap.tree.leaf_nodes[i]) for i in leaves),
+        "not_ready": int(flags[0]), "cordoned": int(flags[1]), "tainted": int(flags[2]),
+        "capacity": unit.show(alloc), "used": unit.show(used), "free": unit.show(alloc - used),
+        "used_pct": f"{100 * used / alloc:.0f} %" if alloc > 0 else "-",
+        "workload_count": len(workloads), "workloads": workloads[:12],
+    }
+
+
+def _breadcrumbs(q: TopologyQuery) -> list[dict[str, str]]:
+    crumbs = [{"label": q.flavor, "domain": "", "level": "flavor"}]
+    for depth in range(1, len(q.domain) + 1):
+        crumbs.append({"label": q.domain[depth - 1], "domain": "/".join(q.domain[:depth]),
+                       "level": q.capacity.levels[depth - 1]})
+    for crumb in crumbs:
+        crumb["query"] = urlencode(q.as_params(domain=crumb["domain"]))
+    return crumbs
+
+
+def _node_rows(q: TopologyQuery) -> list[dict[str, Any]]:
+    cap = q.capacity
+    leaves = figures.under(cap, q.domain, cap.depth - 1)
+    # a rack (or a small cluster) lists its nodes; a block or the whole flavor has the heatmap
+    if len(leaves) > NODE_TABLE_MAX or (len(q.domain) < cap.depth - 2 and len(leaves) > NODE_TABLE_SMALL):
+        return []
+    a = figures.amounts(cap, cap.depth - 1, q.resource, q.metric)
+    unit = q.unit
+    rows = []
+    for i in leaves:
+        path = cap.tree.levels[-1].values[i]
+        bits = int(cap.leaf_flags[i])
+        rows.append({
+            "nodes": cap.nodes_of_leaf(i), "domain": "/".join(path),
+            "not_ready": bool(bits & NOT_READY), "cordoned": bool(bits & CORDONED), "tainted": bool(bits & TAINTED),
+            "taints": cap.leaf_taints[i],
+            "capacity": unit.show(a.allocatable[i]), "used": unit.show(a.used[i]), "free": unit.show(a.free[i]),
+            "used_pct": f"{100 * a.used[i] / a.allocatable[i]:.0f} %" if a.allocatable[i] > 0 else "-",
+            "workloads": [{"key": w, "namespace": w.split("/")[0], "name": w.split("/")[1]}
+                          for w in cap.workloads.get(path, [])],
+        })
+    return rows
+
+
+TOPOLOGY_FRAGMENTS = {"topology-summary": "dashboard/_topology_summary.html",
+                      "topology-breadcrumbs": "dashboard/_topology_breadcrumbs.html",
+                      "topology-nodes": "dashboard/_topology_nodes.html"}
+
+
+def topology_page(params: QueryDict) -> Page:
+    q = selectors.topology_query(params)
+    if q is None:
+        return Page("dashboard/topology.html", {"empty": True, "node_count": selectors.node_count(),
+                                                "nav": "topology"})
+    cap = q.capacity
+    grid = figures.grid_layout(cap, q.domain)
+    context = {
+        "nav": "topology", "q": q, "flavors": selectors.tas_flavors(), "resources": cap.resources,
+        "metrics": METRICS, "levels": cap.levels, "summary": _summary(q), "breadcrumbs": _breadcrumbs(q),
+        "node_rows": _node_rows(q), "no_nodes": cap.leaf_count == 0,
+        "nodes_without_levels": cap.nodes_without_levels, "grid_level": cap.levels[grid.cell_level]
+        if grid.panels else "", "grid_nodes": grid.cell_level == cap.depth - 1, "drill": grid.drill,
+        "leaf_level": cap.levels[-1] if cap.levels else "",
+    }
+    figs = {} if cap.leaf_count == 0 else {
+        "fig-icicle": figures.topology_icicle(q), "fig-grid": figures.topology_grid(q, grid)}
+    return Page("dashboard/topology.html", context, figs, TOPOLOGY_FRAGMENTS)
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def _event_rows(rows) -> list[dict[str, Any]]:
+    out = []
+    for e in rows:
+        namespace, _, name = e.workload_key.partition("/")
+        out.append({"id": e.id, "kind": e.kind, "at": e.at, "workload_key": e.workload_key, "namespace": namespace,
+                    "name": name, "cluster_queue": e.cluster_queue, "node": e.node, "domain": e.domain,
+                    "message": e.message, "trigger": e.trigger})
+    return out
+
+
+def _why_context(why: dict[str, Any]) -> tuple[dict[str, Any], dict[str, go.Figure]]:
+    figs = {}
+    explanation = why.get("explanation") or {}
+    pod_sets = []
+    for index, ps in enumerate(explanation.get("podSets") or []):
+        fig = figures.why_pending_figure(ps)
+        fig_id = f"fig-why-{why['namespace']}-{why['name']}-{index}".replace(".", "-")
+        if fig is not None:
+            figs[fig_id] = fig
+        pod_sets.append({**ps, "figure_id": fig_id if fig is not None else "",
+                         "level_rows": [{**fit, "short": figures.short_level(fit["level"]),
+                                         "best": "/".join(fit["bestDomain"])} for fit in ps.get("levels") or []]})
+    return {"why": why, "why_pod_sets": pod_sets, "why_quota": explanation.get("quota") or [],
+            "why_suggestions": explanation.get("suggestions") or []}, figs
+
+
+WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
+                      "workload-placement": "dashboard/_workload_placement.html",
+                      "workload-why": "dashboard/_why_pending.html",
+                      "workload-events": "dashboard/_events_table.html"}
+
+
+def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
+    row = selectors.workload_or_404(namespace, name)
+    placement = selectors.workload_placement(workload=row)
+    context: dict[str, Any] = {"nav": "workloads", "w": placement.summary, "pod_sets": placement.pod_sets,
+                               "assignments": [], "why": None, "why_pod_sets": []}
+    figs: dict[str, go.Figure] = {}
+    for a in placement.assignments:
+        domains = a["decoded"]["domains"] if a["decoded"] else []
+        context["assignments"].append({
+            **a, "encoded_text": placement.encoded_text.get(a["name"], ""),
+            "domain_rows": domains[:DOMAIN_ROWS_SHOWN], "domain_count": len(domains),
+            "level_names": [figures.short_level(level) for level in (a["decoded"] or {}).get("levels", [])],
+        })
+    if placement.flavor and placement.pods_per_path:
+        try:
+            q = selectors.topology_query(params, flavor=placement.flavor)
+        except selectors.DashboardError:
+            q = None
+        if q is not None:
+            scope = selectors.placement_scope(q.capacity, list(placement.pods_per_path))
+            q = TopologyQuery(q.flavor, q.resource, q.metric, scope, q.capacity)
+            grid = figures.grid_layout(q.capacity, scope)
+            figs["fig-placement"] = figures.topology_grid(q, grid, highlight=placement.pods_per_path,
+                                                          highlight_name=row.key)
+            context.update(q=q, placement_nodes=len(placement.pods_per_path),
+                           placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
+                           topology_query=urlencode(q.as_params(domain=())))
+    if row.status in selectors.api.WAITING_STATUSES or row.invalid_reason:
+        why_context, why_figs = _why_context(selectors.why_pending(workload=row))
+        context.update(why_context)
+        figs.update(why_figs)
+    events = list(selectors.api.event_list().filter(workload_key=row.key).order_by("-at", "-id")[:500])
+    context["events"] = _event_rows(events)
+    context["event_count"] = len(events)
+    if events:
+        figs["fig-timeline"] = figures.history_timeline(context["events"], height=260)
+    return Page("dashboard/workload.html", context, figs, WORKLOAD_FRAGMENTS)
+
+
+def why_pending_fragment(namespace: str, name: str) -> Page:
+    row = selectors.workload_or_404(namespace, name)
+    context, figs = _why_context(selectors.why_pending(workload=row))
+    return Page("dashboard/_why_pending.html", {**context, "compact": True}, figs,
+                {"why": "dashboard/_why_pending.html"})
+
+
+def workload_list_page(params: QueryDict) -> Page:
+    rows, chosen = selectors.workload_list(params)
+    page = selectors.page_of(rows, params.get("page"))
+    return Page("dashboard/workloads.html", {
+        "nav": "workloads", "page": page, "chosen": chosen, "statuses": selectors.cluster.WorkloadStatus.values,
+        "cluster_queues": selectors.cluster_queue_names(), "filter_query": urlencode(chosen),
+        "any_workload": selectors.cluster.Workload.objects.exists(),
+    }, {}, {"workload-list": "dashboard/_workload_list.html"})
+
+
+# ---------------------------------------------------------------- history
+
+
+def history_page(params: QueryDict) -> Page:
+    events = selectors.history_events(params)
+    drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS])
+    page = selectors.page_of(events, params.get("page"), EVENTS_PER_PAGE)
+    chosen = {key: params.getlist(key) if key == "kind" else params.get(key, "")
+              for key in selectors.HISTORY_FILTERS}
+    filtered = any(v for v in chosen.values())
+    query = urlencode([(k, v) for k in selectors.HISTORY_FILTERS for v in params.getlist(k) if v], doseq=True)
+    context = {
+        "nav": "history", "page": page, "events": _event_rows(page.object_list), "drawn": len(drawn),
+        "chosen": chosen, "filtered": filtered, "filter_query": query, "kinds": selectors.event_kinds(),
+        "cluster_queues": selectors.cluster_queue_names(), "local_queues": selectors.local_queue_names(),
+        "figure_limit": selectors.HISTORY_FIGURE_EVENTS, "any_event": filtered or bool(drawn),
+    }
+    figs = {"fig-history": figures.history_timeline(drawn)} if drawn else {}
+    return Page("dashboard/history.html", context, figs, {"history-results": "dashboard/_history_results.html"})
+
+
+# ---------------------------------------------------------------- queues
+
+
+def queues_page(params: QueryDict) -> Page:
+    cards = selectors.queue_cards(cluster_queue=params.get("cluster_queue") or None)
+    figs = {}
+    rows = []
+    for card in cards:
+        fig = figures.quota_figure(card.quota)
+        fig_id = f"fig-quota-{card.name}".replace(".", "-")
+        if fig is not None:
+            figs[fig_id] = fig
+        rows.append({"card": card, "figure_id": fig_id if fig is not None else "",
+                     "quota_rows": [(flavor["name"], res) for group in card.quota or [] for flavor in group["flavors"]
+                                    for res in flavor["resources"]]})
+    context = {"nav": "queues", "cards": rows, "why_open": 3, "pending_shown": selectors.PENDING_SHOWN}
+    return Page("dashboard/queues.html", context, figs, {"queue-cards": "dashboard/_queue_cards.html"})

@@ -1,0 +1,502 @@
+"""Reads behind the dashboard's pages.
+
+The topology heatmap needs every node of a TAS flavor, Ready or not: the engine's own
+snapshot (`ClusterState.tas_snapshots`) leaves NotReady and cordoned nodes out because
+nothing can be placed there, but an operator wants to see them, marked. So the dashboard
+builds a *display snapshot* with the engine's own classes (`TopologyTree`,
+`TASFlavorSnapshot`, `domain_capacities`) over all the flavor's nodes, from the same cached
+engine view of the mirror the API answers from, once per mirror version.
+
+Everything else (workloads, assignments decoded and encoded, why-pending, quota, queue
+order, history) comes from `tasweb.api.selectors` and the API's history filter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.core.paginator import Paginator
+from django.db.models import Max, QuerySet
+from django.http import QueryDict
+from rest_framework.exceptions import ValidationError
+
+from scheduler.capacity import domain_capacities
+from scheduler.cluster import counts_as_non_tas_usage
+from scheduler.quantity import CPU, MEMORY, PODS, resource_value
+from scheduler.snapshot import TASFlavorSnapshot
+from scheduler.tree import TopologyTree, node_matches_flavor
+from tasweb.api import selectors as api
+from tasweb.api.filters import EventFilter
+from tasweb.api.state import EngineView, mirror_version, remembered
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.models import EventKind, WorkloadEvent
+
+# node conditions marked on the heatmap (bits of `FlavorCapacity.leaf_flags`)
+NOT_READY, CORDONED, TAINTED = 1, 2, 4
+FLAG_NAMES = {NOT_READY: "NotReady", CORDONED: "cordoned (unschedulable)", TAINTED: "tainted"}
+METRICS = {"used": "used (% of capacity)", "free": "free (% of capacity)", "free_units": "free (amount)"}
+DEFAULT_METRIC = "used"
+
+
+class DashboardError(Exception):
+    """Bad input from the address bar: shown as a page with this status and message."""
+
+    status = 400
+    title = "Bad request"
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class NotFound(DashboardError):
+    status = 404
+    title = "Not found"
+
+
+class BadInput(DashboardError):
+    status = 400
+    title = "Bad request"
+
+
+# ---------------------------------------------------------------- units
+
+
+@dataclass(frozen=True)
+class Unit:
+    resource: str
+    label: str  # what a number of it is called on a page: "cores", "GiB", "nvidia.com/gpu"
+    scale: float  # stored integer value / scale = the number shown
+
+    def show(self, value: float) -> str:
+        amount = value / self.scale
+        text = f"{amount:,.0f}" if abs(amount - round(amount)) < 1e-9 else f"{amount:,.1f}"
+        return f"{text} {self.label}"
+
+
+def unit_of(resource: str) -> Unit:
+    """How a resource's stored integers (milli-CPU, bytes, units) are shown."""
+    if resource == CPU:
+        return Unit(resource, "cores", 1000)
+    if resource == MEMORY or resource.endswith("storage") or resource.startswith("hugepages-"):
+        return Unit(resource, "GiB", 2**30)
+    if resource == PODS:
+        return Unit(resource, "pods", 1)
+    return Unit(resource, resource, 1)
+
+
+def stored_value(resource: str, text: str | None) -> int | None:
+    """A quantity string of the API (`format_value`'s) back as the engine's integer."""
+    if text in (None, ""):
+        return None
+    return resource_value(resource, str(text))
+
+
+def resource_order(name: str) -> tuple[int, str]:
+    """Extended resources (GPUs...) first: on a TAS cluster they are what is scarce."""
+    if "/" in name:
+        return (0, name)
+    return ({CPU: 1, MEMORY: 2, PODS: 3}.get(name, 4), name)
+
+
+# ---------------------------------------------------------------- the display snapshot
+
+
+@dataclass(eq=False)
+class FlavorCapacity:
+    """Every node of one TAS flavor in topology order, with capacity, usage, conditions and
+    the workloads in every domain. Per level, matrices (domains x resources) in the order of
+    `tree.levels[level].values`; the lowest level is the leaves (nodes, for a hostname level)."""
+
+    flavor: str
+    topology: str
+    levels: tuple[str, ...]
+    resources: tuple[str, ...]  # in resource_order
+    tree: TopologyTree
+    allocatable: list[np.ndarray]
+    tas_usage: list[np.ndarray]
+    other_usage: list[np.ndarray]
+    flag_counts: list[np.ndarray]  # per level: domains x 3 (NotReady, cordoned, tainted nodes)
+    leaf_flags: np.ndarray  # per leaf: NOT_READY | CORDONED | TAINTED bits
+    leaf_taints: list[str]
+    workloads: dict[tuple[str, ...], list[str]]  # domain path -> workload keys, sorted
+    nodes_without_levels: int  # nodes of the flavor missing a level label (not in the tree)
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels)
+
+    @property
+    def leaf_count(self) -> int:
+        return self.tree.leaf_count
+
+    def column(self, resource: str) -> int:
+        return self.resources.index(resource)
+
+    def domain_index(self, path: tuple[str, ...]) -> int | None:
+        """Index within its level of the domain named by a path of values from the root."""
+        if not path or len(path) > self.depth:
+            return None
+        level = self.tree.levels[len(path) - 1]
+        if len(path) == self.depth:
+            leaf = self.tree.leaf_for_values(path)
+            return leaf if leaf is not None and level.values[leaf] == path else None
+        return level.index_by_id.get(",".join(path))
+
+    def nodes_of_leaf(self, leaf: int) -> list[str]:
+        return [n.name for n in self.tree.leaf_nodes[leaf]]
+
+
+def _leaf_conditions(tree: TopologyTree) -> tuple[np.ndarray, list[str]]:
+    flags = np.zeros(tree.leaf_count, dtype=np.int64)
+    taints: list[str] = []
+    for leaf, group in enumerate(tree.leaf_nodes):
+        bits = 0
+        for node in group:
+            if not node.is_ready or node.deleted:
+                bits |= NOT_READY
+            if node.unschedulable:
+                bits |= CORDONED
+            if node.taints:
+                bits |= TAINTED
+        flags[leaf] = bits
+        taints.append(", ".join(str(t) for node in group for t in node.taints))
+    return flags, taints
+
+
+def _flag_counts(tree: TopologyTree, leaf_flags: np.ndarray) -> list[np.ndarray]:
+    """Per level and domain, how many of its nodes are NotReady, cordoned, tainted."""
+    per_leaf = np.stack([(leaf_flags & bit) > 0 for bit in (NOT_READY, CORDONED, TAINTED)], axis=1).astype(np.int64)
+    counts: list[np.ndarray] = [per_leaf]
+    for lvl in range(tree.depth - 2, -1, -1):
+        above = np.zeros((len(tree.levels[lvl]), 3), dtype=np.int64)
+        np.add.at(above, tree.levels[lvl + 1].parent, counts[0])
+        counts.insert(0, above)
+    return counts
+
+
+def _display_snapshot(view: EngineView, flavor: str) -> TASFlavorSnapshot | None:
+    state = view.state
+    rf = state.flavors.get(flavor)
+    topology = state.topologies.get(rf.topology_name or "") if rf is not None and rf.is_tas else None
+    if topology is None:
+        return None
+    nodes = [n for n in state.nodes.values() if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
+    snap = TASFlavorSnapshot(rf, topology, TopologyTree(topology.levels, nodes))
+    snap.add_non_tas_usages((p.node_name, p.spec.requests) for p in state.pods if counts_as_non_tas_usage(p))
+    # what admitted workloads hold, as the engine counts it (ClusterState.add_workload_tas_usage),
+    # on NotReady and cordoned nodes too
+    for wl in state.workloads:
+        if not wl.has_quota_reservation or wl.is_finished or wl.admission is None:
+            continue
+        for psa in wl.admission.pod_set_assignments:
+            ps = wl.pod_set(psa.name)
+            if ps is not None and psa.topology_assignment is not None and state.tas_flavor_of(psa) == flavor:
+                snap.add_assignment_usage(psa.topology_assignment, ps.spec.requests)
+    return snap
+
+
+def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
+    snap = _display_snapshot(view, flavor)
+    if snap is None:
+        return None
+    tree = snap.tree
+    resources = tuple(sorted(snap.resources.names, key=resource_order))
+    per_level: list[list] = [[] for _ in range(tree.depth)]
+    for cap in domain_capacities(snap):
+        per_level[cap.level].append(cap)
+
+    def matrix(caps: list, attribute: str) -> np.ndarray:
+        rows = [[getattr(c, attribute).get(r, 0) for r in resources] for c in caps]
+        return np.array(rows, dtype=np.float64).reshape(len(caps), len(resources))
+
+    leaf_flags, leaf_taints = _leaf_conditions(tree)
+    rf = view.state.flavors[flavor]
+    of_flavor = sum(1 for n in view.state.nodes.values()
+                    if all(n.labels.get(k) == v for k, v in rf.node_labels.items()))
+    return FlavorCapacity(
+        flavor=flavor, topology=snap.topology_name, levels=tuple(snap.level_keys), resources=resources, tree=tree,
+        allocatable=[matrix(caps, "allocatable") for caps in per_level],
+        tas_usage=[matrix(caps, "tas_usage") for caps in per_level],
+        other_usage=[matrix(caps, "non_tas_usage") for caps in per_level],
+        flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
+        leaf_flags=leaf_flags, leaf_taints=leaf_taints,
+        workloads={path: sorted(keys) for path, keys in api.domain_workloads(view, snap).items()},
+        nodes_without_levels=of_flavor - sum(len(g) for g in tree.leaf_nodes),
+    )
+
+
+def flavor_capacity(*, flavor: str) -> FlavorCapacity | None:
+    """The display snapshot of a TAS flavor, None when it is not one the engine can read."""
+    return remembered(("dashboard-capacity", flavor), lambda view: _flavor_capacity(view, flavor))
+
+
+def tas_flavors() -> list[str]:
+    """TAS flavors whose Topology the engine reads (with or without nodes)."""
+    def compute(view: EngineView) -> list[str]:
+        state = view.state
+        return sorted(name for name, rf in state.flavors.items()
+                      if rf.is_tas and (rf.topology_name or "") in state.topologies)
+
+    return remembered(("dashboard-tas-flavors",), compute)
+
+
+def node_count() -> int:
+    return cluster.Node.objects.count()
+
+
+# ---------------------------------------------------------------- the topology page's input
+
+
+@dataclass(frozen=True)
+class TopologyQuery:
+    flavor: str
+    resource: str
+    metric: str
+    domain: tuple[str, ...]  # the scope: a path of level values from the root; () is the whole flavor
+    capacity: FlavorCapacity
+
+    @property
+    def unit(self) -> Unit:
+        return unit_of(self.resource)
+
+    def as_params(self, **changes: Any) -> dict[str, str]:
+        params = {"flavor": self.flavor, "resource": self.resource, "metric": self.metric,
+                  "domain": "/".join(self.domain)}
+        params.update({k: ("/".join(v) if isinstance(v, tuple) else v) for k, v in changes.items()})
+        return {k: v for k, v in params.items() if v}
+
+
+def default_resource(capacity: FlavorCapacity) -> str:
+    """The first resource (in resource_order) that some node offers; pods as a last resort."""
+    if capacity.allocatable and len(capacity.allocatable[0]):
+        totals = capacity.allocatable[0].sum(axis=0)
+        for i, name in enumerate(capacity.resources):
+            if totals[i] > 0:
+                return name
+    return PODS
+
+
+def parse_domain(raw: str) -> tuple[str, ...]:
+    text = raw.strip().strip("/")
+    if not text:
+        return ()
+    parts = tuple(text.split("/"))
+    if any(not p for p in parts):
+        raise BadInput(f"domain {raw!r}: expected level values from the root separated by '/', like b1/r3")
+    return parts
+
+
+def topology_query(params: Mapping[str, str], *, flavor: str | None = None) -> TopologyQuery | None:
+    """Validate the topology page's parameters; None when there is no TAS flavor to show."""
+    names = tas_flavors()
+    name = flavor or params.get("flavor") or (names[0] if names else "")
+    if not name:
+        return None
+    if name not in names:
+        known = ", ".join(names) or "none"
+        raise NotFound(f"ResourceFlavor {name!r} is not a TAS flavor the engine can read (TAS flavors: {known})",
+                       hint="A TAS flavor names a Topology in spec.topologyName; see /api/v1/flavors/.")
+    capacity = flavor_capacity(flavor=name)
+    if capacity is None:
+        raise NotFound(f"ResourceFlavor {name!r} has no Topology the engine can read")
+    resource = params.get("resource") or default_resource(capacity)
+    if resource not in capacity.resources:
+        known = ", ".join(capacity.resources)
+        raise BadInput(f"resource {resource!r}: no node of flavor {name} offers it (resources: {known})")
+    metric = params.get("metric") or DEFAULT_METRIC
+    if metric not in METRICS:
+        raise BadInput(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    domain = parse_domain(params.get("domain") or "")
+    if domain:
+        if len(domain) > capacity.depth:
+            raise BadInput(f"domain {'/'.join(domain)!r}: the Topology {capacity.topology} has only "
+                           f"{capacity.depth} levels")
+        if capacity.domain_index(domain) is None:
+            raise NotFound(f"domain {'/'.join(domain)!r} is not in the topology of flavor {name}",
+                           hint="Domains are named by their level values from the root, like b1/r3.")
+        # drill-down stops at the level above the leaves: a node is shown in its rack
+        domain = domain[: max(capacity.depth - 1, 0)]
+    return TopologyQuery(flavor=name, resource=resource, metric=metric, domain=domain, capacity=capacity)
+
+
+# ---------------------------------------------------------------- versions (for polling)
+
+
+def live_version(*extra: Any) -> str:
+    """A short token that changes whenever the mirror, a pass or the history changes."""
+    latest_event = WorkloadEvent.objects.aggregate(latest=Max("id"))["latest"]
+    text = repr((mirror_version(), latest_event, extra))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- workloads
+
+
+@dataclass
+class WorkloadPlacement:
+    row: cluster.Workload
+    summary: dict[str, Any]
+    pod_sets: list[dict[str, Any]]  # PodSets with their topology requests
+    assignments: list[dict[str, Any]]  # per PodSet: flavor, count, encoded, decoded domains
+    encoded_text: dict[str, str]  # PodSet -> the encoded TopologyAssignment as indented JSON
+    flavor: str | None  # the TAS flavor the heatmap shows
+    pods_per_path: dict[tuple[str, ...], int] = field(default_factory=dict)  # on that flavor
+
+
+def workload_or_404(namespace: str, name: str) -> cluster.Workload:
+    row = api.workload_get(namespace=namespace, name=name)
+    if row is None:
+        raise NotFound(f"Workload {namespace}/{name} not found",
+                       hint="It may have finished and been deleted; its history stays on the History page.")
+    return row
+
+
+def workload_placement(*, workload: cluster.Workload) -> WorkloadPlacement:
+    assignments = api.assignments_decoded(workload=workload)
+    encoded_text = {a["name"]: json.dumps(a["encoded"], indent=2) for a in assignments if a["encoded"] is not None}
+    flavors = [a["flavor"] for a in assignments if a["flavor"] and a["decoded"]]
+    flavor = flavors[0] if flavors else None
+    pods: dict[tuple[str, ...], int] = {}
+    for a in assignments:
+        if a["flavor"] != flavor or not a["decoded"]:
+            continue
+        for dom in a["decoded"]["domains"]:
+            path = tuple(dom["values"])
+            pods[path] = pods.get(path, 0) + dom["count"]
+    return WorkloadPlacement(row=workload, summary=api.workload_summary(workload), pod_sets=api.pod_sets_of(
+        workload.raw or {}), assignments=assignments, encoded_text=encoded_text, flavor=flavor, pods_per_path=pods)
+
+
+def placement_scope(capacity: FlavorCapacity, paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The smallest domain holding every path, no deeper than the heatmap's panel level, so the
+    workload is seen among its neighbours."""
+    if not paths:
+        return ()
+    common = list(paths[0])
+    for path in paths[1:]:
+        n = 0
+        while n < min(len(common), len(path)) and common[n] == path[n]:
+            n += 1
+        common = common[:n]
+    return tuple(common[: max(capacity.depth - 2, 0)])
+
+
+def workload_list(params: QueryDict) -> tuple[QuerySet, dict[str, str]]:
+    """Workloads for the list page: filtered by status, namespace, ClusterQueue or name."""
+    rows = api.workload_list().order_by("namespace", "name")
+    chosen = {}
+    status = params.get("status") or ""
+    if status:
+        if status not in cluster.WorkloadStatus.values:
+            raise BadInput(f"status {status!r}: expected one of {', '.join(cluster.WorkloadStatus.values)}")
+        rows = rows.filter(status=status)
+        chosen["status"] = status
+    if params.get("namespace"):
+        rows = rows.filter(namespace=params["namespace"])
+        chosen["namespace"] = params["namespace"]
+    if params.get("cluster_queue"):
+        rows = rows.filter(api.cluster_queue_workloads_q(params["cluster_queue"]))
+        chosen["cluster_queue"] = params["cluster_queue"]
+    if params.get("search"):
+        rows = rows.filter(name__icontains=params["search"])
+        chosen["search"] = params["search"]
+    return rows, chosen
+
+
+def page_of(rows: QuerySet, number: str | None, per_page: int = 50):
+    paginator = Paginator(rows, per_page)
+    return paginator.get_page(number)
+
+
+# ---------------------------------------------------------------- history
+
+
+HISTORY_FIGURE_EVENTS = 2000  # newest events drawn on a timeline
+HISTORY_FILTERS = ("kind", "node", "domain", "cluster_queue", "queue", "namespace", "workload", "since", "until")
+
+
+def history_events(params: QueryDict) -> QuerySet:
+    """Events matching the page's filters (the API's history filter, so both agree), newest first."""
+    data = QueryDict(mutable=True)
+    for key in HISTORY_FILTERS:
+        for value in params.getlist(key):
+            if value.strip():
+                data.appendlist(key, value.strip())
+    filterset = EventFilter(data=data, queryset=api.event_list().order_by("-at", "-id"))
+    try:
+        if not filterset.is_valid():
+            raise BadInput(_errors_text(filterset.errors))
+        return filterset.qs
+    except ValidationError as exc:
+        raise BadInput(_errors_text(exc.detail)) from None
+
+
+def _errors_text(errors: Mapping) -> str:
+    parts = []
+    for name, messages in errors.items():
+        items = messages if isinstance(messages, list | tuple) else [messages]
+        parts.append(f"{name}: {' '.join(str(m) for m in items)}")
+    return "; ".join(parts)
+
+
+def event_kinds() -> list[str]:
+    return list(EventKind.values)
+
+
+def cluster_queue_names() -> list[str]:
+    return list(cluster.ClusterQueue.objects.order_by("name").values_list("name", flat=True))
+
+
+def local_queue_names() -> list[str]:
+    return sorted(set(cluster.LocalQueue.objects.values_list("name", flat=True)))
+
+
+# ---------------------------------------------------------------- queues
+
+
+PENDING_SHOWN = 50  # pending workloads listed per ClusterQueue
+
+
+@dataclass
+class QueueCard:
+    name: str
+    cohort: str
+    invalid_reason: str
+    counts: api.QueueCounts
+    quota: list[dict[str, Any]] | None  # the API's resource groups with usage
+    pending: list[dict[str, Any]]  # in queue order: position, workload summary
+
+
+def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
+    rows = cluster.ClusterQueue.objects.order_by("name")
+    if cluster_queue:
+        rows = rows.filter(name=cluster_queue)
+        if not rows.exists():
+            raise NotFound(f"ClusterQueue {cluster_queue!r} not found")
+    counts = api.cluster_queue_counts()
+    cards = []
+    for row in rows.only("name", "cohort", "invalid_reason"):
+        pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN)
+        stored = {(w.namespace, w.name): w for w in cluster.Workload.objects.filter(
+            name__in=[p.name for p in pending]).only(*api.WORKLOAD_LIST_FIELDS)}
+        listed = []
+        for p in pending:
+            w = stored.get((p.namespace, p.name))
+            if w is not None:
+                listed.append({"position": p.position_in_cluster_queue + 1, "localQueue": p.local_queue,
+                               **api.workload_summary(w)})
+        cards.append(QueueCard(name=row.name, cohort=row.cohort, invalid_reason=row.invalid_reason,
+                               counts=counts.get(row.name, api.QueueCounts()),
+                               quota=api.cluster_queue_quota(name=row.name), pending=listed))
+    return cards
+
+
+def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
+    return api.why_pending(workload=workload)

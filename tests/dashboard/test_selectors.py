@@ -1,0 +1,129 @@
+"""The dashboard's reads: the display snapshot (every node of a flavor, Ready or not), the
+topology page's parameters, placements, history filters and queue cards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.http import QueryDict
+
+from tasweb.dashboard import selectors
+from tasweb.dashboard.selectors import CORDONED, NOT_READY, TAINTED, BadInput, NotFound
+from tasweb.scheduling.models import AssignmentDomain
+from tests.dashboard.conftest import CORDONED_NODE, NODES, NOT_READY_NODE, TAINTED_NODE, TOO_BIG
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+GPU = "nvidia.com/gpu"
+
+
+def leaf_of(cap: selectors.FlavorCapacity, node: str) -> int:
+    return cap.tree.node_to_leaf[node]
+
+
+def test_display_snapshot_keeps_notready_and_cordoned_nodes_marked(cluster):
+    cap = selectors.flavor_capacity(flavor="tas-gpu")
+    assert cap.leaf_count == NODES  # the engine's own snapshot leaves two of them out
+    assert [len(cap.tree.levels[lvl]) for lvl in range(3)] == [2, 4, NODES]
+    assert cap.leaf_flags[leaf_of(cap, NOT_READY_NODE)] == NOT_READY
+    assert cap.leaf_flags[leaf_of(cap, CORDONED_NODE)] == CORDONED
+    assert cap.leaf_flags[leaf_of(cap, TAINTED_NODE)] == TAINTED
+    assert "nvidia.com/gpu-health=degraded:NoSchedule" in cap.leaf_taints[leaf_of(cap, TAINTED_NODE)]
+    assert int((cap.leaf_flags > 0).sum()) == 3
+    # per block: how many nodes of each condition
+    b2 = cap.domain_index(("b2",))
+    assert cap.flag_counts[0][b2].tolist() == [1, 1, 1]
+    assert cap.resources[0] == GPU  # extended resources first
+
+
+def test_usage_is_what_admitted_workloads_hold_per_node(cluster):
+    cap = selectors.flavor_capacity(flavor="tas-gpu")
+    gpu = cap.column(GPU)
+    leaf = cap.tree.levels[-1]
+    tas = cap.tas_usage[-1][:, gpu]
+    expected = np.zeros(NODES)
+    per_pod = {"research/train-rack": 8, "research/train-block": 4, "training/serve-small": 2}
+    for key, gpus in per_pod.items():
+        namespace, name = key.split("/")
+        for node, count in AssignmentDomain.objects.filter(
+                workload__namespace=namespace, workload__name=name).values_list("node", "count"):
+            expected[leaf.index_by_id[node]] += gpus * count
+    assert tas.tolist() == expected.tolist()
+    assert cap.allocatable[-1][:, gpu].tolist() == [8] * NODES
+    # parents sum their children
+    assert cap.tas_usage[0][:, gpu].sum() == tas.sum() == 8 * 3 + 4 * 4 + 2
+    assert cap.workloads[("b1", "r1")] == ["research/train-rack"]
+
+
+def test_topology_query_defaults_and_validation(cluster):
+    q = selectors.topology_query(QueryDict(""))
+    assert (q.flavor, q.resource, q.metric, q.domain) == ("tas-gpu", GPU, "used", ())
+    q = selectors.topology_query(QueryDict("domain=b1/r2/b1-r2-n1&metric=free_units&resource=cpu"))
+    assert q.domain == ("b1", "r2")  # a node is shown in its rack
+    with pytest.raises(NotFound, match="'nope' is not a TAS flavor"):
+        selectors.topology_query(QueryDict("flavor=nope"))
+    with pytest.raises(BadInput, match=r"resource 'example\.com/fpga'"):
+        selectors.topology_query(QueryDict("resource=example.com/fpga"))
+    with pytest.raises(BadInput, match="metric 'hot'"):
+        selectors.topology_query(QueryDict("metric=hot"))
+    with pytest.raises(NotFound, match="domain 'b9'"):
+        selectors.topology_query(QueryDict("domain=b9"))
+    with pytest.raises(BadInput, match="level values"):
+        selectors.topology_query(QueryDict("domain=b1//r2"))
+    with pytest.raises(BadInput, match="only 3 levels"):
+        selectors.topology_query(QueryDict("domain=a/b/c/d"))
+
+
+def test_topology_query_without_any_flavor_is_none(db):
+    assert selectors.topology_query(QueryDict("")) is None
+
+
+def test_workload_placement_decodes_its_domains(cluster):
+    row = selectors.workload_or_404("research", "train-rack")
+    placement = selectors.workload_placement(workload=row)
+    assert placement.flavor == "tas-gpu"
+    assert {path[-1] for path in placement.pods_per_path} == cluster.nodes_of("research/train-rack")
+    assert sum(placement.pods_per_path.values()) == 3
+    assert '"levels"' in placement.encoded_text["main"]
+    cap = selectors.flavor_capacity(flavor="tas-gpu")
+    assert selectors.placement_scope(cap, list(placement.pods_per_path)) == ("b1",)
+    with pytest.raises(NotFound, match="Workload research/ghost not found"):
+        selectors.workload_or_404("research", "ghost")
+
+
+def test_history_filters_are_the_apis(cluster):
+    everything = selectors.history_events(QueryDict(""))
+    assert everything.count() == cluster.events
+    assert {e.kind for e in selectors.history_events(QueryDict("kind=Evicted&kind=Requeued"))} == {
+        "Evicted", "Requeued"}
+    node = selectors.history_events(QueryDict("kind=Evicted")).first().node
+    assert selectors.history_events(QueryDict(f"node={node}")).count() == 3
+    assert selectors.history_events(QueryDict("domain=b1")).count() == 3
+    assert selectors.history_events(QueryDict("since=2025-06-01T12:03:00Z")).count() == 2
+    with pytest.raises(BadInput, match="kind"):
+        selectors.history_events(QueryDict("kind=Exploded"))
+    with pytest.raises(BadInput, match="domain"):
+        selectors.history_events(QueryDict("domain=b1//r2"))
+    with pytest.raises(BadInput, match="since"):
+        selectors.history_events(QueryDict("since=yesterday"))
+
+
+def test_queue_cards_list_pending_in_order_with_quota(cluster):
+    [card] = selectors.queue_cards()
+    assert card.name == "cluster-queue"
+    assert [f"{p['namespace']}/{p['name']}" for p in card.pending] == [TOO_BIG]
+    assert card.pending[0]["position"] == 1
+    assert card.counts.admitted == 3
+    gpu = next(r for g in card.quota for f in g["flavors"] for r in f["resources"] if r["name"] == GPU)
+    assert gpu["usage"] == str(8 * 3 + 4 * 4 + 2)
+    with pytest.raises(NotFound):
+        selectors.queue_cards(cluster_queue="nope")
+
+
+def test_units_and_stored_values():
+    assert selectors.unit_of("cpu").show(1500) == "1.5 cores"
+    assert selectors.unit_of("memory").show(3 * 2**30) == "3 GiB"
+    assert selectors.unit_of(GPU).show(8) == f"8 {GPU}"
+    assert selectors.stored_value("cpu", "1500m") == 1500
+    assert selectors.stored_value("memory", "2Gi") == 2 * 2**30
+    assert selectors.stored_value("cpu", None) is None

@@ -1,0 +1,110 @@
+"""The dashboard's pages through Django's test client: status codes, bad input as 400/404
+pages (never a 500), empty states, the live JSON a page polls, access, static files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from tasweb.dashboard.staticfiles import PLOTLY_GZ_PATH, PLOTLY_PATH, PlotlyFinder, plotly_source
+from tests.dashboard.conftest import TOO_BIG
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+@pytest.fixture
+def client() -> Client:
+    return Client(HTTP_HOST="localhost")
+
+
+@pytest.mark.parametrize("url", ["/topology/", "/topology/?domain=b1", "/topology/?domain=b2/r1&metric=free_units",
+                                 "/topology/?resource=cpu&metric=free", "/workloads/", "/workloads/?status=Admitted",
+                                 "/workloads/research/train-rack/", f"/workloads/{TOO_BIG}/",
+                                 f"/workloads/{TOO_BIG}/why-pending/", "/history/", "/history/?kind=Evicted",
+                                 "/queues/", "/queues/?cluster_queue=cluster-queue"])
+def test_pages_render(cluster, client, url):
+    response = client.get(url)
+    assert response.status_code == 200, response.content[:500]
+
+
+@pytest.mark.parametrize(("url", "status", "text"), [
+    ("/topology/?flavor=nope", 404, "is not a TAS flavor"),
+    ("/topology/?resource=example.com/fpga", 400, "no node of flavor tas-gpu offers it"),
+    ("/topology/?metric=hot", 400, "metric"),
+    ("/topology/?domain=b7", 404, "is not in the topology"),
+    ("/topology/?domain=b1//r1", 400, "level values"),
+    ("/workloads/research/ghost/", 404, "Workload research/ghost not found"),
+    ("/workloads/research/ghost/why-pending/", 404, "not found"),
+    ("/workloads/?status=Sleeping", 400, "status"),
+    ("/history/?kind=Exploded", 400, "kind"),
+    ("/history/?since=yesterday", 400, "since"),
+    ("/history/?workload=no-slash", 400, "NAMESPACE/NAME"),
+    ("/queues/?cluster_queue=nope", 404, "ClusterQueue &#x27;nope&#x27; not found"),
+])
+def test_bad_input_is_a_clear_page(cluster, client, url, status, text):
+    response = client.get(url)
+    assert response.status_code == status
+    body = response.content.decode()
+    assert text in body
+    if "why-pending" not in url:
+        assert "<h1>" in body and "Traceback" not in body
+
+
+def test_empty_states_say_what_to_do(db, client):
+    body = client.get("/topology/").content.decode()
+    assert "No nodes mirrored yet" in body and "make run" in body and "TAS_CLUSTER_SOURCE=kubernetes" in body
+    assert "No events recorded yet" in client.get("/history/").content.decode()
+    assert "No ClusterQueue mirrored yet" in client.get("/queues/").content.decode()
+    assert "No Workloads mirrored yet" in client.get("/workloads/").content.decode()
+
+
+def test_history_filter_without_match_offers_to_clear(cluster, client):
+    body = client.get("/history/?node=nowhere").content.decode()
+    assert "No event matches these filters" in body
+
+
+def test_live_json_and_unchanged_versions(cluster, client):
+    first = client.get("/topology/", {"format": "live"}).json()
+    assert set(first["fragments"]) == {"topology-summary", "topology-breadcrumbs", "topology-nodes"}
+    assert set(first["figures"]) == {"fig-icicle", "fig-grid"}
+    again = client.get("/topology/", {"format": "live", "v": first["version"]}).json()
+    assert again == {"version": first["version"], "unchanged": True}
+    # a change in the mirror gives a new version
+    from tests.dashboard.conftest import cordon, node_update
+
+    node_update("b1-r1-n1", cordon)
+    changed = client.get("/topology/", {"format": "live", "v": first["version"]}).json()
+    assert changed["version"] != first["version"] and "fragments" in changed
+    error = client.get("/topology/", {"format": "live", "flavor": "nope"})
+    assert error.status_code == 404 and "nope" in error.json()["error"]
+
+
+def test_pages_are_gzipped_and_embed_their_figures(cluster, client):
+    response = client.get("/topology/", HTTP_ACCEPT_ENCODING="gzip")
+    assert response["Content-Encoding"] == "gzip"
+    html = gzip.decompress(response.content).decode()
+    start = html.index('<script type="application/json" id="dashboard-figures">') + len(
+        '<script type="application/json" id="dashboard-figures">')
+    figs = json.loads(html[start:html.index("</script>", start)])
+    assert set(figs) == {"fig-icicle", "fig-grid"}
+    assert "dashboard/vendor/plotly.min.js" in html and "cdn" not in html.lower()
+
+
+def test_reads_follow_the_apis_access_rule(cluster, client, settings):
+    settings.TAS_API_ANONYMOUS_READ = False
+    response = client.get("/topology/")
+    assert response.status_code == 403 and "TAS_API_ANONYMOUS_READ" in response.content.decode()
+
+
+def test_plotly_comes_from_the_installed_package_with_a_gzip_beside_it(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    finder = PlotlyFinder()
+    assert [path for path, _ in finder.list(None)] == [PLOTLY_PATH, PLOTLY_GZ_PATH]
+    found = finder.find(PLOTLY_PATH)
+    assert Path(found).read_bytes() == plotly_source().read_bytes()
+    assert gzip.decompress(Path(finder.find(PLOTLY_GZ_PATH)).read_bytes()) == plotly_source().read_bytes()
+    assert finder.find("other.js") is None and finder.find("other.js", find_all=True) == []
