@@ -65,6 +65,16 @@ def main() -> None:
         selectors.flavor_capacity(flavor="tas-gpu")
         print(f"display snapshot of flavor tas-gpu: {time.perf_counter() - t0:.2f} s (once per mirror version)")
 
+        from django.test import Client
+
+        import tasweb.wsgi  # noqa: F401  (what gunicorn and runserver load at start, warm-up included)
+
+        client = Client()
+        for attempt in ("first", "second"):
+            t0 = time.perf_counter()
+            response = client.get("/topology/", HTTP_HOST="127.0.0.1")
+            print(f"server-side render of /topology/ ({attempt}): {time.perf_counter() - t0:.3f} s, "
+                  f"{len(response.content) / 1024:.0f} KiB, status {response.status_code}")
         pages = [("topology, whole flavor", "/topology/"),
                  ("topology, one block", "/topology/?domain=b1"),
                  ("workload ml/big (a pod on every node)", "/workloads/ml/big/")]
@@ -86,6 +96,8 @@ def main() -> None:
                 print(f"  {label:<40} cold {cold.seconds:5.2f} s {cold.bytes / 1024:7.0f} KiB "
                       f"(page {html / 1024:5.0f} KiB)   warm {warm_s:5.2f} s   "
                       f"{errors or 'no console errors'}", flush=True)
+                print(f"    ms from navigation start (html received / script started / drawn): "
+                      f"cold {cold.phases}, warm {warm[-1].phases}", flush=True)
         top = results[0]
         print("against the targets (topology, whole flavor):")
         print(f"  render   cold {top['cold_seconds']:.2f} s, warm {top['warm_seconds']:.2f} s   target "

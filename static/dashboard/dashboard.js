@@ -44,10 +44,14 @@
     var el = document.getElementById(id);
     if (!el || !window.Plotly) return Promise.resolve(null);
     var fresh = !el.dataset.plotted;
+    var started = window.performance ? performance.now() : 0;
     var done = fresh
       ? Plotly.newPlot(el, fig.data, fig.layout, plotConfig)
       : Plotly.react(el, fig.data, fig.layout, plotConfig);
     return done.then(function () {
+      if (window.performance && performance.measure) {
+        performance.measure("tas:draw:" + id, { start: started, end: performance.now() });
+      }
       if (fresh) {
         el.dataset.plotted = "1";
         bindFigure(el);
@@ -104,13 +108,13 @@
 
   function bindFigure(el) {
     var kind = el.dataset.figure;
-    if (kind === "icicle") {
-      el.on("plotly_icicleclick", function (event) {
+    if (kind === "hierarchy") {
+      el.on("plotly_click", function (event) {
         var point = event.points && event.points[0];
-        if (!point) return false;
-        var id = point.id === "/" ? "" : point.id;
+        if (!point || typeof point.customdata !== "string") return;
+        var id = point.customdata === "/" ? "" : point.customdata;
+        // the scope's own bar goes up a level; any other domain opens it
         goTo(id === currentDomain() ? parentOf(id) : id);
-        return false;  // the page redraws the hierarchy for the new scope instead of zooming
       });
     } else if (kind === "grid" || kind === "placement") {
       el.on("plotly_click", function (event) {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,12 +35,13 @@ COLORSCALE = "Viridis"
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
              "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000", "grey": "#999999"}
 HIGHLIGHT = OKABE_ITO["vermillion"]
+NO_CAPACITY = "#ced4da"  # a domain with none of the chosen resource
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"
 
 MAX_PANELS = 16  # blocks drawn node by node; more, and the grid shows racks (nodes on drill-down)
 MAX_GRID_CELLS = 20_000
-MAX_ICICLE_SECTORS = 1_500  # levels are added to the icicle while it stays below this
-MAX_ICICLE_LABELS = 64  # a level with more domains than this draws them without names
+MAX_HIERARCHY_DOMAINS = 1_500  # levels are added to the hierarchy while it stays below this
+MAX_HIERARCHY_LABELS = 64  # a level with more domains than this draws them without names
 CHUNK = 40  # nodes per row when the topology has a single level
 MAX_HOVER_WORKLOADS = 3
 
@@ -403,81 +404,122 @@ def _highlight_cells(cap: FlavorCapacity, level: int, pods: Mapping[tuple[str, .
     return out
 
 
-# ---------------------------------------------------------------- the icicle
+# ---------------------------------------------------------------- the hierarchy
 
 
-def icicle_levels(cap: FlavorCapacity, scope: tuple[str, ...]) -> int:
-    """How many levels below the scope the icicle shows (at least one)."""
+def hierarchy_levels(cap: FlavorCapacity, scope: tuple[str, ...]) -> int:
+    """How many levels below the scope the hierarchy shows (at least one)."""
     total = 1
     shown = 0
     for level in range(len(scope), cap.depth):
         count = len(under(cap, scope, level))
-        if shown and total + count > MAX_ICICLE_SECTORS:
+        if shown and total + count > MAX_HIERARCHY_DOMAINS:
             break
         total += count
         shown += 1
     return shown
 
 
-def topology_icicle(q: TopologyQuery) -> go.Figure:
-    """The block -> rack -> node hierarchy under the scope; sector size is the node count,
-    colour the metric (as a share of capacity, comparable across levels)."""
+@dataclass
+class _Row:
+    """One level of the hierarchy figure: its domains side by side, each as wide as its nodes."""
+
+    name: str
+    position: int  # the row's y (0 at the top)
+    ids: list[str] = field(default_factory=list)
+    edges: list[int] = field(default_factory=lambda: [0])
+    value: list[float | None] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    hover: list[str] = field(default_factory=list)
+
+    def add(self, id_: str, width: int, value: float, text: str, hover: str) -> None:
+        self.ids.append(id_)
+        self.edges.append(self.edges[-1] + width)
+        self.value.append(None if math.isnan(value) else round(float(value), 1))
+        self.text.append(text)
+        self.hover.append(hover)
+
+    def traces(self) -> list[go.Heatmap]:
+        """A one-row heatmap with a cell per domain (cell edges at the node offsets): far
+        cheaper for the browser than a bar per domain. Domains without capacity are drawn by
+        a grey row of their own under the coloured one."""
+        common = dict(x=self.edges, y=[self.position], customdata=[self.ids], hovertext=[self.hover],
+                      hovertemplate="%{hovertext}<extra></extra>", xgap=1, ygap=3, showscale=False,
+                      meta={"hierarchy": True})
+        named = any(self.text)
+        out = [go.Heatmap(z=[self.value], coloraxis="coloraxis", text=[self.text] if named else None,
+                          texttemplate="%{text}" if named else None, name=self.name, **common)]
+        if any(v is None for v in self.value):
+            grey = [1 if v is None else None for v in self.value]
+            out.insert(0, go.Heatmap(z=[grey], colorscale=[[0, NO_CAPACITY], [1, NO_CAPACITY]], zmin=0, zmax=1,
+                                     name=f"{self.name}: no capacity", **common))
+        return out
+
+
+def _scope_bar(q: TopologyQuery, metric: str) -> tuple[float, int, str]:
+    """The scope's own colour value, node count and hover text."""
+    cap, scope, unit = q.capacity, q.domain, q.unit
+    if scope:
+        level = len(scope) - 1
+        index = cap.domain_index(scope)
+        a = amounts(cap, level, q.resource, metric)
+        return a.value[index], _node_counts(cap, level)[index], _cell_hover(cap, q, level, a, [index])[index]
+    alloc = cap.allocatable[0][:, cap.column(q.resource)].sum()
+    used = (cap.tas_usage[0] + cap.other_usage[0])[:, cap.column(q.resource)].sum()
+    pct = 100 * used / alloc if alloc > 0 else float("nan")
+    nodes = sum(len(g) for g in cap.tree.leaf_nodes)
+    hover = f"<b>{cap.flavor}</b>  {nodes} nodes<br>{unit.resource}: {unit.show(used)} used of {unit.show(alloc)}"
+    return (pct if metric == "used" else 100 - pct), nodes, hover
+
+
+def _level_names(levels: Iterable[str]) -> list[str]:
+    """Level labels without their prefix (`cloud.example.com/topology-rack` -> `topology-rack`),
+    unless that makes two levels look alike."""
+    short = [level.rsplit("/", 1)[-1] for level in levels]
+    return short if len(set(short)) == len(short) else list(levels)
+
+
+def topology_hierarchy(q: TopologyQuery) -> go.Figure:
+    """The block -> rack -> node hierarchy under the scope as an icicle: a row per level, each
+    domain as wide as its node count, under its parent; colour is the metric as a share of
+    capacity (comparable across levels). Drawn with cartesian heatmaps, so the page needs only
+    Plotly's cartesian bundle."""
     cap = q.capacity
     scope = q.domain
     if cap.depth == 0 or cap.leaf_count == 0:
         return go.Figure(layout=base_layout(height=120))
     metric = "free" if q.metric != "used" else "used"
-    unit = q.unit
-    ids, labels, parents, values, colours, hover = [], [], [], [], [], []
-    texts_shown: list[str] = []
-    root_id = label(scope) or "/"
-    # the scope itself as the root sector
-    if scope:
-        level = len(scope) - 1
-        index = cap.domain_index(scope)
-        a = amounts(cap, level, q.resource, metric)
-        root_hover = _cell_hover(cap, q, level, a, [index])[index]
-        root_value, root_nodes = a.value[index], _node_counts(cap, level)[index]
-    else:
-        alloc = cap.allocatable[0][:, cap.column(q.resource)].sum()
-        used = (cap.tas_usage[0] + cap.other_usage[0])[:, cap.column(q.resource)].sum()
-        pct = 100 * used / alloc if alloc > 0 else float("nan")
-        root_value = pct if metric == "used" else 100 - pct
-        root_nodes = sum(len(g) for g in cap.tree.leaf_nodes)
-        root_hover = (f"<b>{cap.flavor}</b>  {root_nodes} nodes<br>{unit.resource}: {unit.show(used)} used of "
-                      f"{unit.show(alloc)}")
-    ids.append(root_id)
-    labels.append(scope[-1] if scope else cap.flavor)
-    texts_shown.append(labels[-1])
-    parents.append("")
-    values.append(root_nodes)
-    colours.append(None if math.isnan(root_value) else float(root_value))
-    hover.append(root_hover)
-    for level in range(len(scope), len(scope) + icicle_levels(cap, scope)):
+    names = _level_names(cap.levels)
+    value, nodes, hover = _scope_bar(q, metric)
+    top = scope[-1] if scope else cap.flavor
+    scope_row = _Row(f"{names[len(scope) - 1]} {top}" if scope else f"flavor {top}", 0)
+    scope_row.add(label(scope) or "/", nodes, value, top, hover)
+    rows = [scope_row]
+    for level in range(len(scope), len(scope) + hierarchy_levels(cap, scope)):
         a = amounts(cap, level, q.resource, metric)
         inside = under(cap, scope, level)
         # names where they can be read; hundreds of slivers only cost the browser text layout
-        named = len(inside) <= MAX_ICICLE_LABELS
+        named = len(inside) <= MAX_HIERARCHY_LABELS
         texts = _cell_hover(cap, q, level, a, inside)
         counts = _node_counts(cap, level)
+        row = _Row(names[level], len(rows))
         for i in inside:
             path = cap.tree.levels[level].values[i]
-            ids.append(label(path))
-            labels.append(path[-1])
-            texts_shown.append(path[-1] if named else "")
-            parents.append(label(path[:-1]) if level > len(scope) else root_id)
-            values.append(counts[i])
-            colours.append(None if math.isnan(a.value[i]) else round(float(a.value[i]), 1))
-            hover.append(texts[i])
-    fig = go.Figure(go.Icicle(
-        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total", hovertext=hover,
-        hovertemplate="%{hovertext}<extra></extra>", customdata=ids, text=texts_shown, textinfo="text",
-        marker={"colors": colours, "coloraxis": "coloraxis", "line": {"width": 1, "color": "#ffffff"}},
-        tiling={"orientation": "v"}, sort=False, maxdepth=-1, meta={"scope": label(scope)},
-    ))
+            row.add(label(path), counts[i], a.value[i], path[-1] if named else "", texts[i])
+        rows.append(row)
     axis = colour_axis(TopologyQuery(q.flavor, q.resource, metric, scope, cap), np.array([]))
-    fig.update_layout(**base_layout(height=260, coloraxis=axis, margin={"l": 10, "r": 10, "t": 10, "b": 10},
-                                    meta={"sectors": len(ids)}))
+    fig = go.Figure([trace for row in rows for trace in row.traces()])
+    fig.update_layout(**base_layout(
+        height=70 + 48 * len(rows), coloraxis=axis,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        meta={"domains": sum(len(row.ids) for row in rows), "scope": label(scope)},
+        xaxis={"visible": False, "range": [0, nodes], "fixedrange": True},
+        # numeric rows named by their ticks (heatmaps on a category axis with a category
+        # order fail to draw in plotly.js 4.1)
+        yaxis={"tickmode": "array", "tickvals": list(range(len(rows))), "ticktext": [row.name for row in rows],
+               "range": [len(rows) - 0.5, -0.5], "fixedrange": True, "showgrid": False, "zeroline": False,
+               "ticks": "", "automargin": True},
+    ))
     return fig
 
 
@@ -601,3 +643,12 @@ def quota_figure(groups: list[Mapping[str, Any]] | None) -> go.Figure | None:
         yaxis={"autorange": "reversed"}))
     return fig
 
+
+
+def warm_up() -> None:
+    """Load what the first figure of a process would otherwise load while a user waits:
+    plotly's trace and layout validators (about half a second). Called by the WSGI entry
+    point, so a server pays it at start, not on its first dashboard page."""
+    fig = go.Figure([go.Heatmap(z=[[0.0]], x=[0, 1], y=[0]), go.Bar(x=[0], y=[0]), go.Scatter(x=[0], y=[0])])
+    fig.update_layout(**base_layout(coloraxis={"colorscale": COLORSCALE}))
+    figure_json(fig)

@@ -115,7 +115,7 @@ def topology_page(params: QueryDict) -> Page:
         "leaf_level": cap.levels[-1] if cap.levels else "",
     }
     figs = {} if cap.leaf_count == 0 else {
-        "fig-icicle": figures.topology_icicle(q), "fig-grid": figures.topology_grid(q, grid)}
+        "fig-hierarchy": figures.topology_hierarchy(q), "fig-grid": figures.topology_grid(q, grid)}
     return Page("dashboard/topology.html", context, figs, TOPOLOGY_FRAGMENTS)
 
 

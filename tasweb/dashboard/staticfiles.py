@@ -1,9 +1,9 @@
-"""plotly.min.js of the installed plotly package as the static file
-`dashboard/vendor/plotly.min.js`: no CDN and no copy of it in the repository.
+"""Plotly's cartesian bundle (tasweb/dashboard/vendor, see its README) as the static file
+`dashboard/vendor/plotly.min.js`: no CDN, no front-end build.
 
 The finder serves it from a folder of its own under TAS_VAR_DIR holding the file and a
 gzip of it beside it, so WhiteNoise (which sends a `.gz` sibling to clients that accept
-gzip) transfers about 1.5 MB instead of 4.8 MB when it serves from the finders (the
+gzip) transfers about 0.5 MB instead of 1.5 MB when it serves from the finders (the
 embedded default, the browser tests). `collectstatic` copies the file into STATIC_ROOT,
 where the production storage compresses it itself.
 """
@@ -11,13 +11,13 @@ where the production storage compresses it itself.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import shutil
 import tempfile
 from functools import cached_property
 from pathlib import Path
 
-import plotly
 from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
@@ -26,8 +26,11 @@ PLOTLY_PATH = "dashboard/vendor/plotly.min.js"
 PLOTLY_GZ_PATH = PLOTLY_PATH + ".gz"
 
 
+VENDORED = Path(__file__).resolve().parent / "vendor" / "plotly-cartesian.min.js"
+
+
 def plotly_source() -> Path:
-    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    return VENDORED
 
 
 def _write_atomically(target: Path, write) -> None:
@@ -43,7 +46,8 @@ def _write_atomically(target: Path, write) -> None:
 
 def vendor_root() -> Path:
     """The folder holding dashboard/vendor/plotly.min.js(.gz) for this plotly version."""
-    root = Path(settings.VAR_DIR) / "vendor" / f"plotly-{plotly.__version__}"
+    digest = hashlib.sha256(plotly_source().read_bytes()).hexdigest()[:12]
+    root = Path(settings.VAR_DIR) / "vendor" / f"plotly-{digest}"
     target = root / PLOTLY_PATH
     if target.exists() and target.with_suffix(".js.gz").exists():
         return root

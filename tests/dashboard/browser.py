@@ -79,6 +79,9 @@ class PageLoad:
     bytes: int  # every response's encoded body and headers
     responses: list[tuple[str, int]] = field(default_factory=list)
     console: list[str] = field(default_factory=list)
+    # milliseconds from navigation start: the page's last byte, the dashboard script's start
+    # (Plotly loaded and compiled before it), every figure drawn
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class Watcher:
@@ -119,12 +122,23 @@ def load(page, url: str, *, timeout_ms: float = 60_000) -> PageLoad:
     watcher = Watcher(page)
     started = time.perf_counter()
     page.goto(url, wait_until="commit", timeout=timeout_ms)
-    wait_drawn(page, timeout_ms)
+    try:
+        wait_drawn(page, timeout_ms)
+    except Exception as exc:
+        raise AssertionError(f"{url} never finished drawing; console: {watcher.errors}") from exc
     wall = time.perf_counter() - started
-    drawn_ms = page.evaluate("() => { const m = performance.getEntriesByName('tas:figures-drawn')[0];"
-                             " return m ? m.startTime : null; }")
+    phases = page.evaluate(
+        "() => { const mark = (n) => { const m = performance.getEntriesByName(n)[0]; return m ? m.startTime : null; };"
+        " const nav = performance.getEntriesByType('navigation')[0];"
+        " const out = {html: nav ? nav.responseEnd : null, script: mark('tas:script-start'),"
+        " drawn: mark('tas:figures-drawn')};"
+        " for (const m of performance.getEntriesByType('measure')) if (m.name.startsWith('tas:draw:'))"
+        "   out[m.name.slice(4)] = m.duration;"
+        " return out; }")
+    drawn_ms = phases["drawn"]
     page.wait_for_load_state("load")
     total, rows = watcher.transferred()
     watcher.detach()
     return PageLoad(url=url, seconds=(drawn_ms / 1000.0) if drawn_ms is not None else wall, bytes=total,
-                    responses=rows, console=watcher.errors)
+                    responses=rows, console=watcher.errors,
+                    phases={k: round(v) for k, v in phases.items() if v is not None})

@@ -75,21 +75,45 @@ def test_too_many_blocks_draw_racks_until_drilled(cluster, monkeypatch):
     assert figures.grid_layout(q.capacity, ("b1",)).cell_level == 2
 
 
-def test_icicle_shows_the_hierarchy_under_the_scope(cluster):
-    fig = figures.topology_icicle(query())
-    icicle = fig.data[0]
-    assert len(icicle.ids) == 1 + 2 + 4 + NODES
-    assert icicle.values[0] == NODES and icicle.parents[1] == "/"
-    fig = figures.topology_icicle(query("domain=b1"))
-    assert list(fig.data[0].ids[:3]) == ["b1", "b1/r1", "b1/r2"]
-    assert all(c is None or 0 <= c <= 100 for c in fig.data[0].marker.colors)
+def hierarchy_bars(fig) -> list[tuple[str, str, int, int]]:
+    """(domain, level row, start, width) of every domain of the hierarchy figure, in drawing
+    order (a domain without capacity is also in its row's grey trace: counted once)."""
+    out = {}
+    for t in fig.data:
+        edges = list(t.x)
+        for i, domain in enumerate(t.customdata[0]):
+            out.setdefault(domain, (domain, fig.layout.yaxis.ticktext[t.y[0]], edges[i], edges[i + 1] - edges[i]))
+    return list(out.values())
 
 
-def test_icicle_levels_stop_before_too_many_sectors(cluster, monkeypatch):
-    monkeypatch.setattr(figures, "MAX_ICICLE_SECTORS", 8)
+def test_hierarchy_shows_the_domains_under_the_scope_nested_in_their_parents(cluster):
+    fig = figures.topology_hierarchy(query())
+    bars = {d: (y, b, x) for d, y, b, x in hierarchy_bars(fig)}
+    assert len(bars) == 1 + 2 + 4 + NODES
+    assert bars["/"][1:] == (0, NODES)
+    # every child lies inside its parent, and the children of a parent tile it exactly
+    for domain, (_, start, width) in bars.items():
+        if domain == "/":
+            continue
+        parent = domain.rpartition("/")[0] or "/"
+        p_start, p_width = bars[parent][1:]
+        assert p_start <= start and start + width <= p_start + p_width
+    for parent, (_, p_start, p_width) in bars.items():
+        children = sorted((b, x) for d, (_, b, x) in bars.items() if (d.rpartition("/")[0] or "/") == parent
+                          and d != "/")
+        if children:
+            assert children[0][0] == p_start and sum(x for _, x in children) == p_width
+    assert [y for d, y, *_ in hierarchy_bars(fig)][:2] == ["flavor tas-gpu", "topology-block"]
+    fig = figures.topology_hierarchy(query("domain=b1"))
+    assert [d for d, *_ in hierarchy_bars(fig)][:3] == ["b1", "b1/r1", "b1/r2"]
+    assert all(c is None or 0 <= c <= 100 for t in fig.data if t.coloraxis for c in t.z[0])
+
+
+def test_hierarchy_levels_stop_before_too_many_domains(cluster, monkeypatch):
+    monkeypatch.setattr(figures, "MAX_HIERARCHY_DOMAINS", 8)
     q = query()
-    assert figures.icicle_levels(q.capacity, ()) == 2  # blocks and racks, not the 12 nodes
-    assert len(figures.topology_icicle(q).data[0].ids) == 1 + 2 + 4
+    assert figures.hierarchy_levels(q.capacity, ()) == 2  # blocks and racks, not the 12 nodes
+    assert len(hierarchy_bars(figures.topology_hierarchy(q))) == 1 + 2 + 4
 
 
 def test_placement_highlights_the_workloads_nodes(cluster):

@@ -22,7 +22,7 @@ FIGURE_SUMMARY = """(id) => {
   return el.data.map((t, i) => ({
     type: t.type, name: t.name || "", meta: t.meta || null,
     points: t.type === "heatmap" ? flat(el.calcdata[i][0].z).filter((v) => v !== null && !Number.isNaN(v)).length
-          : t.type === "icicle" ? t.ids.length : (t.x ? t.x.length : 0),
+          : (t.x ? t.x.length : 0),
     x: t.type === "bar" ? Array.from(t.x) : null, y: t.type === "bar" ? Array.from(t.y) : null,
   }));
 }"""
@@ -34,6 +34,21 @@ CELL_POSITION = """([id, trace, row, col]) => {
   const xa = axis(t.xaxis, "x"), ya = axis(t.yaxis, "y");
   const box = el.getBoundingClientRect();
   return {x: box.left + xa._offset + xa.l2p(col + 1), y: box.top + ya._offset + ya.l2p(row)};
+}"""
+
+HIERARCHY_DOMAINS = """(id) => new Set(
+  document.getElementById(id).data.flatMap((t) => Array.from(t.customdata[0]))).size"""
+
+BAR_POSITION = """([id, domain]) => {
+  const el = document.getElementById(id);
+  for (const t of el._fullData) {
+    const i = Array.from(t.customdata[0]).indexOf(domain);
+    if (i < 0) continue;
+    const xa = el._fullLayout[t.xaxis.replace("x", "xaxis")], ya = el._fullLayout[t.yaxis.replace("y", "yaxis")];
+    const box = el.getBoundingClientRect();
+    return {x: box.left + xa._offset + xa.l2p((t.x[i] + t.x[i + 1]) / 2), y: box.top + ya._offset + ya.l2p(t.y[0])};
+  }
+  return null;
 }"""
 
 COLOURBAR_TITLE = "() => document.getElementById('fig-grid').layout.coloraxis.colorbar.title.text"
@@ -57,6 +72,14 @@ def click_cell(page, fig_id: str, trace: int, row: int, col: int) -> None:
     page.mouse.click(point["x"], point["y"])
 
 
+def click_bar(page, fig_id: str, domain: str) -> None:
+    point = page.evaluate(BAR_POSITION, [fig_id, domain])
+    assert point is not None, f"no bar for {domain} in {fig_id}"
+    page.mouse.move(point["x"], point["y"])
+    page.wait_for_timeout(200)
+    page.mouse.click(point["x"], point["y"])
+
+
 def domain_of(page) -> str:
     return parse_qs(urlsplit(page.url).query).get("domain", [""])[0]
 
@@ -68,8 +91,7 @@ def test_topology_page_draws_every_node_and_marks_conditions(live_cluster, serve
     assert [t["name"] for t in traces if t["type"] == "heatmap"] == ["b1", "b2"]
     marks = {t["name"]: t["points"] for t in traces if t["type"] == "scatter"}
     assert marks == {"NotReady": 1, "cordoned (unschedulable)": 1, "tainted": 1}
-    [icicle] = figure(page, "fig-icicle")
-    assert icicle["points"] == 1 + 2 + 4 + NODES
+    assert page.evaluate(HIERARCHY_DOMAINS, "fig-hierarchy") == 1 + 2 + 4 + NODES
     assert page.inner_text("[data-summary=nodes]") == str(NODES)
     assert page.inner_text("[data-summary=not-ready]") == "1"
     assert page.inner_text("[data-summary=workloads]") == "3"
@@ -86,9 +108,9 @@ def test_topology_drill_down_by_click(live_cluster, server_url, page):
     wait_drawn(page)
     traces = figure(page, "fig-grid")
     assert [t["name"] for t in traces if t["type"] == "heatmap"] == ["b2"]
-    page.wait_for_function("() => document.getElementById('fig-icicle').data[0].ids[0] === 'b2'")
+    page.wait_for_function("() => document.getElementById('fig-hierarchy').data[0].customdata[0][0] === 'b2'")
     # a rack in the hierarchy: opens the rack, whose nodes are listed
-    page.locator("#fig-icicle g.slice").filter(has_text="r2").first.click()
+    click_bar(page, "fig-hierarchy", "b2/r2")
     page.wait_for_selector(".breadcrumbs .current[data-domain='b2/r2']")
     assert domain_of(page) == "b2/r2"
     rows = page.locator("#topology-nodes tbody tr")

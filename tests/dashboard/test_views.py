@@ -70,7 +70,7 @@ def test_history_filter_without_match_offers_to_clear(cluster, client):
 def test_live_json_and_unchanged_versions(cluster, client):
     first = client.get("/topology/", {"format": "live"}).json()
     assert set(first["fragments"]) == {"topology-summary", "topology-breadcrumbs", "topology-nodes"}
-    assert set(first["figures"]) == {"fig-icicle", "fig-grid"}
+    assert set(first["figures"]) == {"fig-hierarchy", "fig-grid"}
     again = client.get("/topology/", {"format": "live", "v": first["version"]}).json()
     assert again == {"version": first["version"], "unchanged": True}
     # a change in the mirror gives a new version
@@ -90,7 +90,7 @@ def test_pages_are_gzipped_and_embed_their_figures(cluster, client):
     start = html.index('<script type="application/json" id="dashboard-figures">') + len(
         '<script type="application/json" id="dashboard-figures">')
     figs = json.loads(html[start:html.index("</script>", start)])
-    assert set(figs) == {"fig-icicle", "fig-grid"}
+    assert set(figs) == {"fig-hierarchy", "fig-grid"}
     assert "dashboard/vendor/plotly.min.js" in html and "cdn" not in html.lower()
 
 
