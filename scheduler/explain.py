@@ -15,9 +15,10 @@ import numpy as np
 
 from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
-from scheduler.flavorassigner import FlavorAssigner, PodSetFlavors, pod_set_needs
+from scheduler.flavorassigner import PREEMPT, FlavorAssigner, FlavorAssignment, PodSetFlavors, pod_set_needs
 from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, TASPodSetRequest, _Params
+from scheduler.preemption import HUMAN_READABLE_REASONS, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
@@ -68,7 +69,7 @@ class QuotaLine:
 
 @dataclass(slots=True)
 class Suggestion:
-    kind: str  # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "fits-now"
+    kind: str  # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "preemption" | "fits-now"
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -389,6 +390,33 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     return out, req
 
 
+# ---------------------------------------------------------------- preemption
+
+
+def preemption_targets(assigner: FlavorAssigner, assignment: FlavorAssignment) -> list[Target]:
+    """The workloads the scheduling cycle would preempt for an assignment that fits only by
+    preemption (none when the ClusterQueue's preemption policy allows no candidate)."""
+    wl, cq = assigner.wl, assigner.cq
+    assigner.assign_topology(assignment)
+    if assignment.mode != PREEMPT:
+        return []
+    return assigner.preemptor.get_targets(
+        wl, cq, assignment.usage(), assignment.resources_needing_preemption(),
+        tas_fits=lambda: not any(p.failure for p in assigner.place(assignment).values()))
+
+
+def preemption_suggestion(targets: list[Target]) -> Suggestion:
+    if not targets:
+        return Suggestion("preemption", "preemption could make room, but no admitted workload may be preempted "
+                          "for it under the preemption policies (withinClusterQueue, reclaimWithinCohort, "
+                          "borrowWithinCohort) of its ClusterQueue and cohort: it waits for workloads to finish",
+                          {"targets": []})
+    names = ", ".join(f"{t.workload.key} ({HUMAN_READABLE_REASONS.get(t.reason, t.reason)})" for t in targets)
+    noun = "workload" if len(targets) == 1 else "workloads"
+    return Suggestion("preemption", f"the next scheduling pass preempts {len(targets)} {noun} to make room: {names}",
+                      {"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
+
+
 def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
     """Why `wl` is not admitted on the cluster `state` describes (or that it would fit now)."""
     cq = state.cluster_queue_for(wl)
@@ -404,7 +432,9 @@ def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
         out.summary = assignment.failure
         out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
-        if assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
+        if assignment.mode == PREEMPT:
+            out.suggestions.append(preemption_suggestion(preemption_targets(assigner, assignment)))
+        elif assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",
                                               {"admitted": sorted(w.key for w in state.workloads
@@ -436,4 +466,4 @@ def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
 
 
 __all__ = ["LevelFit", "NodeExclusions", "PodSetExplanation", "QuotaLine", "Suggestion", "WorkloadExplanation",
-           "explain_workload"]
+           "explain_workload", "preemption_suggestion", "preemption_targets"]

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -36,11 +37,10 @@ def dashboard_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not (anonymous_read_allowed() or request.user.is_authenticated):
-            error = selectors.DashboardError(
-                "Reading cluster state needs a signed-in user here.",
-                hint="Set TAS_API_ANONYMOUS_READ=true to open the dashboard and the API's reads to everyone.")
-            error.status, error.title = 403, "Forbidden"
-            return error_page(request, error)
+            if request.GET.get("format") == "live":  # a poll whose session ended
+                return JsonResponse({"error": "Reading cluster state needs a signed-in user here.",
+                                     "status": 403}, status=403)
+            return redirect_to_login(request.get_full_path())
         try:
             return view(request, *args, **kwargs)
         except selectors.DashboardError as error:

@@ -118,13 +118,20 @@ TEMPLATES = [
 
 # --- Database -----------------------------------------------------------------------------
 
-DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
-        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60),
-        conn_health_checks=True,
-    )
-}
+# An empty DATABASE_URL means unset (the embedded SQLite file), as with every variable here.
+_DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            _DATABASE_URL,
+            conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60),
+            conn_health_checks=True,
+        )
+    }
+except (ValueError, dj_database_url.UnknownSchemeError) as _exc:
+    raise ImproperlyConfigured(
+        f"DATABASE_URL is not a database URL Django can use ({_exc}); expected e.g. "
+        "postgres://user:password@host:5432/name or sqlite:////absolute/path.sqlite3") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs web, worker and beat as separate processes on one file:
     # WAL lets readers proceed during a write, IMMEDIATE takes the write lock at BEGIN
@@ -339,6 +346,11 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Dashboard ----------------------------------------------------------------------------
+
+# Where the dashboard sends a visitor who must sign in, and where signing in and out lead.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/topology/"
+LOGOUT_REDIRECT_URL = "login"
 
 # How often a dashboard page asks the server for changes, in milliseconds (0: never).
 TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)

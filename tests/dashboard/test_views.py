@@ -94,10 +94,31 @@ def test_pages_are_gzipped_and_embed_their_figures(cluster, client):
     assert "dashboard/vendor/plotly.min.js" in html and "cdn" not in html.lower()
 
 
-def test_reads_follow_the_apis_access_rule(cluster, client, settings):
+def test_reads_follow_the_apis_access_rule(cluster, client, settings, django_user_model):
     settings.TAS_API_ANONYMOUS_READ = False
-    response = client.get("/topology/")
-    assert response.status_code == 403 and "TAS_API_ANONYMOUS_READ" in response.content.decode()
+    # a visitor is sent to the sign-in page and back; a poll gets a JSON 403
+    response = client.get("/topology/?resource=cpu")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/topology/%3Fresource%3Dcpu"
+    live = client.get("/topology/?format=live")
+    assert live.status_code == 403 and live.json()["status"] == 403
+    login_page = client.get(response["Location"]).content.decode()
+    assert "TAS_API_ANONYMOUS_READ" in login_page and 'name="next" value="/topology/?resource=cpu"' in login_page
+
+    django_user_model.objects.create_user("ops", password="s3cret-pass")
+    signed_in = client.post("/accounts/login/", {"username": "ops", "password": "s3cret-pass",
+                                                 "next": "/topology/?resource=cpu"})
+    assert signed_in.status_code == 302 and signed_in["Location"] == "/topology/?resource=cpu"
+    page = client.get("/topology/?resource=cpu")
+    assert page.status_code == 200 and "Sign out" in page.content.decode()
+    client.post("/accounts/logout/")
+    assert client.get("/topology/").status_code == 302
+
+
+def test_a_wrong_password_is_said_on_the_sign_in_page(client, django_user_model):
+    django_user_model.objects.create_user("ops", password="s3cret-pass")
+    response = client.post("/accounts/login/", {"username": "ops", "password": "wrong"})
+    assert response.status_code == 200 and "didn't match" in response.content.decode()
 
 
 def test_plotly_comes_from_the_installed_package_with_a_gzip_beside_it(settings, tmp_path):

@@ -257,3 +257,47 @@ class TestReadmission:
             assert conditions[cond_type].status == "False"
             assert conditions[cond_type].reason == "QuotaReserved"
             assert conditions[cond_type].message == "Previously: Preempted to accommodate"
+
+
+class TestExplanation:
+    """What the why-pending explanation says of a workload that fits only by preemption."""
+
+    @staticmethod
+    def explain(objects: list[dict], name: str):
+        from scheduler.cluster import ClusterState
+        from scheduler.codec import decode_assignment
+        from scheduler.explain import explain_workload
+        from scheduler.parse import parse_objects
+
+        from .factories import DEFAULT_GATES, FILE
+
+        parsed = parse_objects([(FILE, obj) for obj in objects], decode_assignment=decode_assignment,
+                               warn=lambda _m: None)
+        state = ClusterState(parsed, DEFAULT_GATES, lambda _m: None)
+        return explain_workload(state, next(w for w in state.workloads if w.name == name))
+
+    def test_names_the_workloads_it_would_preempt(self):
+        low = on(workload("low", queue="lq", count=4, required=HOSTNAME, priority=1), [("x1", 4)])
+        other = on(workload("other", queue="lq", count=4, required=HOSTNAME, priority=5), [("x2", 4)])
+        high = workload("high", queue="lq", count=4, required=HOSTNAME, priority=10)
+
+        why = self.explain([*single_queue(), low, other, high], "high")
+
+        assert not why.fits
+        [suggestion] = [s for s in why.suggestions if s.kind == "preemption"]
+        assert suggestion.details["targets"] == [{"workload": "default/low", "reason": "InClusterQueue"}]
+        assert "preempts 1 workload to make room: default/low (prioritization in the ClusterQueue)" \
+            in suggestion.message
+
+    def test_says_when_no_workload_may_be_preempted(self):
+        low = on(workload("low", queue="lq", count=4, required=HOSTNAME, priority=1), [("x1", 4)])
+        other = on(workload("other", queue="lq", count=4, required=HOSTNAME, priority=5), [("x2", 4)])
+        high = workload("high", queue="lq", count=4, required=HOSTNAME, priority=10)
+
+        why = self.explain([*single_queue(within="Never"), low, other, high], "high")
+
+        assert not why.fits
+        assert "insufficient unused quota for cpu" in why.summary
+        [suggestion] = why.suggestions
+        assert suggestion.kind == "preemption" and suggestion.details["targets"] == []
+        assert "no admitted workload may be preempted" in suggestion.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import redis
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.cache import cache
+from django.core.management import call_command
 from django.test import override_settings
 
 from tasweb.celery import app as celery_app
@@ -246,6 +248,29 @@ def test_change_pass_finding_another_leader_queues_itself_again(scheduler):
     assert changes_pending()  # still unread
     assert cache.get(scheduler_key("scheduled"))  # and a pass is queued for it
     assert celery_app.control.purge() == 1
+
+
+def test_manual_pass_command_runs_as_the_leader(scheduler):
+    out = io.StringIO()
+    call_command("tas_pass", stdout=out)
+
+    record = SchedulingPass.objects.get()
+    assert record.trigger == SchedulingPass.Trigger.MANUAL
+    assert out.getvalue().startswith(f"pass {record.id}: ")
+    assert f"{EXAMPLE_ADMISSIBLE} admitted" in out.getvalue()
+
+
+def test_manual_pass_command_asks_the_busy_leader_instead(scheduler):
+    celery_app.control.purge()
+    out = io.StringIO()
+    with leadership(wait=0) as lock, override_settings(TAS_SCHEDULER_LOCK_WAIT=0):
+        assert lock is not None
+        call_command("tas_pass", stdout=out)
+
+    assert "another worker is the scheduler's leader" in out.getvalue()
+    assert not SchedulingPass.objects.exists()
+    assert changes_pending()  # the leader's next pass reads it
+    celery_app.control.purge()
 
 
 # ---------------------------------------------------------------- triggers through a worker

@@ -59,3 +59,23 @@ def test_boolean_variables_reject_unclear_values():
     )
     assert proc.returncode != 0
     assert "DJANGO_DEBUG: expected a boolean" in proc.stderr
+
+
+def test_an_empty_database_url_means_the_embedded_sqlite_file():
+    proc = run_python(
+        "import django; django.setup(); from django.conf import settings;"
+        " print(settings.DATABASES['default']['ENGINE'])",
+        env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings", DATABASE_URL=""),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "django.db.backends.sqlite3"
+
+
+def test_a_database_url_django_cannot_use_is_named():
+    proc = run_python(
+        "import django; django.setup()",
+        env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings", DATABASE_URL="mongodb://db:27017/tas"),
+    )
+    assert proc.returncode != 0
+    assert "DATABASE_URL is not a database URL Django can use" in proc.stderr
+    assert "mongodb" in proc.stderr
