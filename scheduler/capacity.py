@@ -21,24 +21,40 @@ class DomainCapacity:
     free: dict[str, int]  # allocatable minus both usages (negative when over-committed)
 
 
-def domain_capacities(snap: TASFlavorSnapshot) -> list[DomainCapacity]:
-    """Every domain, level by level from the roots, each with its totals per resource."""
+@dataclass(slots=True)
+class LevelTotals:
+    """One level's domains (in the tree's order): node counts and, per resource column of the
+    snapshot, allocatable, TAS usage and non-TAS usage (rows: domains)."""
+
+    nodes: np.ndarray
+    allocatable: np.ndarray
+    tas_usage: np.ndarray
+    non_tas_usage: np.ndarray
+
+
+def level_totals(snap: TASFlavorSnapshot) -> list[LevelTotals]:
+    """Totals of every level, from the roots down; parents sum their children."""
     tree = snap.tree
     if tree.depth == 0:
         return []
-    names = snap.resources.names
     non_tas = snap.non_tas_usage
-    allocatable = snap.free + non_tas
-    per_level: list[tuple[np.ndarray, ...]] = [()] * tree.depth
     nodes = np.array([len(g) for g in tree.leaf_nodes], dtype=np.int64)
-    per_level[-1] = (nodes, allocatable, snap.tas_usage, non_tas)
+    per_level: list[tuple[np.ndarray, ...]] = [()] * tree.depth
+    per_level[-1] = (nodes, snap.free + non_tas, snap.tas_usage, non_tas)
     for lvl in range(tree.depth - 2, -1, -1):
         starts = tree.levels[lvl].child_start[:-1]
         per_level[lvl] = tuple(np.add.reduceat(a, starts, axis=0) for a in per_level[lvl + 1])
+    return [LevelTotals(*arrays) for arrays in per_level]
+
+
+def domain_capacities(snap: TASFlavorSnapshot) -> list[DomainCapacity]:
+    """Every domain, level by level from the roots, each with its totals per resource."""
+    names = snap.resources.names
     out = []
-    for lvl, (n, alloc, tas, other) in enumerate(per_level):
-        alloc_l, tas_l, other_l, n_l = alloc.tolist(), tas.tolist(), other.tolist(), n.tolist()
-        for i, values in enumerate(tree.levels[lvl].values):
+    for lvl, totals in enumerate(level_totals(snap)):
+        alloc_l, tas_l = totals.allocatable.tolist(), totals.tas_usage.tolist()
+        other_l, n_l = totals.non_tas_usage.tolist(), totals.nodes.tolist()
+        for i, values in enumerate(snap.tree.levels[lvl].values):
             a, t, o = alloc_l[i], tas_l[i], other_l[i]
             out.append(DomainCapacity(
                 level=lvl, values=values, nodes=n_l[i],
