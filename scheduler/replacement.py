@@ -10,6 +10,7 @@ new workload.
 
 from __future__ import annotations
 
+from dataclasses import replace as dc_replace
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
@@ -102,11 +103,17 @@ class NodeReplacer:
         return results, None
 
     def apply(self, wl: Workload, node: str, new_assignments: dict) -> None:
-        self.state.add_workload_tas_usage(wl, sign=-1)
         for psa in wl.admission.pod_set_assignments:
-            if psa.name in new_assignments:
-                psa.topology_assignment = new_assignments[psa.name][0]
-        self.state.add_workload_tas_usage(wl, sign=1)
+            if psa.name not in new_assignments:
+                continue
+            new, part = new_assignments[psa.name]
+            psa.topology_assignment = new
+            # Only the nodes the pods move to take their usage now: the pods leaving `node`
+            # hold it until they are gone, as the old assignment does in Kueue's cycle
+            # snapshot, so no other workload is placed there in this pass.
+            ps = wl.pod_set(psa.name)
+            if ps is not None:
+                self.state.add_tas_assignment_usage(dc_replace(psa, topology_assignment=part), ps.spec.requests, 1)
         wl.unhealthy_nodes.clear()
         for name, (_, part) in new_assignments.items():
             targets = [d.values[-1] for d in part.domains]

@@ -336,7 +336,9 @@ def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str,
         xa, ya = f"x{suffix}", f"y{suffix}"
         layout[f"xaxis{suffix}"] = {
             "domain": domains[index]["x"], "anchor": ya, "showgrid": False, "zeroline": False, "ticks": "",
-            "tickfont": {"size": 9}, "showticklabels": width_cells <= 48, "range": [0.5, width_cells + 0.5]}
+            # columns are positions in a row (1, 2, ...), whole numbers only; hover names the node
+            "tickfont": {"size": 9}, "showticklabels": width_cells <= 48, "range": [0.5, width_cells + 0.5],
+            "tickmode": "linear", "tick0": 1, "dtick": max(1, math.ceil(width_cells / 12))}
         layout[f"yaxis{suffix}"] = {
             "domain": domains[index]["y"], "anchor": xa, "autorange": "reversed", "showgrid": False,
             "zeroline": False, "ticks": "", "type": "category", "tickfont": {"size": 10 if panel_rows > 12 else 11}}

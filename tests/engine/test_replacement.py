@@ -126,6 +126,16 @@ class TestWhereThePodsGo:
         result = run(objects)
         assert_replaced(result, [("x2", 2), ("x3", 1), ("x4", 1)], ["x3", "x4"])
 
+    def test_the_failed_node_is_not_given_to_another_workload_in_the_same_pass(self):
+        # x1 is Ready again but still listed as unhealthy: its pods are moved to x3, and until
+        # they are gone x1 stays theirs, so the pending workload that would fit x1 takes y1
+        x1 = node("x1", block="b1", rack="r1", cpu="4")
+        pending = workload("next", count=2, cpu="2", required=HOSTNAME)
+        result = run([*tas_setup(), *rack_nodes(failed=x1), train(unhealthy_nodes=["x1"]), pending])
+        assert_replaced(result, [("x2", 2), ("x3", 2)], ["x3"])
+        assert result_of(result, "next").status == "Admitted"
+        assert main_domains(result, "next") == [("y1", 2)]
+
     def test_the_rest_of_the_assignment_is_kept(self):
         # n3 is gone; its two pods go wherever there is room, every other pod stays put
         nodes = [node(f"n{i}", block="b1", rack="r1", cpu="4") for i in (1, 2, 4, 5, 6)]
