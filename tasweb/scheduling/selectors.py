@@ -122,10 +122,14 @@ def active_workload_rows() -> QuerySet:
     return cluster.Workload.objects.filter(invalid_reason="").exclude(status=cluster.WorkloadStatus.FINISHED)
 
 
-def engine_inputs() -> ParsedObjects:
-    """The engine's view of the mirrored cluster, fresh objects a pass may change."""
+def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
+    """The engine's view of the mirrored cluster, fresh objects a pass may change.
+    `versions`, when given, receives the resourceVersion of every Workload read, by key."""
     workloads = []
-    for raw in active_workload_rows().values_list("raw", flat=True).iterator(chunk_size=500):
+    for raw, rv_number in active_workload_rows().values_list("raw", "rv_number").iterator(chunk_size=500):
+        if versions is not None:
+            meta = raw.get("metadata") or {}
+            versions[f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"] = rv_number
         try:
             workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
         except InputError:

@@ -34,6 +34,7 @@ from scheduler.results import (
     POD_TERMINATED,
     REPLACEMENT_FAILED,
     WORKLOAD_EVICTED,
+    WORKLOAD_PREEMPTED,
     Decision,
     PassResult,
     PodSetResult,
@@ -62,6 +63,7 @@ DECISION_EVENTS = {
     NODE_REPLACED: EventKind.NODE_REPLACED,
     REPLACEMENT_FAILED: EventKind.REPLACEMENT_FAILED,
     WORKLOAD_EVICTED: EventKind.EVICTED,
+    WORKLOAD_PREEMPTED: EventKind.PREEMPTED,
     POD_TERMINATED: EventKind.POD_TERMINATED,
 }
 WORKLOAD_STATUSES = frozenset(WorkloadStatus.values)
@@ -274,6 +276,11 @@ class PassRecorder:
     resynced: list[cluster.Workload] = field(default_factory=list)
     writes: list[ClusterWrite] = field(default_factory=list)  # in the order they must be sent
     assignments: dict[tuple[int, str], TopologyAssignment] = field(default_factory=dict)
+    # the resourceVersion of each Workload as the engine read it; a workload written since
+    # (a source, the simulator, another writer) is left alone: its change asked for the next
+    # pass, which decides on what it now is, instead of this pass writing back a stale view
+    read_versions: dict[str, int] | None = None
+    stale: set[str] = field(default_factory=set)
 
     def event(self, key: str, kind: str, *, message: str = "", node: str = "", trigger: str = "",
               details: dict | None = None, domain: str = "") -> None:
@@ -285,15 +292,22 @@ class PassRecorder:
 
     def load_rows(self, result: PassResult) -> None:
         keys = {(w.workload.namespace, w.workload.name) for w in result.workloads}
-        for row in cluster.Workload.objects.filter(name__in={k[1] for k in keys}):
+        # locked until the pass commits: no writer slips in between this check and the write
+        for row in cluster.Workload.objects.select_for_update().filter(name__in={k[1] for k in keys}):
             if (row.namespace, row.name) in keys:
                 self.rows[row.key] = row
+        if self.read_versions is not None:
+            self.stale = {key for key, row in self.rows.items()
+                          if key in self.read_versions and row.rv_number != self.read_versions[key]}
+            if self.stale:
+                logger.info("scheduling pass %s: %d workload(s) changed while it ran, left to the next pass: %s",
+                            self.scheduling_pass.id, len(self.stale), ", ".join(sorted(self.stale)[:10]))
 
     def record(self, result: PassResult) -> None:
         self.load_rows(result)
         for wr in result.workloads:
             row = self.rows.get(wr.key)
-            if row is not None:
+            if row is not None and wr.key not in self.stale:
                 self.record_workload(row, wr)
         for decision in result.decisions:
             self.record_decision(decision)
@@ -369,7 +383,7 @@ class PassRecorder:
 
     def record_decision(self, d: Decision) -> None:
         kind = DECISION_EVENTS.get(d.kind)
-        if kind is None:
+        if kind is None or d.key in self.stale:
             return
         self.event(d.key, kind, message=d.message, node=d.node, trigger=d.trigger,
                    details={"replacement": d.replacement, "podSet": d.pod_set},
@@ -395,7 +409,7 @@ class PassRecorder:
         ungated_rows: list[cluster.Pod] = []
         for row in rows:
             pod = pods.get((row.namespace, row.name))
-            if pod is None:
+            if pod is None or f"{row.namespace}/{row.workload_name}" in self.stale:
                 continue
             spec = dict(row.raw.get("spec") or {})
             spec["schedulingGates"] = [g for g in spec.get("schedulingGates") or []
@@ -425,7 +439,7 @@ class PassRecorder:
         terminated_rows: list[cluster.Pod] = []
         for t in result.terminated_pods:
             row = stored.get((t.namespace, t.name))
-            if row is None:
+            if row is None or f"{row.namespace}/{row.workload_name}" in self.stale:
                 continue
             status = {**(row.raw.get("status") or {}), "phase": "Failed", "conditions": [
                 {"type": "TerminatedByKueue", "status": "True", "reason": t.reason, "message": t.message,
@@ -484,13 +498,14 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
     if observe is None:
         # the simulator and imported files have no Kueue of their own: we always decide there
         observe = real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe"
-    parsed = engine_inputs()
+    read_versions: dict[str, int] = {}
+    parsed = engine_inputs(read_versions)
     result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None)
     with transaction.atomic():
         record = SchedulingPass.objects.create(started_at=now, trigger=trigger,
                                                mode="observe" if observe else "control",
                                                workloads_seen=len(result.workloads))
-        recorder = PassRecorder(record, now, send_to_cluster and not observe)
+        recorder = PassRecorder(record, now, send_to_cluster and not observe, read_versions=read_versions)
         recorder.paths.remember(parsed.nodes)
         if observe:
             recorder.explain(result)

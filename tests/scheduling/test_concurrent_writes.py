@@ -1,0 +1,76 @@
+"""A pass and another writer at once: a workload that a source (the simulator, the
+Kubernetes mirror) writes while a pass computes is not overwritten with the pass's older
+view; the change asked for the next pass, which decides on what the workload now is."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.cluster.services import object_upsert
+from tasweb.scheduling import services
+from tasweb.scheduling.models import SchedulingPass, WorkloadEvent
+
+from .support import EXAMPLE_ADMISSIBLE, admitted_count, import_example_cluster, small_workload
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def touch(row: Workload, **labels: str) -> dict:
+    """A newer version of the row's object, as a source would write it."""
+    obj = copy.deepcopy(row.raw)
+    obj["metadata"].setdefault("labels", {}).update(labels)
+    obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
+    object_upsert(kind="Workload", obj=obj)
+    return obj
+
+
+def test_a_workload_written_during_the_pass_is_left_to_the_next_pass(monkeypatch):
+    import_example_cluster()
+    object_upsert(kind="Workload", obj=small_workload("raced"))
+    real = services.simulate_parsed
+
+    def simulate_then_a_source_writes(*args, **kwargs):
+        result = real(*args, **kwargs)
+        touch(Workload.objects.get(namespace="ml", name="raced"), touched="yes")
+        return result
+
+    monkeypatch.setattr(services, "simulate_parsed", simulate_then_a_source_writes)
+    first = services.scheduling_pass_run()
+
+    raced = Workload.objects.get(namespace="ml", name="raced")
+    assert raced.raw["metadata"]["labels"]["touched"] == "yes"  # the source's version stays
+    assert raced.status == WorkloadStatus.PENDING and "admission" not in (raced.raw.get("status") or {})
+    assert not WorkloadEvent.objects.filter(workload_key="ml/raced", scheduling_pass=first).exists()
+    # everything else of the pass is stored
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+
+    monkeypatch.setattr(services, "simulate_parsed", real)
+    second = services.scheduling_pass_run()
+    raced.refresh_from_db()
+    assert raced.status == WorkloadStatus.ADMITTED
+    assert raced.raw["metadata"]["labels"]["touched"] == "yes"
+    assert WorkloadEvent.objects.filter(workload_key="ml/raced", scheduling_pass=second, kind="Admitted").count() == 1
+    assert SchedulingPass.objects.count() == 2
+
+
+def test_a_preemption_is_kept_in_the_history():
+    from tests.engine.factories import HOSTNAME, workload
+    from tests.engine.test_preemption import on, single_queue
+
+    low = on(workload("low", queue="lq", count=4, required=HOSTNAME, priority=1), [("x1", 4)])
+    other = on(workload("other", queue="lq", count=4, required=HOSTNAME, priority=5), [("x2", 4)])
+    high = workload("high", queue="lq", count=4, required=HOSTNAME, priority=10)
+    for obj in [*single_queue(), low, other, high]:
+        object_upsert(kind=obj["kind"], obj=obj)
+
+    record = services.scheduling_pass_run()
+
+    [event] = WorkloadEvent.objects.filter(workload_key="default/low", kind="Preempted")
+    assert event.scheduling_pass == record
+    assert event.trigger == "preempted by default/high"
+    assert event.message.startswith("Preempted to accommodate a workload (UID: uid-high")
+    assert Workload.objects.get(name="low").status == WorkloadStatus.PREEMPTED
+    assert Workload.objects.get(name="high").status == WorkloadStatus.PENDING
