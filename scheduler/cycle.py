@@ -425,9 +425,11 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
         else:
             pod_sets.append(PodSetResult(ps.name, ps.count))
     message = ""
+    # what the workload is now: finished, admitted, or why its quota is (not) reserved; a
+    # False Admitted ("The workload has no reservation") says nothing about the wait
     for cond_type in ("Finished", "Admitted", "QuotaReserved"):
         cond = wl.condition(cond_type)
-        if cond is not None and cond.message:
+        if cond is not None and cond.message and (cond_type == "QuotaReserved" or cond.status == "True"):
             message = cond.message
             break
     eviction = evicted.message if status == EVICTED and evicted is not None else ""

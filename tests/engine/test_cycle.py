@@ -245,3 +245,18 @@ class TestOneCycle:
         assert result_of(one, "small").status == "Pending"
         two = run([*one_rack(), big, small], cycles=2)
         assert result_of(two, "small").status == "Admitted"
+
+
+def test_a_workload_left_waiting_reports_why_its_quota_is_not_reserved():
+    # not evaluated (no cycle runs): its message is the QuotaReserved reason, not the empty
+    # "no reservation" of its Admitted condition
+    wl = workload("waiting", count=1, cpu="1")
+    wl["status"] = {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for cpu",
+         "lastTransitionTime": "2025-06-01T11:00:00Z"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "The workload has no reservation",
+         "lastTransitionTime": "2025-06-01T11:00:00Z"}]}
+    result = run([*tas_setup(), node("x1", block="b1", rack="r1", cpu="4"), wl], cycles=0)
+    waiting = result_of(result, "waiting")
+    assert waiting.status == "Pending"
+    assert waiting.message == "insufficient quota for cpu"
