@@ -342,6 +342,7 @@ class SchedulingCycle:
                                               message=message))
         result = unchanged_result(self.state, wl)
         result.status, result.message, result.eviction_reason = PREEMPTED, message, message
+        result.decided = True
         self.decided[wl.key] = result
 
     def priority_text(self, wl: Workload) -> str:
@@ -434,7 +435,8 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
             break
     eviction = evicted.message if status == EVICTED and evicted is not None else ""
     return WorkloadResult(wl, cq.name if cq else "", status, eviction or message, pod_sets,
-                          list(wl.unhealthy_nodes), eviction_reason=eviction, conditions=list(wl.conditions))
+                          list(wl.unhealthy_nodes), eviction_reason=eviction, conditions=list(wl.conditions),
+                          decided=False)
 
 
 def run_cycles(state: ClusterState, now: datetime, result: PassResult,

@@ -37,6 +37,9 @@ class WorkloadResult:
     unhealthy_nodes: list[str] = field(default_factory=list)
     eviction_reason: str = ""
     conditions: list[Condition] = field(default_factory=list)
+    # False when the pass left the workload as it was (not a head of its queue this time,
+    # nothing happened to it): its result restates its input and carries no new decision
+    decided: bool = True
 
     @property
     def key(self) -> str:

@@ -345,7 +345,12 @@ class PassRecorder:
         status_json = workload_status_json(wr)
         old_admission = (row.raw.get("status") or {}).get("admission")
         changed_admission = old_admission != status_json.get("admission")
-        if new_status == old_status and not changed_admission and row.message == wr.message and \
+        message = wr.message
+        if not wr.decided and new_status in WAITING and old_status in WAITING:
+            # a waiting workload the cycle did not get to this time: nothing new to say, so
+            # it keeps the status and the reason the last pass that evaluated it gave
+            new_status, message = old_status, row.message
+        if new_status == old_status and not changed_admission and row.message == message and \
                 row.unhealthy_nodes == wr.unhealthy_nodes and row.cluster_queue == wr.cluster_queue:
             return
         raw = dict(row.raw)
@@ -356,7 +361,7 @@ class PassRecorder:
             raw["status"].pop("admission", None)
         row.raw = raw
         row.status = new_status
-        row.message = wr.message
+        previous_message, row.message = row.message, message
         row.cluster_queue = wr.cluster_queue or row.cluster_queue
         row.unhealthy_nodes = list(wr.unhealthy_nodes)
         if new_status in HOLDING and old_status not in HOLDING:
@@ -366,20 +371,21 @@ class PassRecorder:
             self.resynced.append(row)
             self.assignments.update(((row.pk, ps.name), ps.assignment) for ps in wr.pod_sets
                                     if ps.assignment is not None)
-        self.transition_events(row, old_status, new_status, wr)
+        self.transition_events(row, old_status, new_status, wr, previous_message)
         if self.send_to_cluster and (changed_admission or new_status != old_status):
             self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.WORKLOAD_STATUS, namespace=row.namespace,
                                             name=row.name, payload={"status": status_json}))
 
-    def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult) -> None:
+    def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult,
+                          previous_message: str) -> None:
         if new in HOLDING and old not in HOLDING:
             domains = sum(len(ps.assignment.domains) for ps in wr.pod_sets if ps.assignment)
             self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
                 "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains,
                 "podSets": [{"name": ps.name, "count": ps.count} for ps in wr.pod_sets]})
-        elif new in WAITING and (old != new or row.message != wr.message):
+        elif new in WAITING and (old != new or previous_message != row.message):
             failed = [{"podSet": ps.name, "reason": ps.failure_reason} for ps in wr.pod_sets if ps.failure_reason]
-            self.event(row.key, EventKind.PENDING, message=wr.message, details={"status": new, "podSets": failed})
+            self.event(row.key, EventKind.PENDING, message=row.message, details={"status": new, "podSets": failed})
 
     def record_decision(self, d: Decision) -> None:
         kind = DECISION_EVENTS.get(d.kind)

@@ -1,6 +1,7 @@
-"""A pass and another writer at once: a workload that a source (the simulator, the
-Kubernetes mirror) writes while a pass computes is not overwritten with the pass's older
-view; the change asked for the next pass, which decides on what the workload now is."""
+"""What a pass records: a workload that a source (the simulator, the Kubernetes mirror)
+writes while the pass computes is not overwritten with the pass's older view (the change
+asked for the next pass, which decides on what the workload now is); preemptions enter the
+history; a waiting workload the cycle did not get to keeps its reason."""
 
 from __future__ import annotations
 
@@ -74,3 +75,28 @@ def test_a_preemption_is_kept_in_the_history():
     assert event.message.startswith("Preempted to accommodate a workload (UID: uid-high")
     assert Workload.objects.get(name="low").status == WorkloadStatus.PREEMPTED
     assert Workload.objects.get(name="high").status == WorkloadStatus.PENDING
+
+
+def test_a_waiting_workload_the_cycle_did_not_get_to_keeps_its_reason(monkeypatch):
+    import_example_cluster()
+    services.scheduling_pass_run()
+    waiting = Workload.objects.filter(status__in=[WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE]).first()
+    assert waiting is not None and waiting.message  # the example's workload that never fits
+    status, message = waiting.status, waiting.message
+    events = WorkloadEvent.objects.filter(workload_key=waiting.key).count()
+
+    real = services.simulate_parsed
+
+    def not_evaluated(*args, **kwargs):
+        # as when the workload is not a head this time: the pass restates what it is
+        result = real(*args, **kwargs)
+        for wr in result.workloads:
+            if wr.key == waiting.key:
+                wr.status, wr.message, wr.decided = "Pending", "", False
+        return result
+
+    monkeypatch.setattr(services, "simulate_parsed", not_evaluated)
+    services.scheduling_pass_run()
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.message) == (status, message)
+    assert WorkloadEvent.objects.filter(workload_key=waiting.key).count() == events
