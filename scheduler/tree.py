@@ -7,9 +7,11 @@ parent are contiguous, so per-level aggregations are single `reduceat` calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -46,10 +48,25 @@ class Level:
         return range(int(self.child_start[i]), int(self.child_start[i + 1]))
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural_key(value: str) -> tuple:
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(value) if part)
+
+
+def natural_path_order(path: tuple[str, ...]) -> tuple:
+    """Sort key of a path of values with numbers in them compared as numbers (b2 before b10)."""
+    return tuple(_natural_key(value) for value in path)
+
+
 class TopologyTree:
     """Domains per level, from the roots (level 0) to the leaves (the lowest level)."""
 
-    def __init__(self, levels: Sequence[str], nodes: Iterable[Node]) -> None:
+    def __init__(self, levels: Sequence[str], nodes: Iterable[Node],
+                 path_order: Callable[[tuple[str, ...]], Any] | None = None) -> None:
+        """`path_order` sorts the paths of values (default: as strings, Kueue's order, which
+        placement and encoding rely on; a display may pass `natural_path_order`)."""
         self.level_keys: tuple[str, ...] = tuple(levels)
         self.lowest_is_node = bool(levels) and levels[-1] == HOSTNAME_LABEL
         leaf_values: dict[str, tuple[str, ...]] = {}
@@ -62,7 +79,7 @@ class TopologyTree:
                 leaf_values[leaf_key] = values
                 leaf_nodes[leaf_key] = []
             leaf_nodes[leaf_key].append(node)
-        self.levels: list[Level] = self._build_levels(leaf_values)
+        self.levels: list[Level] = self._build_levels(leaf_values, path_order)
         self._index_globally()
         leaves = self.levels[-1] if self.levels else None
         # nodes backing each leaf, in the leaf order of the lowest level
@@ -73,12 +90,14 @@ class TopologyTree:
 
     # ------------------------------------------------------------ construction
 
-    def _build_levels(self, leaf_values: dict[str, tuple[str, ...]]) -> list[Level]:
+    def _build_levels(self, leaf_values: dict[str, tuple[str, ...]],
+                      path_order: Callable[[tuple[str, ...]], Any] | None) -> list[Level]:
         depth = len(self.level_keys)
         if depth == 0:
             return []
         # Sorting full paths makes every parent's children contiguous at every level.
-        ordered = sorted(leaf_values.items(), key=itemgetter(1))
+        ordered = sorted(leaf_values.items(),
+                         key=itemgetter(1) if path_order is None else (lambda item: path_order(item[1])))
         paths_per_level: list[list[tuple[str, ...]]] = [[] for _ in range(depth)]
         seen: list[set[tuple[str, ...]]] = [set() for _ in range(depth)]
         for _, values in ordered:

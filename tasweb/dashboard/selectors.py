@@ -29,7 +29,7 @@ from scheduler.capacity import domain_capacities
 from scheduler.cluster import counts_as_non_tas_usage
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.snapshot import TASFlavorSnapshot
-from scheduler.tree import TopologyTree, node_matches_flavor
+from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
 from tasweb.api.filters import EventFilter
 from tasweb.api.state import EngineView, mirror_version, remembered
@@ -188,7 +188,8 @@ def _display_snapshot(view: EngineView, flavor: str) -> TASFlavorSnapshot | None
     if topology is None:
         return None
     nodes = [n for n in state.nodes.values() if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
-    snap = TASFlavorSnapshot(rf, topology, TopologyTree(topology.levels, nodes))
+    # numbers in names compared as numbers (b2 before b10): for people, not for placement
+    snap = TASFlavorSnapshot(rf, topology, TopologyTree(topology.levels, nodes, path_order=natural_path_order))
     snap.add_non_tas_usages((p.node_name, p.spec.requests) for p in state.pods if counts_as_non_tas_usage(p))
     # what admitted workloads hold, as the engine counts it (ClusterState.add_workload_tas_usage),
     # on NotReady and cordoned nodes too

@@ -117,3 +117,32 @@ class TestWhichNodes:
     def test_flavor_without_topology_is_not_tas(self):
         objects = [topology(), resource_flavor("plain", topology_name=None), node("a", block="b1", rack="r1")]
         assert cluster_state(objects).tas_snapshots == {}
+
+
+class TestOrder:
+    """Kueue orders domains as strings; a display may ask for numbers compared as numbers."""
+
+    @staticmethod
+    def nodes(blocks: int = 11, racks: int = 2) -> list:
+        from scheduler.parse import Where, parse_node
+
+        objs = [node(f"b{b}-r{r}-n1", block=f"b{b}", rack=f"r{r}") for b in range(1, blocks + 1)
+                for r in range(1, racks + 1)]
+        return [parse_node(o, Where(o["metadata"]["name"])) for o in objs]
+
+    def test_kueue_order_compares_names_as_strings(self):
+        from scheduler.tree import TopologyTree
+
+        tree = TopologyTree((BLOCK, RACK, HOSTNAME), self.nodes())
+        assert tree.levels[0].ids[:4] == ["b1", "b10", "b11", "b2"]
+
+    def test_natural_order_compares_numbers_as_numbers_and_keeps_children_together(self):
+        from scheduler.tree import TopologyTree, natural_path_order
+
+        tree = TopologyTree((BLOCK, RACK, HOSTNAME), self.nodes(), path_order=natural_path_order)
+        assert tree.levels[0].ids == [f"b{b}" for b in range(1, 12)]
+        # every block's racks follow it, so a block's subtree is still one contiguous range
+        assert tree.levels[1].ids[:4] == ["b1,r1", "b1,r2", "b2,r1", "b2,r2"]
+        starts = tree.levels[0].child_start.tolist()
+        assert starts == list(range(0, 23, 2))
+        assert tree.leaf_for_values(("b10", "r2", "b10-r2-n1")) is not None
