@@ -44,6 +44,7 @@ MAX_HIERARCHY_DOMAINS = 1_500  # levels are added to the hierarchy while it stay
 MAX_HIERARCHY_LABELS = 64  # a level with more domains than this draws them without names
 CHUNK = 40  # nodes per row when the topology has a single level
 MAX_HOVER_WORKLOADS = 3
+MAX_HIGHLIGHT_MARKERS = 1_000  # a workload on more cells than this is shown as a tint, not as markers
 
 FLAG_MARKERS = {NOT_READY: ("x-thin-open", OKABE_ITO["black"]), CORDONED: ("square-open", OKABE_ITO["black"]),
                 TAINTED: ("triangle-up-open", OKABE_ITO["black"])}
@@ -326,6 +327,7 @@ def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str,
     flag_column = {NOT_READY: 0, CORDONED: 1, TAINTED: 2}
     counts = cap.flag_counts[level]
     wanted = _highlight_cells(cap, level, highlight) if highlight else {}
+    tint = len(wanted) > MAX_HIGHLIGHT_MARKERS
     traces: list[Any] = []
     markers: list[Any] = []
     shown_legend: set[str] = set()
@@ -369,7 +371,17 @@ def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str,
                 marker={"symbol": symbol, "size": marker_px, "color": colour, "line": {"width": 1.5, "color": colour}},
                 meta={"flag": name}))
             shown_legend.add(name)
-        if wanted:
+        if wanted and tint:
+            hit = present & np.isin(cells, list(wanted))
+            if hit.any():
+                # thousands of marker symbols take the browser most of a second to lay out: a
+                # tint over the cells shows the same at that scale (hover stays the cell's own)
+                markers.append(go.Heatmap(
+                    z=np.where(hit, 1.0, np.nan).astype(np.float32), x=np.arange(1, cells.shape[1] + 1),
+                    y=panel.row_labels, xaxis=xa, yaxis=ya, colorscale=[[0, HIGHLIGHT], [1, HIGHLIGHT]], zmin=0,
+                    zmax=1, showscale=False, opacity=0.4, xgap=1, ygap=1, hoverinfo="skip",
+                    name=f"pods of {highlight_name}", meta={"highlight": highlight_name}))
+        elif wanted:
             ii, jj = np.nonzero(present & np.isin(cells, list(wanted)))
             if len(ii):
                 markers.append(go.Scatter(

@@ -176,9 +176,10 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
             scope = selectors.placement_scope(q.capacity, list(placement.pods_per_path))
             q = TopologyQuery(q.flavor, q.resource, q.metric, scope, q.capacity)
             grid = figures.grid_layout(q.capacity, scope)
-            figs["fig-placement"] = figures.topology_grid(q, grid, highlight=placement.pods_per_path,
-                                                          highlight_name=row.key)
-            context.update(q=q, placement_nodes=len(placement.pods_per_path),
+            fig = figures.topology_grid(q, grid, highlight=placement.pods_per_path, highlight_name=row.key)
+            figs["fig-placement"] = fig
+            tinted = any(t.type == "heatmap" and t.meta and "highlight" in t.meta for t in fig.data)
+            context.update(q=q, placement_nodes=len(placement.pods_per_path), placement_tinted=tinted,
                            placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
                            topology_query=urlencode(q.as_params(domain=())))
     if row.status in selectors.api.WAITING_STATUSES or row.invalid_reason:

@@ -126,6 +126,19 @@ def test_placement_highlights_the_workloads_nodes(cluster):
     assert sum(int(n) for n in marks.text) == 4
 
 
+def test_a_workload_on_many_nodes_is_shown_as_a_tint(cluster, monkeypatch):
+    monkeypatch.setattr(figures, "MAX_HIGHLIGHT_MARKERS", 1)
+    q = query()
+    placement = selectors.workload_placement(workload=selectors.workload_or_404("research", "train-block"))
+    fig = figures.topology_grid(q, figures.grid_layout(q.capacity, ()), highlight=placement.pods_per_path,
+                                highlight_name="research/train-block")
+    tints = [t for t in fig.data if t.meta and "highlight" in t.meta]
+    assert tints and all(t.type == "heatmap" for t in tints)
+    tinted = sum(int(np.isfinite(np.asarray(t.z, dtype=float)).sum()) for t in tints)
+    assert tinted == len(cluster.nodes_of("research/train-block"))
+    assert not [t for t in fig.data if t.type == "scatter" and t.meta and "highlight" in t.meta]
+
+
 def test_history_timeline_has_a_trace_per_kind(cluster):
     rows = [{"kind": e.kind, "at": e.at, "workload_key": e.workload_key, "node": e.node, "domain": e.domain,
              "cluster_queue": e.cluster_queue, "message": e.message} for e in selectors.history_events(QueryDict(""))]
