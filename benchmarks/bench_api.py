@@ -17,65 +17,26 @@ The server is DATABASE_URL's (default postgres://postgres@127.0.0.1:5432); the d
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchdb import bench_database  # noqa: E402
 
 RACK = "cloud.example.com/topology-rack"
 BLOCK = "cloud.example.com/topology-block"
 HOSTNAME = "kubernetes.io/hostname"
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 TARGETS_MS = {"workloads page": 50, "topology tree": 300, "assignment": 300, "why-pending": 200}
-
-
-def server_url(database: str) -> str:
-    url = urlsplit(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres")
-    return urlunsplit((url.scheme, url.netloc, f"/{database}", url.query, url.fragment))
-
-
-def admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
-        conn.execute(sql)
-
-
-@contextlib.contextmanager
-def throwaway_database(name: str) -> Iterator[None]:
-    if not name.replace("_", "").isalnum():
-        raise SystemExit(f"--database {name!r}: letters, digits and underscores only")
-    admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = server_url(name)
-    os.environ.pop("REDIS_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "tasweb.settings"
-    os.environ.setdefault("TAS_VAR_DIR", tempfile.mkdtemp(prefix="tas-bench-api-"))
-    os.environ.setdefault("DJANGO_LOG_LEVEL", "WARNING")
-    try:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            from django.db import connections
-
-            connections.close_all()
-        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # ---------------------------------------------------------------- the dataset
@@ -241,12 +202,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 nodes and 10,000 workloads")
     parser.add_argument("--runs", type=int, default=15, help="requests per figure (after the first)")
     parser.add_argument("--database", default="tas_bench_api")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     args = parser.parse_args()
     shape = dict(blocks=10, racks=25, nodes_per_rack=40, workloads=100_000)
     if args.quick:
         shape = dict(blocks=5, racks=10, nodes_per_rack=20, workloads=10_000)
 
-    with throwaway_database(args.database):
+    with bench_database(args.database, keep=args.keep):
         from django.test import Client
 
         from tasweb.api.state import engine_view
