@@ -156,6 +156,10 @@ class ClusterState:
             usage: Mapping[str, int] = psa.resource_usage
             if not usage and ps is not None:
                 usage = {r: v * count for r, v in ps.spec.requests.items()}
+            elif ps is not None and 0 < ps.count < count:
+                # the PodSet now asks for fewer pods than were admitted (scaled down): as in
+                # Kueue, the admitted usage is scaled to the pods that remain, per pod first
+                usage = {r: v // count * ps.count for r, v in usage.items()}
             for resource, value in usage.items():
                 flavor = psa.flavors.get(resource)
                 if flavor is not None:

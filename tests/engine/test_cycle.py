@@ -260,3 +260,19 @@ def test_a_workload_left_waiting_reports_why_its_quota_is_not_reserved():
     waiting = result_of(result, "waiting")
     assert waiting.status == "Pending"
     assert waiting.message == "insufficient quota for cpu"
+
+
+def test_a_scaled_down_pod_set_holds_quota_only_for_its_remaining_pods():
+    # admitted with 6 pods of 1 CPU (6 CPU of the 8 in quota), then scaled down to 2 pods:
+    # it holds 2 CPU, so a 6-CPU workload fits; with 6 held it could not
+    running = admitted(workload("scaled", count=2, cpu="1"),
+                       assignments={"main": domains_json([HOSTNAME], [("x1", 6)])})
+    running["status"]["admission"]["podSetAssignments"][0].update(count=6, resourceUsage={"cpu": "6"})
+    nodes = [node(f"x{i}", block="b1", rack="r1", cpu="8") for i in (1, 2)]
+    result = run([*tas_setup(quota={"cpu": "8"}), *nodes, running, workload("next", count=6, cpu="1")])
+    assert result_of(result, "next").status == "Admitted"
+    # and without the scale-down it waits for quota
+    running["spec"]["podSets"][0]["count"] = 6
+    result = run([*tas_setup(quota={"cpu": "8"}), *nodes, running, workload("next", count=6, cpu="1")])
+    assert result_of(result, "next").status != "Admitted"
+    assert "insufficient unused quota for cpu" in result_of(result, "next").message
