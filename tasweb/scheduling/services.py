@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -261,6 +262,15 @@ POD_UNGATED_FIELDS = ("raw", "gated", "updated_at")
 POD_TERMINATED_FIELDS = ("raw", "phase", "updated_at")
 
 
+_NUMBERS = re.compile(r"\d+")
+
+
+def message_shape(message: str) -> str:
+    """A reason with its numbers masked: "4 more needed" and "6 more needed" are one reason
+    (the history records a waiting workload's reason when it changes, not its every count)."""
+    return _NUMBERS.sub("#", message)
+
+
 @dataclass
 class PassRecorder:
     """Writes one PassResult: workload rows, assignments, history, writes for the cluster."""
@@ -383,7 +393,7 @@ class PassRecorder:
             self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
                 "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains,
                 "podSets": [{"name": ps.name, "count": ps.count} for ps in wr.pod_sets]})
-        elif new in WAITING and (old != new or previous_message != row.message):
+        elif new in WAITING and (old != new or message_shape(previous_message) != message_shape(row.message)):
             failed = [{"podSet": ps.name, "reason": ps.failure_reason} for ps in wr.pod_sets if ps.failure_reason]
             self.event(row.key, EventKind.PENDING, message=row.message, details={"status": new, "podSets": failed})
 

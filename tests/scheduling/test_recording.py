@@ -100,3 +100,35 @@ def test_a_waiting_workload_the_cycle_did_not_get_to_keeps_its_reason(monkeypatc
     waiting.refresh_from_db()
     assert (waiting.status, waiting.message) == (status, message)
     assert WorkloadEvent.objects.filter(workload_key=waiting.key).count() == events
+
+
+def test_a_waiting_workloads_reason_is_recorded_when_it_changes_not_when_its_counts_do(monkeypatch):
+    import_example_cluster()
+    services.scheduling_pass_run()
+    waiting = Workload.objects.filter(status__in=[WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE]).first()
+    real = services.simulate_parsed
+
+    def with_reason(message: str):
+        def run(*args, **kwargs):
+            result = real(*args, **kwargs)
+            for wr in result.workloads:
+                if wr.key == waiting.key:
+                    wr.message = message
+            return result
+        return run
+
+    def pending_events() -> list[str]:
+        return list(WorkloadEvent.objects.filter(workload_key=waiting.key, kind="Pending")
+                    .order_by("id").values_list("message", flat=True))
+
+    before = len(pending_events())
+    for message in ("insufficient unused quota for cpu, 4 more needed",
+                    "insufficient unused quota for cpu, 6 more needed",  # the same reason
+                    "topology allows to fit only 2 out of 4 pod(s)"):  # another reason
+        monkeypatch.setattr(services, "simulate_parsed", with_reason(message))
+        services.scheduling_pass_run()
+    events = pending_events()[before:]
+    assert events == ["insufficient unused quota for cpu, 4 more needed",
+                      "topology allows to fit only 2 out of 4 pod(s)"]
+    waiting.refresh_from_db()
+    assert waiting.message == "topology allows to fit only 2 out of 4 pod(s)"  # the row is current
