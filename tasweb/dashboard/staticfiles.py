@@ -45,7 +45,7 @@ def _write_atomically(target: Path, write) -> None:
 
 
 def vendor_root() -> Path:
-    """The folder holding dashboard/vendor/plotly.min.js(.gz) for this plotly version."""
+    """The folder holding dashboard/vendor/plotly.min.js(.gz) for this version of the bundle."""
     digest = hashlib.sha256(plotly_source().read_bytes()).hexdigest()[:12]
     root = Path(settings.VAR_DIR) / "vendor" / f"plotly-{digest}"
     target = root / PLOTLY_PATH

@@ -367,7 +367,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    # plotly.min.js from the installed plotly package (tasweb/dashboard/staticfiles.py)
+    # Plotly's cartesian bundle as dashboard/vendor/plotly.min.js (tasweb/dashboard/staticfiles.py)
     "tasweb.dashboard.staticfiles.PlotlyFinder",
 ]
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT") or VAR_DIR / "staticfiles")
