@@ -11,17 +11,6 @@ from scheduler.snapshot import TASFlavorSnapshot
 
 
 @dataclass(slots=True)
-class DomainCapacity:
-    level: int
-    values: tuple[str, ...]  # path from the root
-    nodes: int
-    allocatable: dict[str, int]
-    tas_usage: dict[str, int]
-    non_tas_usage: dict[str, int]
-    free: dict[str, int]  # allocatable minus both usages (negative when over-committed)
-
-
-@dataclass(slots=True)
 class LevelTotals:
     """One level's domains (in the tree's order): node counts and, per resource column of the
     snapshot, allocatable, TAS usage and non-TAS usage (rows: domains)."""
@@ -45,22 +34,3 @@ def level_totals(snap: TASFlavorSnapshot) -> list[LevelTotals]:
         starts = tree.levels[lvl].child_start[:-1]
         per_level[lvl] = tuple(np.add.reduceat(a, starts, axis=0) for a in per_level[lvl + 1])
     return [LevelTotals(*arrays) for arrays in per_level]
-
-
-def domain_capacities(snap: TASFlavorSnapshot) -> list[DomainCapacity]:
-    """Every domain, level by level from the roots, each with its totals per resource."""
-    names = snap.resources.names
-    out = []
-    for lvl, totals in enumerate(level_totals(snap)):
-        alloc_l, tas_l = totals.allocatable.tolist(), totals.tas_usage.tolist()
-        other_l, n_l = totals.non_tas_usage.tolist(), totals.nodes.tolist()
-        for i, values in enumerate(snap.tree.levels[lvl].values):
-            a, t, o = alloc_l[i], tas_l[i], other_l[i]
-            out.append(DomainCapacity(
-                level=lvl, values=values, nodes=n_l[i],
-                allocatable={r: a[j] for j, r in enumerate(names) if a[j]},
-                tas_usage={r: t[j] for j, r in enumerate(names) if t[j]},
-                non_tas_usage={r: o[j] for j, r in enumerate(names) if o[j]},
-                free={r: a[j] - t[j] - o[j] for j, r in enumerate(names) if a[j] or t[j] or o[j]},
-            ))
-    return out

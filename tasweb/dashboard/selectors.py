@@ -4,7 +4,7 @@ The topology heatmap needs every node of a TAS flavor, Ready or not: the engine'
 snapshot (`ClusterState.tas_snapshots`) leaves NotReady and cordoned nodes out because
 nothing can be placed there, but an operator wants to see them, marked. So the dashboard
 builds a *display snapshot* with the engine's own classes (`TopologyTree`,
-`TASFlavorSnapshot`, `domain_capacities`) over all the flavor's nodes, from the same cached
+`TASFlavorSnapshot`, `level_totals`) over all the flavor's nodes, from the same cached
 engine view of the mirror the API answers from, once per mirror version.
 
 Everything else (workloads, assignments decoded and encoded, why-pending, quota, queue
@@ -25,7 +25,7 @@ from django.db.models import Max, QuerySet
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
-from scheduler.capacity import domain_capacities
+from scheduler.capacity import level_totals
 from scheduler.cluster import counts_as_non_tas_usage
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.snapshot import TASFlavorSnapshot
@@ -208,14 +208,13 @@ def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
     if snap is None:
         return None
     tree = snap.tree
-    resources = tuple(sorted(snap.resources.names, key=resource_order))
-    per_level: list[list] = [[] for _ in range(tree.depth)]
-    for cap in domain_capacities(snap):
-        per_level[cap.level].append(cap)
+    names = list(snap.resources.names)
+    resources = tuple(sorted(names, key=resource_order))
+    columns = [names.index(r) for r in resources]
+    totals = level_totals(snap)
 
-    def matrix(caps: list, attribute: str) -> np.ndarray:
-        rows = [[getattr(c, attribute).get(r, 0) for r in resources] for c in caps]
-        return np.array(rows, dtype=np.float64).reshape(len(caps), len(resources))
+    def matrices(attribute: str) -> list[np.ndarray]:
+        return [getattr(t, attribute)[:, columns].astype(np.float64) for t in totals]
 
     leaf_flags, leaf_taints = _leaf_conditions(tree)
     rf = view.state.flavors[flavor]
@@ -223,9 +222,7 @@ def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
                     if all(n.labels.get(k) == v for k, v in rf.node_labels.items()))
     return FlavorCapacity(
         flavor=flavor, topology=snap.topology_name, levels=tuple(snap.level_keys), resources=resources, tree=tree,
-        allocatable=[matrix(caps, "allocatable") for caps in per_level],
-        tas_usage=[matrix(caps, "tas_usage") for caps in per_level],
-        other_usage=[matrix(caps, "non_tas_usage") for caps in per_level],
+        allocatable=matrices("allocatable"), tas_usage=matrices("tas_usage"), other_usage=matrices("non_tas_usage"),
         flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
         leaf_flags=leaf_flags, leaf_taints=leaf_taints,
         workloads={path: sorted(keys) for path, keys in api.domain_workloads(view, snap).items()},
