@@ -293,23 +293,22 @@ def event_list() -> QuerySet:
 # ---------------------------------------------------------------- queues
 
 
-def waiting_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
-    """(namespace, LocalQueue) -> {status: count} over waiting workloads."""
+def _counts_by_local_queue(statuses: Iterable[str]) -> dict[tuple[str, str], dict[str, int]]:
+    """(namespace, LocalQueue) -> {status: count} over workloads in `statuses`."""
     out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-    rows = (cluster.Workload.objects.filter(status__in=WAITING_STATUSES)
+    rows = (cluster.Workload.objects.filter(status__in=statuses)
             .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
     for namespace, queue, status, n in rows:
         out[(namespace, queue)][status] = n
     return out
+
+
+def waiting_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
+    return _counts_by_local_queue(WAITING_STATUSES)
 
 
 def reserving_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
-    out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-    rows = (cluster.Workload.objects.filter(status__in=RESERVING_STATUSES)
-            .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
-    for namespace, queue, status, n in rows:
-        out[(namespace, queue)][status] = n
-    return out
+    return _counts_by_local_queue(RESERVING_STATUSES)
 
 
 def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
