@@ -182,10 +182,7 @@ class SchedulingCycle:
             e.assigner.assign_topology(assignment)
         if assignment.mode != PREEMPT:
             return assignment, []
-        targets = self.preemptor.get_targets(
-            e.wl, e.cq, assignment.usage(), assignment.resources_needing_preemption(),
-            tas_fits=lambda: not any(p.failure for p in e.assigner.place(assignment).values()))
-        return assignment, targets
+        return assignment, e.assigner.preemption_targets(assignment)
 
     @staticmethod
     def admissible(assignment: FlavorAssignment, targets: list[Target]) -> bool:

@@ -396,13 +396,8 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
 def preemption_targets(assigner: FlavorAssigner, assignment: FlavorAssignment) -> list[Target]:
     """The workloads the scheduling cycle would preempt for an assignment that fits only by
     preemption (none when the ClusterQueue's preemption policy allows no candidate)."""
-    wl, cq = assigner.wl, assigner.cq
     assigner.assign_topology(assignment)
-    if assignment.mode != PREEMPT:
-        return []
-    return assigner.preemptor.get_targets(
-        wl, cq, assignment.usage(), assignment.resources_needing_preemption(),
-        tas_fits=lambda: not any(p.failure for p in assigner.place(assignment).values()))
+    return assigner.preemption_targets(assignment) if assignment.mode == PREEMPT else []
 
 
 def preemption_suggestion(targets: list[Target]) -> Suggestion:

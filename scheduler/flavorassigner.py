@@ -15,7 +15,7 @@ from enum import IntEnum
 from scheduler.cluster import ClusterState
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
-from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor
+from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource, borrowing_height
 from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
@@ -419,6 +419,13 @@ class FlavorAssigner:
         if best[1].grain != Grain.FIT:
             psf.reasons.extend(reasons)
         return best
+
+    def preemption_targets(self, assignment: FlavorAssignment) -> list[Target]:
+        """The workloads to preempt for an assignment that fits only by preemption: its quota,
+        and its topology (placed as if they were gone); none when no candidate will do."""
+        return self.preemptor.get_targets(
+            self.wl, self.cq, assignment.usage(), assignment.resources_needing_preemption(),
+            tas_fits=lambda: not any(p.failure for p in self.place(assignment).values()))
 
     # ------------------------------------------------------------ TAS within the assignment
 
