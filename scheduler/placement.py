@@ -10,12 +10,17 @@ Kueue's algorithm (KEP-2724):
   fullest;
 * phase 2b - walk down level by level, spreading the pods over as few domains as possible;
 * the assignment lists the lowest-level domains in order of their level values.
+
+A level can hold every node of the cluster, so phase 2a orders it with numpy from the
+phase-1 arrays (exact until phase 2 turns counters into lists), and LeastFreeCapacity,
+which spreads over the smallest domains first, orders only the prefix it takes. Both give
+the order of the Python sorts (same keys, same tie-break by rank), which later phases use.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -200,22 +205,46 @@ class _Params:
     multi_layer: tuple = ()
 
 
+_COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+
+
 class _Counts:
     """Per-domain counters of one placement run, indexed by global domain index.
 
     `state`: pods that fit (phase 1), then pods assigned (phase 2); `slice`: slices that fit;
     `*_wl`: the same with room kept for the leader; `leader`: whether the leader fits.
+
+    Phase 1 leaves numpy arrays; each counter becomes a Python list (which phase 2 reads
+    and writes) only when first used, since converting every domain of a large tree costs
+    more than a vectorised placement that never needs most of them.
     """
 
-    __slots__ = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+    __slots__ = ("_arrays", "_listed", *_COUNTERS)
+
+    state: list[int]
+    state_wl: list[int]
+    slice: list[int]
+    slice_wl: list[int]
+    leader: list[int]
+    affinity: list[int]
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
-        self.state: list[int] = arrays["state"].tolist()
-        self.state_wl: list[int] = arrays["state_wl"].tolist()
-        self.slice: list[int] = arrays["slice"].tolist()
-        self.slice_wl: list[int] = arrays["slice_wl"].tolist()
-        self.leader: list[int] = arrays["leader"].tolist()
-        self.affinity: list[int] = arrays["affinity"].tolist()
+        self._arrays = arrays
+        self._listed = False
+
+    def __getattr__(self, name: str) -> list[int]:
+        # Only reached while the counter's slot is still unset.
+        if name not in _COUNTERS:
+            raise AttributeError(name)
+        values: list[int] = self._arrays[name].tolist()
+        setattr(self, name, values)
+        self._listed = True
+        return values
+
+    def phase1_arrays(self) -> dict[str, np.ndarray] | None:
+        """The phase-1 counters as arrays while they are still exact: before any counter became
+        a list, nothing can have changed them."""
+        return None if self._listed else self._arrays
 
 
 Field = Literal["state", "state_wl", "slice", "slice_wl"]
@@ -390,18 +419,47 @@ class Placer:
     def sorted_domains(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
         """BestFit: most slices first; LeastFreeCapacity: fewest first; then fewest pods, then values."""
         c, rank = self.counts, self.rank
+        slices, state = c.slice, c.state
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
-            return sorted(domains, key=lambda d: (-c.affinity[d], sign * c.slice[d], c.state[d], rank[d]))
-        return sorted(domains, key=lambda d: (sign * c.slice[d], c.state[d], rank[d]))
+            affinity = c.affinity
+            return sorted(domains, key=lambda d: (-affinity[d], sign * slices[d], state[d], rank[d]))
+        return sorted(domains, key=lambda d: (sign * slices[d], state[d], rank[d]))
 
     def sorted_domains_with_leader(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
         c, rank = self.counts, self.rank
+        leader, slices, state = c.leader, c.slice_wl, c.state_wl
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
-            return sorted(domains, key=lambda d: (-c.leader[d], -c.affinity[d], sign * c.slice_wl[d],
-                                                  c.state_wl[d], rank[d]))
-        return sorted(domains, key=lambda d: (-c.leader[d], sign * c.slice_wl[d], c.state_wl[d], rank[d]))
+            affinity = c.affinity
+            return sorted(domains, key=lambda d: (-leader[d], -affinity[d], sign * slices[d], state[d], rank[d]))
+        return sorted(domains, key=lambda d: (-leader[d], sign * slices[d], state[d], rank[d]))
+
+    def _level_order_keys(
+        self, arrays: dict[str, np.ndarray], level: int, unconstrained: bool, with_leader: bool
+    ) -> list[np.ndarray]:
+        """The keys of `sorted_domains` (`sorted_domains_with_leader` when `with_leader`) for every
+        domain of `level`, most significant first, as arrays indexed by position in the level.
+
+        The level's `rank` orders its domains as `rank_of` does (both follow the sorted values),
+        which holds while no domain has been cloned.
+        """
+        tree = self.tree
+        window = slice(tree.offsets[level], tree.offsets[level] + len(tree.levels[level]))
+        sign = 1 if self.least_free(unconstrained) else -1
+        slices, state = ("slice_wl", "state_wl") if with_leader else ("slice", "state")
+        keys = [sign * arrays[slices][window], arrays[state][window], tree.levels[level].rank]
+        if self.affinity_first:
+            keys.insert(0, -arrays["affinity"][window])
+        if with_leader:
+            keys.insert(0, -arrays["leader"][window])
+        return keys
+
+    def _phase1_arrays(self) -> dict[str, np.ndarray] | None:
+        """Phase-1 counters as arrays, when they still describe every domain exactly."""
+        if self.counts is None or self.origin is not None:
+            return None
+        return self.counts.phase1_arrays()
 
     def top_affinity_tier(self, candidates: Sequence[int]) -> Sequence[int]:
         if not self.affinity_first or not candidates:
@@ -475,17 +533,21 @@ class Placer:
         domains = tree.level_domains(level)
         if len(domains) == 0:
             return 0, [], f"no topology domains at level: {tree.level_keys[level]}"
-        ordered = self.sorted_domains_with_leader(domains, p.unconstrained)
-        top = ordered[0]
         slice_count = p.count // p.slice_size
-        best_fit = self.best_fit(p.unconstrained)
-        if best_fit and c.slice_wl[top] >= slice_count and c.leader[top] >= p.leader_count:
-            top = self.best_fit_for_slices(ordered, slice_count, p.leader_count)
 
         def not_fit(fit: int, total: int) -> str:
             if p.multi_layer:
                 return self.multi_layer_not_fit_message(level, p)
             return self.not_fit_message(fit, total, p.slice_size)
+
+        arrays = self._phase1_arrays()
+        if arrays is not None and self._walks_a_prefix(p, slice_count):
+            return self._least_free_over_level(arrays, level, slice_count, not_fit)
+        ordered = self._ordered_level(level, p.unconstrained, arrays)
+        top = ordered[0]
+        best_fit = self.best_fit(p.unconstrained)
+        if best_fit and c.slice_wl[top] >= slice_count and c.leader[top] >= p.leader_count:
+            top = self.best_fit_for_slices(ordered, slice_count, p.leader_count)
 
         if self.least_free(p.unconstrained):
             for d in ordered:
@@ -509,9 +571,52 @@ class Placer:
             return 0, [], not_fit(c.slice[top], slice_count)
         if level > 0 and not p.unconstrained:
             return self.find_level_with_fit_domains(level - 1, p)
-        return self._spread_over_level(level, ordered, slice_count, p, not_fit)
+        # Phase 2a only reads the counters, so arrays exact at its start are exact here too.
+        return self._spread_over_level(level, ordered, slice_count, p, not_fit, arrays)
 
-    def _spread_over_level(self, level, ordered, slice_count, p: _Params, not_fit) -> tuple[int, list[int], str]:
+    def _walks_a_prefix(self, p: _Params, slice_count: int) -> bool:
+        """Whether phase 2a is LeastFreeCapacity's plain walk in order (no leader to place first,
+        no `required` failure message naming the last domain, something to place)."""
+        return self.least_free(p.unconstrained) and p.leader_count == 0 and not p.required and slice_count > 0
+
+    def _ordered_level(self, level: int, unconstrained: bool, arrays: dict[str, np.ndarray] | None) -> list[int]:
+        """`sorted_domains_with_leader` of every domain of `level`, in numpy from exact phase-1 arrays."""
+        if arrays is None:
+            return self.sorted_domains_with_leader(self.tree.level_domains(level), unconstrained)
+        keys = self._level_order_keys(arrays, level, unconstrained, with_leader=True)
+        return (np.lexsort(keys[::-1]) + self.tree.offsets[level]).tolist()
+
+    def _least_free_over_level(
+        self, arrays: dict[str, np.ndarray], level: int, slice_count: int, not_fit: Callable[[int, int], str]
+    ) -> tuple[int, list[int], str]:
+        """LeastFreeCapacity without a leader, on the phase-1 arrays: the first domain in order that
+        holds every slice, else the first domains in order that together hold them.
+
+        Equivalent to ordering the whole level and walking it (the general path), but it only
+        orders the prefix the walk reaches. Domains without a slice are left out: the walk takes
+        them, yet they end up with no pods and never reduce what remains to place.
+        """
+        start = self.tree.offsets[level]
+        capacity = arrays["slice"][start:start + len(self.tree.levels[level])]
+        fits = np.flatnonzero(capacity >= slice_count)
+        if fits.size:
+            keys = self._level_order_keys(arrays, level, True, with_leader=True)
+            first = fits[lex_smallest([key[fits] for key in keys], 1)]
+            return level, [start + int(first[0])], ""
+        usable = np.flatnonzero(capacity > 0)
+        keys = self._level_order_keys(arrays, level, True, with_leader=False)
+        # Every usable domain holds at least one slice, so the first `slice_count` always suffice.
+        order = usable[lex_smallest([key[usable] for key in keys], slice_count)]
+        placed = np.cumsum(capacity[order])
+        if placed.size == 0 or placed[-1] < slice_count:
+            return 0, [], not_fit(int(capacity.sum()), slice_count)
+        taken = int(np.searchsorted(placed, slice_count)) + 1
+        return level, (order[:taken] + start).tolist(), ""
+
+    def _spread_over_level(
+        self, level: int, ordered: Sequence[int], slice_count: int, p: _Params, not_fit: Callable[[int, int], str],
+        arrays: dict[str, np.ndarray] | None = None,
+    ) -> tuple[int, list[int], str]:
         """No single domain holds everything: take domains in order, leaders first."""
         c = self.counts
         best_fit = self.best_fit(p.unconstrained)
@@ -529,7 +634,7 @@ class Placer:
             idx += 1
         if remaining_leaders > 0:
             return 0, [], not_fit(p.leader_count - remaining_leaders, slice_count)
-        rest = self.sorted_domains(ordered[idx:], p.unconstrained)
+        rest = self._sorted_rest(level, ordered, idx, p.unconstrained, arrays)
         i = 0
         while remaining_slices > 0 and i < len(rest):
             d = rest[i]
@@ -541,6 +646,24 @@ class Placer:
         if remaining_slices > 0:
             return 0, [], not_fit(slice_count - remaining_slices, slice_count)
         return level, results, ""
+
+    def _sorted_rest(
+        self, level: int, ordered: Sequence[int], idx: int, unconstrained: bool, arrays: dict[str, np.ndarray] | None
+    ) -> list[int]:
+        """`sorted_domains(ordered[idx:])`, where `ordered` holds every domain of `level`.
+
+        With the level's phase-1 arrays, the whole level is ordered in numpy and the first `idx`
+        domains of `ordered` are dropped: a subset keeps the order the whole set sorts into
+        (ties are impossible without clones, as the rank differs between domains).
+        """
+        if arrays is None:
+            return self.sorted_domains(ordered[idx:], unconstrained)
+        keys = self._level_order_keys(arrays, level, unconstrained, with_leader=False)
+        order: list[int] = (np.lexsort(keys[::-1]) + self.tree.offsets[level]).tolist()
+        if idx == 0:
+            return order
+        taken = set(ordered[:idx])
+        return [d for d in order if d not in taken]
 
     # ------------------------------------------------------------ phase 2b
 
@@ -669,6 +792,37 @@ class Placer:
 
 
 # ---------------------------------------------------------------- vector helpers
+
+
+def lex_smallest(keys: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Positions of the `k` rows a stable sort by `keys` (most significant first) puts first, in
+    that order; rows equal in every key keep their position order.
+
+    Each key only narrows the rows tied at the cut (by partitioning, not sorting), so taking
+    a few rows out of many costs a few linear passes.
+    """
+    n = len(keys[0]) if keys else 0
+    if k <= 0 or n == 0:
+        return np.empty(0, dtype=np.int64)
+    need = min(k, n)
+    pool = np.arange(n)
+    whole = True  # pool is still every row, so a key needs no gathering
+    taken: list[np.ndarray] = []
+    for key in keys:
+        if pool.size <= need:
+            break
+        values = key if whole else key[pool]
+        cut = np.partition(values, need - 1)[need - 1]
+        below = values < cut
+        taken.append(pool[below])
+        need -= int(np.count_nonzero(below))
+        tied = values == cut
+        if not whole or not tied.all():
+            pool, whole = pool[tied], False
+    else:
+        pool = pool[:need]
+    chosen = np.sort(np.concatenate([*taken, pool]))
+    return chosen[np.lexsort([key[chosen] for key in reversed(keys)])]
 
 
 def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
