@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-MAX_NODES = 10_000
+MAX_NODES = 100_000
 ENV_PREFIX = "TAS_SIM_"
 
 
@@ -76,8 +76,8 @@ class SimulatorSettings:
             if getattr(self, name) < 1:
                 fail(name, f"must be at least 1, got {getattr(self, name)}")
         if self.node_count > MAX_NODES:
-            fail("nodes_per_rack", f"the cluster would have {self.node_count} nodes "
-                                   f"({self.blocks} x {self.racks_per_block} x {self.nodes_per_rack}); "
+            fail("nodes_per_rack", f"the cluster would have {self.node_count} nodes (blocks x racks_per_block x "
+                                   f"nodes_per_rack = {self.blocks} x {self.racks_per_block} x {self.nodes_per_rack}); "
                                    f"at most {MAX_NODES} are supported")
         if self.tick_seconds <= 0:
             fail("tick_seconds", f"must be positive, got {self.tick_seconds}")

@@ -14,23 +14,24 @@ A tick is one transaction: a crash mid-tick leaves the previous state.
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, QuerySet
 from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import KINDS, WorkloadStatus
-from tasweb.cluster.services import object_delete, object_upsert, objects_resync
+from tasweb.cluster.services import _row_values, object_delete, object_uid, object_upsert, rows_insert
 from tasweb.scheduling.services import workload_observed
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.config import SimulatorSettings, simulator_settings
@@ -45,6 +46,13 @@ WAITING = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE)
 DRAIN_TAINT_KEY = "node.kubernetes.io/unschedulable"
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 STATE_ID = 1
+# objects a bulk write holds and sends at once: bounded memory, few statements
+WRITE_BATCH = 5_000
+# Random nodes a fault looks at when no node running jobs qualifies: every node of a small
+# cluster, and plenty on a large one (most of its nodes are in service).
+FALLBACK_DRAWS = 256
+# nodes whose health one query checks while picking where a fault strikes
+HEALTH_CHECK_BATCH = 32
 
 
 # ---------------------------------------------------------------- helpers
@@ -131,16 +139,39 @@ class ClusterWriter:
         if object_delete(kind=kind, obj=obj):
             self.writes += 1
 
-    def create_all(self, kind: str, objects: list[dict[str, Any]]) -> None:
-        """Create many objects; into an empty table in bulk (a 10,000-node cluster seeds in seconds)."""
-        if not objects:
-            return
-        if not KINDS[kind].objects.exists():
-            objects_resync(kind=kind, objects=[self.stamp(obj) for obj in objects])
-            self.writes += len(objects)
-            return
-        for obj in objects:
-            self.put(kind, obj)
+    def create_all(self, kind: str, objects: Iterable[dict[str, Any]]) -> int:
+        """Create many objects, `WRITE_BATCH` at a time: the new ones in one bulk insert (COPY
+        on PostgreSQL) a batch, any that exist already one by one, as updates. `objects` may
+        be a generator: only one batch of them is held at once. Returns how many were written."""
+        model = KINDS[kind]
+        written = 0
+        for batch in _batches(objects, WRITE_BATCH):
+            stamped = {object_uid(kind, obj): self.stamp(obj) for obj in batch}
+            existing = set(model.objects.filter(uid__in=stamped).values_list("uid", flat=True))
+            # _row_values is the mirror's own row builder, so rows written here are the rows
+            # object_upsert would write; the mirror has no public bulk insert of objects
+            rows_insert(model=model, rows=({"uid": uid, **_row_values(kind, obj)}
+                                           for uid, obj in stamped.items() if uid not in existing))
+            for uid in existing:
+                object_upsert(kind=kind, obj=stamped[uid])
+            written += len(stamped)
+        self.writes += written
+        return written
+
+    def delete_all(self, kind: str, uids: Iterable[str]) -> int:
+        """Delete objects by uid, `WRITE_BATCH` a statement; returns how many were there."""
+        model = KINDS[kind]
+        deleted = 0
+        for batch in _batches(uids, WRITE_BATCH):
+            deleted += model.objects.filter(uid__in=batch).delete()[0]
+        self.writes += deleted
+        return deleted
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 # ---------------------------------------------------------------- seeding
@@ -185,46 +216,10 @@ def simulator_seed(*, config: SimulatorSettings | None = None, now: datetime | N
     with transaction.atomic():
         state = _state_for_update(config)
         writer = ClusterWriter(state)
-
-        for kind, wanted in k8s.kueue_objects(config, now).items():
-            # by name: an object of that name from elsewhere (e.g. a file import) is adopted
-            stored = {(row.namespace, row.name): row for row in
-                      KINDS[kind].objects.filter(name__in=[o["metadata"]["name"] for o in wanted])}
-            for obj in wanted:
-                row = stored.get((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
-                if row is None:
-                    writer.put(kind, obj)
-                    report.created[kind] = report.created.get(kind, 0) + 1
-                elif not _same_definition(row.raw, obj):
-                    updated = {**row.raw, **{k: v for k, v in obj.items() if k != "metadata"}}
-                    writer.put(kind, updated)
-                    report.updated[kind] = report.updated.get(kind, 0) + 1
-
-        # Nodes and the pods outside Kueue are compared by name, and only the missing ones
-        # are built: reseeding a 10,000-node cluster reads two columns and writes nothing.
-        stamp = k8s.rfc3339(now)
-        names = k8s.node_names(config)
-        stored_nodes = dict(cluster.Node.objects.values_list("name", "uid"))
-        wanted_nodes = set(names)
-        for name in sorted(set(stored_nodes) - wanted_nodes):
-            writer.delete("Node", {"metadata": {"uid": stored_nodes[name]}})
-            report.deleted["Node"] = report.deleted.get("Node", 0) + 1
-        missing_nodes = [k8s.node_from_name(config, name, stamp) for name in names if name not in stored_nodes]
-        writer.create_all("Node", missing_nodes)
-        if missing_nodes:
-            report.created["Node"] = len(missing_nodes)
-
-        wanted_pods = k8s.infra_pod_keys(config, names)
-        stored_pods = {(ns, name): uid for ns, name, uid in cluster.Pod.objects.filter(
-            namespace__in=k8s.INFRA_NAMESPACES, workload_name="").values_list("namespace", "name", "uid")}
-        for key in sorted(set(stored_pods) - set(wanted_pods)):
-            writer.delete("Pod", {"metadata": {"uid": stored_pods[key]}})
-            report.deleted["Pod"] = report.deleted.get("Pod", 0) + 1
-        missing_pods = [k8s.infra_pod_object(config, ns, name, node, stamp)
-                        for (ns, name), node in wanted_pods.items() if (ns, name) not in stored_pods]
-        writer.create_all("Pod", missing_pods)
-        if missing_pods:
-            report.created["Pod"] = len(missing_pods)
+        _seed_kueue_objects(writer, report, config, now)
+        names, stamp = k8s.node_names(config), k8s.rfc3339(now)
+        _seed_nodes(writer, report, config, names, stamp)
+        _seed_infra_pods(writer, report, config, names, stamp)
 
         state.shape = {"blocks": config.blocks, "racks_per_block": config.racks_per_block,
                        "nodes_per_rack": config.nodes_per_rack, "gpus_per_node": config.gpus_per_node}
@@ -234,6 +229,55 @@ def simulator_seed(*, config: SimulatorSettings | None = None, now: datetime | N
         state.save()
     logger.info("simulator seed: %s", report.summary())
     return report
+
+
+def _count(counts: dict[str, int], kind: str, n: int) -> None:
+    if n:
+        counts[kind] = counts.get(kind, 0) + n
+
+
+def _seed_kueue_objects(writer: ClusterWriter, report: SeedReport, config: SimulatorSettings,
+                        now: datetime) -> None:
+    for kind, wanted in k8s.kueue_objects(config, now).items():
+        # by name: an object of that name from elsewhere (e.g. a file import) is adopted
+        stored = {(row.namespace, row.name): row for row in
+                  KINDS[kind].objects.filter(name__in=[o["metadata"]["name"] for o in wanted])}
+        for obj in wanted:
+            row = stored.get((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+            if row is None:
+                writer.put(kind, obj)
+                _count(report.created, kind, 1)
+            elif not _same_definition(row.raw, obj):
+                updated = {**row.raw, **{k: v for k, v in obj.items() if k != "metadata"}}
+                writer.put(kind, updated)
+                _count(report.updated, kind, 1)
+
+
+# Nodes and the pods outside Kueue are compared by name, and only the missing ones are built,
+# one batch at a time as they are written: reseeding a 100,000-node cluster reads a few
+# columns and writes nothing, and seeding it never holds more than a batch of objects.
+
+
+def _seed_nodes(writer: ClusterWriter, report: SeedReport, config: SimulatorSettings, names: list[str],
+                stamp: str) -> None:
+    stored = dict(cluster.Node.objects.values_list("name", "uid"))
+    wanted = set(names)
+    _count(report.deleted, "Node", writer.delete_all("Node", (stored[name] for name in sorted(stored)
+                                                              if name not in wanted)))
+    missing = (k8s.node_from_name(config, name, stamp) for name in names if name not in stored)
+    _count(report.created, "Node", writer.create_all("Node", missing))
+
+
+def _seed_infra_pods(writer: ClusterWriter, report: SeedReport, config: SimulatorSettings, names: list[str],
+                     stamp: str) -> None:
+    wanted = k8s.infra_pod_keys(config, names)
+    stored = {(ns, name): uid for ns, name, uid in cluster.Pod.objects.filter(
+        namespace__in=k8s.INFRA_NAMESPACES, workload_name="").values_list("namespace", "name", "uid")}
+    _count(report.deleted, "Pod", writer.delete_all("Pod", (stored[key] for key in sorted(stored)
+                                                            if key not in wanted)))
+    missing = (k8s.infra_pod_object(config, ns, name, node, stamp)
+               for (ns, name), node in wanted.items() if (ns, name) not in stored)
+    _count(report.created, "Pod", writer.create_all("Pod", missing))
 
 
 # ---------------------------------------------------------------- ticks
@@ -292,7 +336,8 @@ class Tick:
         self.report = report
         self.writer = ClusterWriter(state)
         self.minutes = report.seconds / 60
-        self._candidates: list[str] | None = None
+        self._namespaces: list[str] | None = None
+        self._busy: list[str] | None = None
 
     def run(self) -> None:
         self.recover_nodes()
@@ -331,30 +376,61 @@ class Tick:
             self.writer.put("Node", raw)
             self.report.recoveries.append(name)
 
-    def fault_candidates(self) -> list[str]:
-        """Ready, schedulable nodes in service, preferring those that run pods of TAS
-        workloads (a GPU fault shows under load, and an idle node's failure would have
-        nothing to show). Read once per tick; picked nodes are taken out."""
-        if self._candidates is None:
-            busy = cluster.Pod.objects.filter(tas=True, phase="Running").exclude(node_name="").values("node_name")
-            healthy = cluster.Node.objects.filter(ready="True", unschedulable=False, taints=[])
-            # out of service, or back in service only just now
-            excluded = set(self.state.outages) | set(self.report.recoveries)
-            candidates = set(healthy.filter(name__in=busy).values_list("name", flat=True)) - excluded
-            if not candidates:
-                candidates = set(healthy.values_list("name", flat=True)) - excluded
-            self._candidates = sorted(candidates)
-        return self._candidates
+    def job_namespaces(self) -> list[str]:
+        """Where pods of workloads are: the simulator's namespaces and those of any workload.
+        Filtering pods on these goes through the (namespace, workload) index and never reads
+        the pods that run outside Kueue on every node."""
+        if self._namespaces is None:
+            stored = cluster.Workload.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
+            self._namespaces = sorted(set(k8s.NAMESPACES) | set(stored))
+        return self._namespaces
+
+    def busy_nodes(self) -> list[str]:
+        """Nodes running pods of TAS workloads, read once per tick."""
+        if self._busy is None:
+            pods = cluster.Pod.objects.filter(namespace__in=self.job_namespaces(), tas=True, phase="Running")
+            self._busy = sorted(set(pods.exclude(node_name="").values_list("node_name", flat=True)))
+        return self._busy
 
     def pick_nodes(self, rate: float) -> list[str]:
+        """Ready, schedulable nodes in service, preferring those that run pods of TAS
+        workloads (a GPU fault shows under load, and an idle node's failure would have
+        nothing to show). Candidates are drawn at random and checked as they are drawn, so a
+        pick reads a few nodes, not the cluster."""
         count = poisson(self.rng, rate * self.minutes)
         if not count:
             return []
-        candidates = self.fault_candidates()
-        picked = self.rng.sample(candidates, min(count, len(candidates)))
-        taken = set(picked)
-        self._candidates = [name for name in candidates if name not in taken]
+        # out of service (those picked earlier in this tick too), or back in service only just now
+        excluded = set(self.state.outages) | set(self.report.recoveries)
+        busy = [name for name in self.busy_nodes() if name not in excluded]
+        picked = self.first_healthy(self.rng.sample(busy, len(busy)), count)
+        if not picked:
+            drawn = self.random_node_names(FALLBACK_DRAWS)
+            picked = self.first_healthy([name for name in drawn if name not in excluded], count)
         return picked
+
+    def random_node_names(self, draws: int) -> list[str]:
+        """Up to `draws` distinct nodes of the seeded shape, uniformly at random: every node
+        of a small cluster, in random order."""
+        shape = {key: int(self.state.shape.get(key) or getattr(self.config, key))
+                 for key in ("blocks", "racks_per_block", "nodes_per_rack")}
+        racks, per_rack = shape["racks_per_block"], shape["nodes_per_rack"]
+        total = shape["blocks"] * racks * per_rack
+        return [k8s.node_name(k // (racks * per_rack) + 1, k // per_rack % racks + 1, k % per_rack + 1)
+                for k in self.rng.sample(range(total), min(total, draws))]
+
+    def first_healthy(self, names: list[str], count: int) -> list[str]:
+        """The first `count` of `names` that are ready, schedulable and untainted, read a
+        few at a time by name."""
+        picked: list[str] = []
+        for start in range(0, len(names), HEALTH_CHECK_BATCH):
+            chunk = names[start:start + HEALTH_CHECK_BATCH]
+            healthy = set(cluster.Node.objects.filter(name__in=chunk, ready="True", unschedulable=False, taints=[])
+                          .values_list("name", flat=True))
+            picked.extend(name for name in chunk if name in healthy)
+            if len(picked) >= count:
+                break
+        return picked[:count]
 
     def outage_until(self, low: float, high: float) -> str:
         return k8s.rfc3339(self.now + timedelta(seconds=self.rng.uniform(low, high)))
@@ -457,6 +533,13 @@ class Tick:
         return list(cluster.Workload.objects.filter(status=WorkloadStatus.ADMITTED, invalid_reason="")
                     .order_by("namespace", "name"))
 
+    def pods_of(self, workloads: list[cluster.Workload]) -> QuerySet[cluster.Pod]:
+        """The pods of these workloads, found through the (namespace, workload) index. The
+        filter also lets through a namesake's pods in another of their namespaces: callers
+        key what they read by (namespace, workload)."""
+        return cluster.Pod.objects.filter(namespace__in={w.namespace for w in workloads},
+                                          workload_name__in={w.name for w in workloads})
+
     def create_pods(self) -> None:
         """Every admitted workload has one live pod per index of each PodSet: the Job controller
         creates them (and replacements for failed ones), Kueue's webhook gates them."""
@@ -464,12 +547,12 @@ class Tick:
         if not workloads:
             return
         live: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-        pods = (cluster.Pod.objects.filter(workload_name__in={w.name for w in workloads})
-                .exclude(phase__in=TERMINAL_PHASES)
+        pods = (self.pods_of(workloads).exclude(phase__in=TERMINAL_PHASES)
                 .values_list("namespace", "workload_name", "pod_set", f"raw__metadata__labels__{k8s.INDEX_LABEL}"))
         for namespace, workload, pod_set, index in pods:
             live[(namespace, workload, pod_set)].add(str(index))
         flavors = dict(cluster.ResourceFlavor.objects.values_list("name", "node_labels"))
+        created: list[dict[str, Any]] = []
         for wl in workloads:
             admission = (wl.raw.get("status") or {}).get("admission") or {}
             spec_sets = {ps.get("name"): ps for ps in (wl.raw.get("spec") or {}).get("podSets") or []}
@@ -482,11 +565,10 @@ class Tick:
                 for flavor in sorted(set((psa.get("flavors") or {}).values())):
                     node_labels.update(flavors.get(flavor) or {})
                 have = live[(wl.namespace, wl.name, pod_set["name"])]
-                for index in range(count):
-                    if str(index) not in have:
-                        pod = k8s.workload_pod(wl.raw, pod_set, index, node_labels, self.rng, self.now)
-                        self.writer.put("Pod", pod)
-                        self.report.pods_created += 1
+                created.extend(k8s.workload_pod(wl.raw, pod_set, index, node_labels, self.rng, self.now)
+                               for index in range(count) if str(index) not in have)
+        # in bulk: a burst of admissions brings thousands of pods in one tick
+        self.report.pods_created += self.writer.create_all("Pod", created)
 
     def finish_completed(self) -> None:
         """A workload whose pods all run and whose runtime has passed since admission finishes:
@@ -495,7 +577,7 @@ class Tick:
         if not workloads:
             return
         running = {(row["namespace"], row["workload_name"]): row["n"] for row in
-                   cluster.Pod.objects.filter(workload_name__in={w.name for w in workloads}, phase="Running")
+                   self.pods_of(workloads).filter(phase="Running")
                    .values("namespace", "workload_name").annotate(n=Count("id"))}
         for wl in workloads:
             admission = (wl.raw.get("status") or {}).get("admission") or {}
@@ -556,7 +638,8 @@ class Tick:
         """Terminated pods go after a while (their replacements exist); finished workloads
         after their retention; waiting workloads whose owners gave up, with their pods."""
         gc_before = self.now - timedelta(seconds=self.config.pod_gc_seconds)
-        for row in cluster.Pod.objects.filter(phase__in=TERMINAL_PHASES).exclude(workload_name="").order_by("id"):
+        terminated = cluster.Pod.objects.filter(namespace__in=self.job_namespaces(), phase__in=TERMINAL_PHASES)
+        for row in terminated.exclude(workload_name="").order_by("id"):
             stopped = max((t for t in (_parse_time(c.get("lastTransitionTime"))
                                        for c in (row.raw.get("status") or {}).get("conditions") or []) if t),
                           default=None)

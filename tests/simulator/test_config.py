@@ -35,13 +35,17 @@ def test_settings_dict_overrides_defaults_and_the_environment_overrides_it():
         assert simulator_settings(environ={"TAS_SIM_BLOCKS": "5"}).blocks == 5
 
 
-def test_the_largest_cluster_is_ten_thousand_nodes():
-    config = simulator_settings(environ={"TAS_SIM_BLOCKS": "10", "TAS_SIM_RACKS_PER_BLOCK": "25",
-                                         "TAS_SIM_NODES_PER_RACK": "40"})
-    assert config.node_count == MAX_NODES == 10_000
+def test_the_largest_cluster_is_a_hundred_thousand_nodes():
+    config = simulator_settings(environ={"TAS_SIM_BLOCKS": "25", "TAS_SIM_RACKS_PER_BLOCK": "125",
+                                         "TAS_SIM_NODES_PER_RACK": "32"})
+    assert config.node_count == MAX_NODES == 100_000
 
-    with pytest.raises(ImproperlyConfigured, match=r"TAS_SIM_NODES_PER_RACK.*10050 nodes.*at most 10000"):
-        simulator_settings(environ={"TAS_SIM_BLOCKS": "201", "TAS_SIM_RACKS_PER_BLOCK": "1",
+    with pytest.raises(ImproperlyConfigured, match=r"TAS_SIM_NODES_PER_RACK.*100001 nodes .*= 1 x 1 x 100001\);.*"
+                                                   r"at most 100000"):
+        simulator_settings(environ={"TAS_SIM_BLOCKS": "1", "TAS_SIM_RACKS_PER_BLOCK": "1",
+                                    "TAS_SIM_NODES_PER_RACK": "100001"})
+    with pytest.raises(ImproperlyConfigured, match=r"100050 nodes"):
+        simulator_settings(environ={"TAS_SIM_BLOCKS": "2001", "TAS_SIM_RACKS_PER_BLOCK": "1",
                                     "TAS_SIM_NODES_PER_RACK": "50"})
 
 
@@ -65,5 +69,5 @@ def test_unknown_keys_in_the_settings_dict_are_rejected():
 
 
 def test_with_overrides_validates():
-    with pytest.raises(ImproperlyConfigured, match="at most 10000"):
-        SimulatorSettings().with_overrides(nodes_per_rack=10_000)
+    with pytest.raises(ImproperlyConfigured, match="at most 100000"):
+        SimulatorSettings().with_overrides(nodes_per_rack=100_000)
