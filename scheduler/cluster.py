@@ -1,15 +1,32 @@
-"""The cluster as one pass sees it: objects indexed by name, TAS flavor snapshots, usage.
+"""The scheduler's cache: the cluster as the engine knows it, kept current one object at a time.
 
-`ClusterState` is built once per pass from parsed objects. It owns the per-flavor TAS
-snapshots (capacity minus non-TAS usage minus admitted TAS usage) and ClusterQueue quota
-usage, and updates both as the pass admits or evicts workloads.
+`ClusterState` lives as long as the engine (Kueue's `pkg/cache/scheduler`). Objects come in
+through small verbs (`upsert_node`, `delete_pod`, `upsert_workload`, ...) and the state
+keeps what the scheduling cycle reads up to date:
+
+* per TAS ResourceFlavor, a snapshot of every leaf domain's capacity, non-TAS usage and
+  TAS usage (`scheduler.snapshot`); the topology tree is rebuilt only when the flavor's
+  node set, its Topology or the flavor itself changes, the usage is added and removed as
+  pods and workloads come and go;
+* quota and usage per ClusterQueue and Cohort (`scheduler.quota`), rebuilt only when a
+  ClusterQueue or Cohort changes;
+* indices the controllers need: the workloads holding quota per ClusterQueue, the
+  workloads assigned to each node, the pods of each workload.
+
+What a workload holding quota adds to the quota tree and the TAS snapshots is recorded as
+its `Charge` when it is added and taken back exactly when it leaves, so usage never drifts
+from the objects even when an object is changed in place. `ClusterState(parsed, ...)` is
+the cold start: every object applied through the same verbs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-from scheduler.assignment import HOSTNAME_LABEL
+from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import (
     AdmissionCheck,
@@ -41,6 +58,9 @@ _TAS_POD_ANNOTATIONS = (
     ANNOTATION_UNCONSTRAINED,
     "kueue.x-k8s.io/podset-slice-required-topology-constraints",
 )
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
+EMPTY_REQUESTS: Mapping[str, int] = MappingProxyType({})
 
 
 def is_tas_pod(pod: Pod) -> bool:
@@ -53,55 +73,233 @@ def counts_as_non_tas_usage(pod: Pod) -> bool:
     return bool(pod.node_name) and not pod.terminal and not is_tas_pod(pod)
 
 
+def holds_quota(wl: Workload) -> bool:
+    """The workload's admission is counted in quota and TAS usage."""
+    return wl.has_quota_reservation and not wl.is_finished
+
+
+def is_pending(wl: Workload) -> bool:
+    """The workload waits in a queue for a quota reservation."""
+    return wl.active and not wl.has_quota_reservation and not wl.is_finished
+
+
+def slice_name(wl: Workload) -> str:
+    """Kueue's workloadslicing.SliceName: the first workload of an elastic slice chain names its pods."""
+    return wl.annotations.get(WORKLOAD_SLICE_NAME_ANNOTATION) or wl.name
+
+
+def pod_owner(pod: Pod) -> tuple[str, str] | None:
+    """(namespace, workload slice name or workload name) the pod belongs to, if any."""
+    annotations = pod.annotations
+    if not annotations:
+        return None
+    owner = annotations.get(WORKLOAD_SLICE_NAME_ANNOTATION) or annotations.get(WORKLOAD_ANNOTATION)
+    return (pod.namespace, owner) if owner else None
+
+
+@dataclass(frozen=True, slots=True)
+class TASCharge:
+    """One TopologyAssignment's pods on a TAS flavor, with the per-pod requests."""
+
+    flavor: str
+    assignment: TopologyAssignment
+    requests: Mapping[str, int]
+
+
+@dataclass(slots=True)
+class Charge:
+    """What one workload (or a hold within a cycle) adds to quota and TAS usage."""
+
+    cluster_queue: str
+    quota: dict[FlavorResource, int] = field(default_factory=dict)
+    tas: list[TASCharge] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Changes:
+    """What changed in the cache since the queue manager last looked: which ClusterQueues
+    may now admit workloads they could not before (Kueue's requeue triggers)."""
+
+    requeue_all: bool = False
+    cluster_queues: set[str] = field(default_factory=set)  # ClusterQueues whose cohort tree is requeued
+    flavors: set[str] = field(default_factory=set)  # flavors whose ClusterQueues are requeued
+    tas_released: set[str] = field(default_factory=set)  # TAS flavors a workload freed capacity on
+    # workloads whose queue placement must be looked at again (added, changed, deleted)
+    workloads: dict[str, Workload | None] = field(default_factory=dict)
+    queues_changed: bool = False  # a LocalQueue or ClusterQueue came, went or moved
+
+    def any(self) -> bool:
+        return bool(self.requeue_all or self.cluster_queues or self.flavors or self.tas_released or self.workloads
+                    or self.queues_changed)
+
+
 class ClusterState:
-    def __init__(self, parsed: ParsedObjects, gates: FeatureGates, warn: Callable[[str], None]) -> None:
-        self.gates = gates
+    def __init__(self, parsed: ParsedObjects | None = None, gates: FeatureGates | None = None,
+                 warn: Callable[[str], None] = lambda _msg: None) -> None:
+        self.gates = gates or FeatureGates()
         self.warn = warn
-        self.nodes: dict[str, Node] = {n.name: n for n in parsed.nodes}
-        # assignments name nodes by their hostname label, which usually but not always is the node name
-        self.nodes_by_hostname: dict[str, Node] = {
-            n.labels.get(HOSTNAME_LABEL, n.name): n for n in parsed.nodes}
-        self.pods: list[Pod] = parsed.pods
-        self.topologies: dict[str, Topology] = {t.name: t for t in parsed.topologies}
-        self.flavors: dict[str, ResourceFlavor] = {f.name: f for f in parsed.flavors}
-        self.cluster_queues: dict[str, ClusterQueue] = {c.name: c for c in parsed.cluster_queues}
-        self.local_queues: dict[str, LocalQueue] = {q.key: q for q in parsed.local_queues}
-        self.cohorts: dict[str, Cohort] = {c.name: c for c in parsed.cohorts}
-        self.admission_checks: dict[str, AdmissionCheck] = {a.name: a for a in parsed.admission_checks}
-        self.priority_classes: dict[str, WorkloadPriorityClass] = {p.name: p for p in parsed.priority_classes}
-        self.workloads: list[Workload] = parsed.workloads
-        self.tas_snapshots: dict[str, TASFlavorSnapshot] = self._build_tas_snapshots()
-        # quota and usage of ClusterQueues and Cohorts, filled by workloads holding a reservation
-        self.quota = QuotaTree(self.cluster_queues.values(), self.cohorts.values())
-        for wl in self.workloads:
-            if wl.has_quota_reservation and not wl.is_finished:
-                self.add_workload_usage(wl, sign=1)
+        self.nodes: dict[str, Node] = {}
+        self.nodes_by_hostname: dict[str, Node] = {}
+        self._pods: dict[str, Pod] = {}
+        self._pod_order: dict[str, int] = {}
+        self._next_pod = 0
+        self.topologies: dict[str, Topology] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.local_queues: dict[str, LocalQueue] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.priority_classes: dict[str, WorkloadPriorityClass] = {}
+        self._workloads: dict[str, Workload] = {}
+        # insertion number of every workload: the order results are listed in
+        self.order: dict[str, int] = {}
+        self._next_order = 0
+        # --- derived state
+        self.charges: dict[str, Charge] = {}  # workload key -> what it holds
+        self.holding: dict[str, dict[str, Workload]] = defaultdict(dict)  # ClusterQueue -> holders
+        self.by_node: dict[str, set[str]] = defaultdict(set)  # hostname -> workloads assigned there
+        self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
+        self.pods_by_workload: dict[str, dict[str, Pod]] = defaultdict(dict)  # by `kueue.x-k8s.io/workload`
+        self.gated_owners: dict[tuple[str, str], int] = defaultdict(int)  # gated live pods per owner
+        # (namespace, workload slice name) -> workloads: the owners pods name (see pod_owner)
+        self.slice_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.non_tas_by_node: dict[str, dict[str, Mapping[str, int]]] = defaultdict(dict)
+        self._snapshots: dict[str, TASFlavorSnapshot] = {}
+        self._snapshots_dirty = True
+        self._dirty_flavors: set[str] = set()
+        self._quota: QuotaTree | None = None
+        self._tas_flavor_names: frozenset[str] | None = None
+        self.changes = Changes()
+        if parsed is not None:
+            self.load(parsed)
 
-    # ------------------------------------------------------------ construction
+    # ------------------------------------------------------------ cold start
 
-    def _build_tas_snapshots(self) -> dict[str, TASFlavorSnapshot]:
+    def load(self, parsed: ParsedObjects) -> None:
+        """Every object of `parsed`, applied as changes (the cold start)."""
+        for t in parsed.topologies:
+            self.upsert_topology(t)
+        for f in parsed.flavors:
+            self.upsert_flavor(f)
+        for c in parsed.cohorts:
+            self.upsert_cohort(c)
+        for cq in parsed.cluster_queues:
+            self.upsert_cluster_queue(cq)
+        for lq in parsed.local_queues:
+            self.upsert_local_queue(lq)
+        for ac in parsed.admission_checks:
+            self.upsert_admission_check(ac)
+        for pc in parsed.priority_classes:
+            self.upsert_priority_class(pc)
+        for n in parsed.nodes:
+            self.upsert_node(n)
+        for p in parsed.pods:
+            self.upsert_pod(p)
+        for w in parsed.workloads:
+            self.upsert_workload(w)
+
+    # ------------------------------------------------------------ collections
+
+    @property
+    def workloads(self) -> list[Workload]:
+        """Every workload, in the order they were first added."""
+        return list(self._workloads.values())
+
+    def workload(self, key: str) -> Workload | None:
+        return self._workloads.get(key)
+
+    @property
+    def workload_map(self) -> Mapping[str, Workload]:
+        return self._workloads
+
+    @property
+    def pods(self) -> list[Pod]:
+        return list(self._pods.values())
+
+    @pods.setter
+    def pods(self, pods: Iterable[Pod]) -> None:
+        """Replace every pod (the pass's pods as they are afterwards)."""
+        for key in list(self._pods):
+            self.delete_pod(key)
+        for pod in pods:
+            self.upsert_pod(pod)
+
+    def pod_map(self) -> Mapping[str, Pod]:
+        return self._pods
+
+    # ------------------------------------------------------------ derived: snapshots and quota
+
+    @property
+    def tas_snapshots(self) -> dict[str, TASFlavorSnapshot]:
+        """Per TAS flavor, its capacity and usage; rebuilt where nodes or definitions changed."""
+        if self._snapshots_dirty or self._dirty_flavors:
+            self._refresh_snapshots()
+        return self._snapshots
+
+    @property
+    def quota(self) -> QuotaTree:
+        """Quota and usage of ClusterQueues and Cohorts, filled by workloads holding a reservation."""
+        if self._quota is None:
+            self._quota = QuotaTree(self.cluster_queues.values(), self.cohorts.values())
+            for charge in self.charges.values():
+                self._apply_quota(charge, 1)
+        return self._quota
+
+    @property
+    def quota_usage(self) -> Mapping[str, Mapping[FlavorResource, int]]:
+        """Usage per ClusterQueue, flavor and resource (what its admitted workloads hold)."""
+        return {name: node.usage for name, node in self.quota.queues.items()}
+
+    def _refresh_snapshots(self) -> None:
+        if self._snapshots_dirty:
+            rebuild = {name for name, f in self.flavors.items() if f.is_tas}
+            self._snapshots = {}
+        else:
+            rebuild = set(self._dirty_flavors)
+        self._snapshots_dirty = False
+        self._dirty_flavors = set()
         if not self.gates.TopologyAwareScheduling:
-            return {}
-        snapshots: dict[str, TASFlavorSnapshot] = {}
-        nodes = list(self.nodes.values())
-        for flavor in self.flavors.values():
-            if not flavor.is_tas:
+            self._snapshots = {}
+            return
+        rebuilt: list[TASFlavorSnapshot] = []
+        for name in sorted(rebuild):
+            self._snapshots.pop(name, None)
+            flavor = self.flavors.get(name)
+            if flavor is None or not flavor.is_tas:
                 continue
             topology = self.topologies.get(flavor.topology_name or "")
             if topology is None:
                 self.warn(f"ResourceFlavor/{flavor.name}: spec.topologyName: Topology "
                           f"{flavor.topology_name!r} not found; the flavor cannot be used for TAS")
                 continue
-            snapshots[flavor.name] = build_flavor_snapshot(flavor, topology, nodes)
-        usage = [(pod.node_name, pod.spec.requests) for pod in self.pods if counts_as_non_tas_usage(pod)]
-        for snap in snapshots.values():
-            snap.add_non_tas_usages(usage)
-        return snapshots
+            snap = build_flavor_snapshot(flavor, topology, self.nodes.values())
+            by_node = self.non_tas_by_node
+            snap.add_non_tas_usages([(node.name, requests) for group in snap.tree.leaf_nodes for node in group
+                                     if node.name in by_node for requests in by_node[node.name].values()])
+            self._snapshots[name] = snap
+            rebuilt.append(snap)
+        # keep the flavors' order stable (the order flavors were defined in)
+        self._snapshots = {n: self._snapshots[n] for n in self.flavors if n in self._snapshots}
+        if rebuilt:
+            targets = {id(s) for s in rebuilt}
+            for charge in self.charges.values():
+                for tc in charge.tas:
+                    for snap in self.snapshots_sharing_usage_of(tc.flavor):
+                        if id(snap) in targets:
+                            snap.add_assignment_usage(tc.assignment, tc.requests, 1)
 
-    @property
-    def quota_usage(self) -> Mapping[str, Mapping[FlavorResource, int]]:
-        """Usage per ClusterQueue, flavor and resource (what its admitted workloads hold)."""
-        return {name: node.usage for name, node in self.quota.queues.items()}
+    def _mark_flavors(self, names: Iterable[str]) -> None:
+        for name in names:
+            if name in self._snapshots or (name in self.flavors and self.flavors[name].is_tas):
+                self._dirty_flavors.add(name)
+
+    def flavors_of_node(self, node: Node) -> list[str]:
+        """TAS flavors whose node labels the node carries (whose tree it may be part of)."""
+        out = []
+        for name, flavor in self.flavors.items():
+            if flavor.is_tas and all(node.labels.get(k) == v for k, v in flavor.node_labels.items()):
+                out.append(name)
+        return out
 
     # ------------------------------------------------------------ lookups
 
@@ -124,7 +322,8 @@ class ClusterState:
     def is_tas_only(self, cq: ClusterQueue) -> bool:
         """Every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly)."""
         names = cq.flavor_names()
-        return bool(names) and all(n in self.tas_snapshots for n in names)
+        snapshots = self.tas_snapshots
+        return bool(names) and all(n in snapshots for n in names)
 
     def checks_on_flavor(self, cq: ClusterQueue, flavor: str) -> list[str]:
         """Names of the ClusterQueue's admission checks that apply to workloads using `flavor`."""
@@ -140,16 +339,40 @@ class ClusterState:
         return False
 
     def tas_flavor_of(self, psa: PodSetAssignment) -> str | None:
-        tas = {f for f in psa.flavors.values() if f in self.tas_snapshots}
+        snapshots = self.tas_snapshots
+        tas = {f for f in psa.flavors.values() if f in snapshots}
         return next(iter(tas)) if len(tas) == 1 else None
 
-    # ------------------------------------------------------------ usage
+    def holders_in(self, cq_name: str) -> Iterator[Workload]:
+        """Workloads holding quota in the ClusterQueue."""
+        return iter(self.holding.get(cq_name, {}).values())
 
-    def add_workload_usage(self, wl: Workload, sign: int) -> None:
-        """Quota and TAS usage of a workload holding a reservation (sign=-1 removes it)."""
-        if wl.admission is None:
-            return
-        cq_name = wl.admission.cluster_queue
+    def workloads_on_nodes(self, hostnames: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for hostname in hostnames:
+            out |= self.by_node.get(hostname, set())
+        return out
+
+    def in_order(self, keys: Iterable[str]) -> list[Workload]:
+        """The workloads of `keys` that exist, in the state's order."""
+        order = self.order
+        found = [self._workloads[k] for k in keys if k in self._workloads]
+        return sorted(found, key=lambda w: order[w.key])
+
+    # ------------------------------------------------------------ charges (usage of holders)
+
+    def tas_flavor_names(self) -> frozenset[str]:
+        """TAS flavors whose Topology exists: the ones with a snapshot (without building them)."""
+        if self._tas_flavor_names is None:
+            names = {n for n, f in self.flavors.items() if f.is_tas and (f.topology_name or "") in self.topologies}
+            self._tas_flavor_names = frozenset(names) if self.gates.TopologyAwareScheduling else frozenset()
+        return self._tas_flavor_names
+
+    def charge_of(self, wl: Workload) -> Charge:
+        """What the workload's admission adds to quota and TAS usage, as it is now."""
+        assert wl.admission is not None
+        charge = Charge(wl.admission.cluster_queue)
+        snapshots = self.tas_flavor_names()
         for psa in wl.admission.pod_set_assignments:
             ps = wl.pod_set(psa.name)
             count = psa.count if psa.count is not None else (ps.count if ps else 0)
@@ -163,29 +386,380 @@ class ClusterState:
             for resource, value in usage.items():
                 flavor = psa.flavors.get(resource)
                 if flavor is not None:
-                    self.quota.add_usage(cq_name, FlavorResource(flavor, resource), sign * value)
-        self.add_workload_tas_usage(wl, sign)
+                    fr = FlavorResource(flavor, resource)
+                    charge.quota[fr] = charge.quota.get(fr, 0) + value
+            if psa.topology_assignment is not None and ps is not None:
+                tas = {f for f in psa.flavors.values() if f in snapshots}
+                if len(tas) == 1:
+                    charge.tas.append(TASCharge(next(iter(tas)), psa.topology_assignment, ps.spec.requests))
+        return charge
+
+    def apply_charge(self, charge: Charge, sign: int) -> None:
+        """Add (1) or take back (-1) a charge's quota and TAS usage."""
+        self._apply_quota(charge, sign)
+        self._apply_tas(charge, sign)
+
+    def _apply_quota(self, charge: Charge, sign: int) -> None:
+        if self._quota is None:
+            return  # built later from the charges
+        for fr, value in charge.quota.items():
+            if value:
+                self._quota.add_usage(charge.cluster_queue, fr, sign * value)
+
+    def _apply_tas(self, charge: Charge, sign: int) -> None:
+        if self._snapshots_dirty or not charge.tas:
+            return  # rebuilt later from the charges
+        for tc in charge.tas:
+            for snap in self.snapshots_sharing_usage_of(tc.flavor):
+                if snap.name not in self._dirty_flavors:  # a dirty one is rebuilt from the charges
+                    snap.add_assignment_usage(tc.assignment, tc.requests, sign)
+
+    def recharge(self, wl: Workload) -> None:
+        """The workload changed in place (admitted, re-placed, evicted for good): bring what it
+        holds in line with what it is now."""
+        self._uncharge(wl.key)
+        if holds_quota(wl) and wl.admission is not None:
+            self._charge(wl)
+
+    def _charge(self, wl: Workload) -> None:
+        charge = self.charge_of(wl)
+        # applied before it is recorded: a quota tree or snapshot built from the records
+        # meanwhile must not count it twice (parts not built yet are built from the records)
+        self.apply_charge(charge, 1)
+        self.charges[wl.key] = charge
+        self.holding[charge.cluster_queue][wl.key] = wl
+        for tc in charge.tas:
+            for dom in tc.assignment.domains:
+                self.by_node[dom.values[-1]].add(wl.key)
+
+    def _uncharge(self, key: str) -> Charge | None:
+        charge = self.charges.pop(key, None)
+        if charge is None:
+            return None
+        self.apply_charge(charge, -1)
+        holders = self.holding.get(charge.cluster_queue)
+        if holders is not None:
+            holders.pop(key, None)
+        for tc in charge.tas:
+            for dom in tc.assignment.domains:
+                keys = self.by_node.get(dom.values[-1])
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self.by_node[dom.values[-1]]
+        return charge
+
+    def suspend_usage(self, wl: Workload) -> None:
+        """Take a holder's usage out for a moment (preemption search); `resume_usage` puts it back."""
+        charge = self.charges.get(wl.key)
+        if charge is not None:
+            self.apply_charge(charge, -1)
+
+    def resume_usage(self, wl: Workload) -> None:
+        charge = self.charges.get(wl.key)
+        if charge is not None:
+            self.apply_charge(charge, 1)
+
+    # ------------------------------------------------------------ direct usage (what-if tools)
+
+    def add_workload_usage(self, wl: Workload, sign: int) -> None:
+        """Quota and TAS usage of a workload's admission as it is now (sign=-1 removes it),
+        outside the charge records: for temporary what-if edits that are undone right after."""
+        if wl.admission is None:
+            return
+        self.apply_charge(self.charge_of(wl), sign)
 
     def add_workload_tas_usage(self, wl: Workload, sign: int) -> None:
         """TAS usage of every PodSet of the workload that has a TopologyAssignment."""
-        for psa in wl.admission.pod_set_assignments if wl.admission else ():
-            ps = wl.pod_set(psa.name)
-            if psa.topology_assignment is not None and ps is not None:
-                self.add_tas_assignment_usage(psa, ps.spec.requests, sign)
+        if wl.admission is None:
+            return
+        charge = self.charge_of(wl)
+        charge.quota = {}
+        self._apply_tas(charge, sign)
 
     def add_tas_assignment_usage(self, psa: PodSetAssignment, requests: Mapping[str, int], sign: int) -> None:
         flavor = self.tas_flavor_of(psa)
         if flavor is None or psa.topology_assignment is None:
             return
-        for snap in self.snapshots_sharing_usage_of(flavor):
-            snap.add_assignment_usage(psa.topology_assignment, requests, sign)
+        self._apply_tas(Charge("", tas=[TASCharge(flavor, psa.topology_assignment, requests)]), sign)
 
     def snapshots_sharing_usage_of(self, flavor: str) -> list[TASFlavorSnapshot]:
         """The flavor's own snapshot, plus (TASHandleOverlappingFlavors) every hostname-leaf
         flavor's, since flavors whose lowest level is the hostname can select the same nodes."""
-        own = self.tas_snapshots.get(flavor)
+        snapshots = self._snapshots
+        own = snapshots.get(flavor)
         if own is None:
             return []
         if not (self.gates.TASHandleOverlappingFlavors and own.lowest_is_node):
             return [own]
-        return [s for s in self.tas_snapshots.values() if s is own or s.lowest_is_node]
+        return [s for s in snapshots.values() if s is own or s.lowest_is_node]
+
+    # ------------------------------------------------------------ verbs: nodes and pods
+
+    def upsert_node(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
+        if old is not None and old == node:
+            return
+        if old is not None:
+            self._forget_hostname(old)
+        self.nodes[node.name] = node
+        self.nodes_by_hostname[node.labels.get(HOSTNAME_LABEL, node.name)] = node
+        touched = set(self.flavors_of_node(node))
+        if old is not None:
+            touched |= set(self.flavors_of_node(old))
+        self._mark_flavors(touched)
+        self.changes.flavors |= touched
+
+    def delete_node(self, name: str) -> None:
+        old = self.nodes.pop(name, None)
+        if old is None:
+            return
+        self._forget_hostname(old)
+        touched = set(self.flavors_of_node(old))
+        self._mark_flavors(touched)
+        self.changes.flavors |= touched
+
+    def _forget_hostname(self, node: Node) -> None:
+        hostname = node.labels.get(HOSTNAME_LABEL, node.name)
+        if self.nodes_by_hostname.get(hostname) is node:
+            del self.nodes_by_hostname[hostname]
+
+    def upsert_pod(self, pod: Pod) -> None:
+        key = pod.key
+        old = self._pods.get(key)
+        if old is pod:
+            return
+        if old is not None:
+            self._unindex_pod(old)
+        else:
+            self._pod_order[key] = self._next_pod
+            self._next_pod += 1
+        self._pods[key] = pod
+        self._index_pod(pod)
+
+    def delete_pod(self, key: str) -> None:
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._pod_order.pop(key, None)
+            self._unindex_pod(old)
+
+    def _index_pod(self, pod: Pod) -> None:
+        wl_name = pod.annotations.get(WORKLOAD_ANNOTATION) if pod.annotations else None
+        if wl_name:
+            self.pods_by_workload[f"{pod.namespace}/{wl_name}"][pod.key] = pod
+        owner = pod_owner(pod)
+        if owner is not None:
+            self.pods_by_owner[owner][pod.key] = pod
+            if pod.gated_by_topology and not pod.terminal:
+                self.gated_owners[owner] += 1
+        if counts_as_non_tas_usage(pod):
+            self.non_tas_by_node[pod.node_name][pod.key] = pod.spec.requests
+            self._non_tas_usage(pod, 1)
+
+    def _unindex_pod(self, pod: Pod) -> None:
+        wl_name = pod.annotations.get(WORKLOAD_ANNOTATION) if pod.annotations else None
+        if wl_name:
+            by_wl = self.pods_by_workload.get(f"{pod.namespace}/{wl_name}")
+            if by_wl is not None:
+                by_wl.pop(pod.key, None)
+                if not by_wl:
+                    del self.pods_by_workload[f"{pod.namespace}/{wl_name}"]
+        owner = pod_owner(pod)
+        if owner is not None:
+            pods = self.pods_by_owner.get(owner)
+            if pods is not None:
+                pods.pop(pod.key, None)
+                if not pods:
+                    del self.pods_by_owner[owner]
+            if pod.gated_by_topology and not pod.terminal:
+                self.gated_owners[owner] -= 1
+                if self.gated_owners[owner] <= 0:
+                    del self.gated_owners[owner]
+        if counts_as_non_tas_usage(pod):
+            on_node = self.non_tas_by_node.get(pod.node_name)
+            if on_node is not None:
+                on_node.pop(pod.key, None)
+                if not on_node:
+                    del self.non_tas_by_node[pod.node_name]
+            self._non_tas_usage(pod, -1)
+
+    def _non_tas_usage(self, pod: Pod, sign: int) -> None:
+        node = self.nodes.get(pod.node_name)
+        if node is None:
+            return
+        flavors = self.flavors_of_node(node)
+        if sign < 0:
+            self.changes.flavors.update(flavors)  # capacity freed: may admit waiting workloads
+        if self._snapshots_dirty:
+            return
+        for name in flavors:
+            snap = self._snapshots.get(name)
+            if snap is not None and name not in self._dirty_flavors:
+                snap.add_non_tas_usages([(pod.node_name, pod.spec.requests)], sign=sign)
+
+    def pods_of(self, key: str) -> list[Pod]:
+        """The pods of workload `key` (by their `kueue.x-k8s.io/workload` annotation)."""
+        pods = self.pods_by_workload.get(key)
+        if not pods:
+            return []
+        order = self._pod_order
+        return sorted(pods.values(), key=lambda p: order.get(p.key, 0))
+
+    # ------------------------------------------------------------ verbs: workloads
+
+    def upsert_workload(self, wl: Workload) -> None:
+        key = wl.key
+        old = self._workloads.get(key)
+        if key not in self.order:
+            self.order[key] = self._next_order
+            self._next_order += 1
+        if old is not None:
+            self._forget_slice(old)
+        self._workloads[key] = wl
+        self.slice_members[(wl.namespace, slice_name(wl))].add(key)
+        released = self._uncharge(key)
+        if holds_quota(wl) and wl.admission is not None:
+            self._charge(wl)
+            new_charge = self.charges[key]
+        else:
+            new_charge = None
+        if released is not None and not _same_charge(released, new_charge):
+            self._released(released)
+        self.changes.workloads[key] = wl
+        del old
+
+    def delete_workload(self, key: str) -> None:
+        old = self._workloads.pop(key, None)
+        if old is None:
+            return
+        self._forget_slice(old)
+        self.order.pop(key, None)
+        released = self._uncharge(key)
+        if released is not None:
+            self._released(released)
+        self.changes.workloads[key] = None
+
+    def _released(self, charge: Charge) -> None:
+        """A workload gave back (some of) what it held: quota in its cohort, TAS capacity."""
+        self.changes.cluster_queues.add(charge.cluster_queue)
+        self.changes.tas_released.update(tc.flavor for tc in charge.tas)
+
+    def _forget_slice(self, wl: Workload) -> None:
+        owner = (wl.namespace, slice_name(wl))
+        members = self.slice_members.get(owner)
+        if members is not None:
+            members.discard(wl.key)
+            if not members:
+                del self.slice_members[owner]
+
+    def workload_changed(self, wl: Workload) -> None:
+        """The engine changed the workload in place (admitted, evicted, re-placed)."""
+        self.upsert_workload(wl)
+
+    # ------------------------------------------------------------ verbs: definitions
+
+    def upsert_topology(self, t: Topology) -> None:
+        if self.topologies.get(t.name) == t:
+            return
+        self.topologies[t.name] = t
+        self._tas_flavor_names = None
+        flavors = [n for n, f in self.flavors.items() if f.topology_name == t.name]
+        self._mark_flavors(flavors)
+        self.changes.flavors.update(flavors)
+
+    def delete_topology(self, name: str) -> None:
+        if self.topologies.pop(name, None) is None:
+            return
+        self._tas_flavor_names = None
+        flavors = [n for n, f in self.flavors.items() if f.topology_name == name]
+        self._mark_flavors(flavors)
+        self.changes.flavors.update(flavors)
+
+    def upsert_flavor(self, f: ResourceFlavor) -> None:
+        old = self.flavors.get(f.name)
+        if old == f:
+            return
+        self.flavors[f.name] = f
+        self._tas_flavor_names = None
+        # which flavors share usage (hostname-leaf ones) may change with it: rebuild all
+        self._snapshots_dirty = True
+        self.changes.requeue_all = True
+
+    def delete_flavor(self, name: str) -> None:
+        if self.flavors.pop(name, None) is None:
+            return
+        self._tas_flavor_names = None
+        self._snapshots_dirty = True
+        self.changes.requeue_all = True
+
+    def upsert_cluster_queue(self, cq: ClusterQueue) -> None:
+        old = self.cluster_queues.get(cq.name)
+        if old == cq:
+            return
+        self.cluster_queues[cq.name] = cq
+        self._quota = None
+        self.changes.cluster_queues.add(cq.name)
+        if old is not None and old.cohort != cq.cohort and old.cohort:
+            self.changes.requeue_all = True  # the old cohort's ClusterQueues may borrow what it left
+        self.changes.queues_changed = True
+
+    def delete_cluster_queue(self, name: str) -> None:
+        old = self.cluster_queues.pop(name, None)
+        if old is None:
+            return
+        self._quota = None
+        self.changes.requeue_all = True
+        self.changes.queues_changed = True
+
+    def upsert_local_queue(self, lq: LocalQueue) -> None:
+        if self.local_queues.get(lq.key) == lq:
+            return
+        self.local_queues[lq.key] = lq
+        self.changes.queues_changed = True
+
+    def delete_local_queue(self, key: str) -> None:
+        if self.local_queues.pop(key, None) is not None:
+            self.changes.queues_changed = True
+
+    def upsert_cohort(self, c: Cohort) -> None:
+        if self.cohorts.get(c.name) == c:
+            return
+        self.cohorts[c.name] = c
+        self._quota = None
+        self.changes.requeue_all = True
+
+    def delete_cohort(self, name: str) -> None:
+        if self.cohorts.pop(name, None) is None:
+            return
+        self._quota = None
+        self.changes.requeue_all = True
+
+    def upsert_admission_check(self, ac: AdmissionCheck) -> None:
+        if self.admission_checks.get(ac.name) == ac:
+            return
+        self.admission_checks[ac.name] = ac
+        self.changes.requeue_all = True
+
+    def delete_admission_check(self, name: str) -> None:
+        if self.admission_checks.pop(name, None) is not None:
+            self.changes.requeue_all = True
+
+    def upsert_priority_class(self, pc: WorkloadPriorityClass) -> None:
+        if self.priority_classes.get(pc.name) == pc:
+            return
+        self.priority_classes[pc.name] = pc
+        self.changes.requeue_all = True  # queue order of workloads using it changes
+
+    def delete_priority_class(self, name: str) -> None:
+        if self.priority_classes.pop(name, None) is not None:
+            self.changes.requeue_all = True
+
+    def take_changes(self) -> Changes:
+        changes, self.changes = self.changes, Changes()
+        return changes
+
+
+def _same_charge(a: Charge | None, b: Charge | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.cluster_queue == b.cluster_queue and a.quota == b.quota and a.tas == b.tas

@@ -1,14 +1,15 @@
 """The scheduling cycle: Kueue's admission of pending workloads.
 
-One cycle takes the head of every ClusterQueue (the first pending workload in priority
-then creation order), computes an assignment for each against the cluster as it was when
-the cycle began (nomination), then admits them in order: workloads that do not borrow
-first, then higher priority, then older. An entry that no longer fits after the ones
-before it took capacity is left pending ("no longer fits after processing another
-workload") unless its TopologyAssignment can be recomputed within the cycle.
+One cycle pops the head of every ClusterQueue from the queue manager (the first pending
+workload in priority then creation order), computes an assignment for each against the
+cluster as it was when the cycle began (nomination), then admits them in order: workloads
+that do not borrow first, then higher priority, then older. An entry that no longer fits
+after the ones before it took capacity is left pending ("no longer fits after processing
+another workload") unless its TopologyAssignment can be recomputed within the cycle. Heads
+that are not admitted go back to the queue manager, to their heap or parked.
 
-`Scheduler` repeats cycles until nothing more can be admitted; `simulate` runs one, as a
-Kueue scheduling cycle does.
+`Engine.run_pass` repeats cycles until nothing more can be admitted; `simulate` runs one
+by default, as a Kueue scheduling cycle does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scheduler.cluster import ClusterState
+from scheduler.cluster import Charge, ClusterState, TASCharge
 from scheduler.flavorassigner import (
     FIT,
     NO_FIT,
@@ -28,6 +29,12 @@ from scheduler.flavorassigner import (
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
 from scheduler.preemption import Preemptor, Target, preemption_message
+from scheduler.queues import (
+    REQUEUE_IMMEDIATE,
+    REQUEUE_NO_CANDIDATES,
+    REQUEUE_NO_FIT,
+    QueueManager,
+)
 from scheduler.quota import FlavorResource
 from scheduler.results import (
     ADMITTED,
@@ -60,10 +67,6 @@ def wait_seconds(since: datetime | None, now: datetime) -> str:
     return f"{round(seconds)}s"
 
 
-def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
-    return (-state.priority_of(wl), wl.creation_timestamp or _GO_ZERO_TIME, wl.namespace, wl.name)
-
-
 @dataclass
 class Entry:
     """A ClusterQueue head and what nomination found for it."""
@@ -84,74 +87,81 @@ class Entry:
 
 
 class SchedulingCycle:
-    def __init__(self, state: ClusterState, now: datetime, result: PassResult,
-                 parked: set[str] | None = None, resume: dict[str, dict] | None = None) -> None:
+    """One Kueue scheduling cycle over the queue manager's heads.
+
+    What a head that needs preemption holds (the capacity it reserves when it found no
+    targets, its own usage while its targets are evicted) lasts for this cycle only, as
+    Kueue's cycle snapshot does; admissions are charged to the cache for good.
+    """
+
+    def __init__(self, state: ClusterState, queues: QueueManager, now: datetime, result: PassResult) -> None:
         self.state = state
+        self.queues = queues
         self.now = now
         self.result = result
-        # workloads found inadmissible earlier in this pass (Kueue parks them until something changes)
-        self.parked = parked if parked is not None else set()
-        # per workload, where the flavor search resumes next cycle (Kueue's LastAssignment)
-        self.resume = resume if resume is not None else {}
         self.decided: dict[str, WorkloadResult] = {}
         self.admitted_now: set[str] = set()
         self.preemptor = Preemptor(state, now, excluded=self.admitted_now)
         self.preempted: dict[str, Workload] = {}  # targets of preemptions issued in this cycle
-
-    # ------------------------------------------------------------ queues
-
-    def pending_workloads(self) -> list[Workload]:
-        pending = [w for w in self.state.workloads
-                   if w.active and not w.has_quota_reservation and not w.is_finished]
-        return sorted(pending, key=lambda w: queue_order_key(self.state, w))
-
-    def heads(self) -> list[tuple[Workload, ClusterQueue]]:
-        """The first waiting workload of every ClusterQueue; unqueueable ones are settled here."""
-        heads: dict[str, tuple[Workload, ClusterQueue]] = {}
-        blocked: set[str] = set()
-        for wl in self.pending_workloads():
-            if wl.key in self.parked:
-                cq_name = self.state.cluster_queue_for(wl)
-                if cq_name is not None and cq_name.queueing_strategy == "StrictFIFO":
-                    blocked.add(cq_name.name)  # a StrictFIFO head blocks the ones behind it
-                continue
-            cq = self.queue_of(wl)
-            if cq is None or cq.name in heads or cq.name in blocked:
-                continue
-            heads[cq.name] = (wl, cq)
-        return list(heads.values())
-
-    def queue_of(self, wl: Workload) -> ClusterQueue | None:
-        lq = self.state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
-        if lq is None:
-            name = wl.queue_name or '""'
-            self.settle(self.not_admitted(wl, "", f"LocalQueue {name} doesn't exist", INADMISSIBLE, "Pending"))
-            return None
-        cq = self.state.cluster_queues.get(lq.cluster_queue)
-        if cq is None:
-            self.settle(self.not_admitted(wl, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist",
-                                          INADMISSIBLE, "Pending"))
-            return None
-        return cq
-
-    def settle(self, result: WorkloadResult) -> None:
-        self.decided[result.key] = result
-        if result.status == INADMISSIBLE:
-            self.parked.add(result.key)
+        self.held: list[Charge] = []  # usage held for this cycle only
+        self.admitted = 0
+        self.parked = 0
+        # (the result that stood for them, workloads parked with an equivalent one): their own
+        # results are made only when asked for (`bulk_results`), as they can be many
+        self.bulk: list[tuple[WorkloadResult, list[str]]] = []
 
     # ------------------------------------------------------------ the cycle
 
     def run(self) -> dict[str, WorkloadResult]:
-        entries = [self.nominate(wl, cq) for wl, cq in self.heads()]
+        self.report_orphans()
+        heads = self.queues.heads()
+        entries = [self.nominate(wl, cq) for wl, cq in heads]
         entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl),
                                     e.wl.creation_timestamp or _GO_ZERO_TIME, e.wl.key))
-        for entry in entries:
-            self.settle(self.process(entry))
+        outcomes = []
+        try:
+            for entry in entries:
+                under_hold = bool(self.held)  # capacity held by an earlier entry may be what it lacks
+                outcomes.append((entry, *self.process(entry), under_hold))
+        finally:
+            for charge in reversed(self.held):
+                self.state.apply_charge(charge, -1)
+            self.held.clear()
+        for entry, result, requeue, under_hold in outcomes:
+            self.decided[result.key] = result
+            if requeue is None:
+                continue
+            in_heap, moved = self.queues.requeue(entry.wl, entry.cq.name, requeue, result, under_hold=under_hold,
+                                                 topology_blocked=entry.assignment.topology_failed)
+            result.status = PENDING if in_heap else INADMISSIBLE
+            if not in_heap:
+                self.parked += 1
+            if moved:
+                self.bulk.append((result, moved))
+                self.parked += len(moved)
         return self.decided
+
+    def bulk_results(self) -> dict[str, WorkloadResult]:
+        """The results of the workloads parked with an equivalent one in this cycle."""
+        out = {}
+        for result, keys in self.bulk:
+            for key in keys:
+                wl = self.state.workload(key)
+                if wl is not None:
+                    out[key] = equivalent_result(result, wl)
+        return out
+
+    def report_orphans(self) -> None:
+        """Pending workloads whose LocalQueue or ClusterQueue is missing, once when found so."""
+        for key, orphan in self.queues.unreported_orphans():
+            wl = self.state.workload(key)
+            if wl is not None:
+                self.decided[key] = self.not_admitted(wl, orphan.cluster_queue, orphan.message, INADMISSIBLE,
+                                                      "Pending")
 
     def nominate(self, wl: Workload, cq: ClusterQueue) -> Entry:
         assigner = FlavorAssigner(self.state, wl, cq, self.preemptor)
-        assigner.resume = self.resume.get(wl.key, {})
+        assigner.resume = self.queues.scan_progress.get(wl.key, {})
         entry = Entry(wl, cq, assigner, FlavorAssignment([]))
         self.assign(entry)
         return entry
@@ -207,7 +217,8 @@ class SchedulingCycle:
                 lo = mid + 1
         return best
 
-    def process(self, e: Entry) -> WorkloadResult:
+    def process(self, e: Entry) -> tuple[WorkloadResult, str | None]:
+        """The entry's outcome, and how it goes back to its queue (None: it does not)."""
         check = self.fits(e)
         if check == _NO_TOPOLOGY and self.state.gates.TASRecomputeAssignmentWithinSchedulingCycle:
             # the nominated TopologyAssignment was computed before this cycle's admissions: recompute it,
@@ -216,31 +227,37 @@ class SchedulingCycle:
             self.assign(e)
             e.assigner.nominated = None
             check = self.fits(e)
-        self.resume.pop(e.wl.key, None)
+        progress = self.queues.scan_progress
+        progress.pop(e.wl.key, None)
         if e.mode == NO_FIT or (e.mode == PREEMPT and not e.targets):
             # a workload with flavors left to try goes back to its queue at once, to try them next
             if e.assignment.pending_flavors:
-                self.resume[e.wl.key] = {k: i + 1 for k, i in e.assignment.tried.items() if i != -1}
+                progress[e.wl.key] = {k: i + 1 for k, i in e.assignment.tried.items() if i != -1}
+                requeue = REQUEUE_IMMEDIATE
+            else:
+                requeue = REQUEUE_NO_FIT if e.mode == NO_FIT else REQUEUE_NO_CANDIDATES
             status = PENDING if e.assignment.pending_flavors else INADMISSIBLE
             if e.mode == NO_FIT:
                 return self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,
-                                         assignment=e.assignment)
+                                         assignment=e.assignment), requeue
             if e.cq.preemption.get("reclaimWithinCohort") != "Any":
-                self.reserve(e)
+                self.reserve(e)  # Kueue's CanAlwaysReclaim is false: hold the capacity for this cycle
             return self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment)
+                                     assignment=e.assignment), requeue
         if any(t.workload.key in self.preempted for t in e.targets):
             return self.not_admitted(e.wl, e.cq.name, OVERLAPPING_TARGETS, PENDING, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment)
+                                     assignment=e.assignment), REQUEUE_IMMEDIATE
         if check != _FITS:
             return self.not_admitted(e.wl, e.cq.name, NO_LONGER_FITS, PENDING, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment)
+                                     assignment=e.assignment), REQUEUE_IMMEDIATE
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
-        self.add_usage(e.wl, e.assignment, e.assignment.usage())
         if e.mode == PREEMPT:
-            return self.preempt(e)
-        return self.admit(e.wl, e.cq.name, e.assignment, {n: p.assignment for n, p in e.assignment.placements.items()})
+            self.hold(e, e.assignment.usage())
+            return self.preempt(e), REQUEUE_IMMEDIATE
+        self.admitted += 1
+        return self.admit(e.wl, e.cq.name, e.assignment,
+                          {n: p.assignment for n, p in e.assignment.placements.items()}), None
 
     def fits(self, e: Entry) -> str:
         """Whether the entry's quota and TopologyAssignments fit what is left, counting the capacity
@@ -273,28 +290,27 @@ class SchedulingCycle:
                 return False
         return True
 
-    # ------------------------------------------------------------ usage held by entries
+    # ------------------------------------------------------------ usage held for this cycle
 
-    def add_usage(self, wl: Workload, assignment: FlavorAssignment, quota: dict[FlavorResource, int]) -> None:
-        """Count an entry's quota and TopologyAssignments as used for the rest of the cycle."""
-        cq_name = self.entry_queue(wl)
-        if not wl.has_quota_reservation:
-            for fr, value in quota.items():
-                if value:
-                    self.state.quota.add_usage(cq_name, fr, value)
-        for name, placement in assignment.placements.items():
-            psf = assignment.pod_set(name)
-            if placement.assignment is not None and psf is not None:
-                psa = PodSetAssignment(name, dict(psf.flavors), psf.count, dict(psf.usage), placement.assignment)
-                self.state.add_tas_assignment_usage(psa, psf.pod_set.spec.requests, sign=1)
-
-    def entry_queue(self, wl: Workload) -> str:
-        cq = self.state.cluster_queue_for(wl)
-        return cq.name if cq is not None else ""
+    def hold(self, e: Entry, quota: dict[FlavorResource, int]) -> None:
+        """Count `quota` and the entry's TopologyAssignments as used until the cycle ends."""
+        charge = Charge(e.cq.name)
+        if not e.wl.has_quota_reservation:
+            charge.quota = {fr: value for fr, value in quota.items() if value}
+        snapshots = self.state.tas_snapshots
+        for name, placement in e.assignment.placements.items():
+            psf = e.assignment.pod_set(name)
+            if placement.assignment is None or psf is None:
+                continue
+            tas = {f for f in psf.flavors.values() if f in snapshots}
+            if len(tas) == 1:
+                charge.tas.append(TASCharge(tas.pop(), placement.assignment, psf.pod_set.spec.requests))
+        self.state.apply_charge(charge, 1)
+        self.held.append(charge)
 
     def reserve(self, e: Entry) -> None:
         """Hold what a workload that needs preemption but found no targets would use, so that workloads
-        further back cannot take it first (the ClusterQueue cannot always reclaim it later)."""
+        further back cannot take it first in this cycle (the ClusterQueue cannot always reclaim it later)."""
         tree = self.state.quota
         node = tree.queues[e.cq.name]
         reserved: dict[FlavorResource, int] = {}
@@ -306,7 +322,7 @@ class SchedulingCycle:
                 reserved[fr] = value if limit is None else min(value, nominal + limit - node.usage[fr])
             else:
                 reserved[fr] = max(0, min(value, nominal - node.usage[fr]))
-        self.add_usage(e.wl, e.assignment, reserved)
+        self.hold(e, reserved)
 
     # ------------------------------------------------------------ outcomes
 
@@ -329,6 +345,7 @@ class SchedulingCycle:
         wl.conditions = [c for c in wl.conditions if c.type not in ("Evicted", "Preempted")]
         wl.conditions += [Condition("Evicted", "True", "Preempted", message, self.now),
                           Condition("Preempted", "True", t.reason, message, self.now)]
+        self.state.workload_changed(wl)  # still holds its quota until its pods are gone
         self.result.events += [
             Event(wl.key, "Normal", "EvictedDueToPreempted", message),
             Event(wl.key, "Normal", "Preempted", f"{message}; {priorities}"),
@@ -372,6 +389,7 @@ class SchedulingCycle:
             pod_sets.append(PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors), ta, psf.delayed))
         wl.admission = Admission(cq_name, psas)
         self.admitted_now.add(wl.key)
+        self.queues.scan_progress.pop(wl.key, None)
         flavors = {f for psf in assignment.pod_sets for f in psf.flavors.values()}
         needs_checks = any(self.state.checks_on_flavor(cq, f) for f in flavors)
         status = QUOTA_RESERVED if needs_checks else ADMITTED
@@ -394,6 +412,7 @@ class SchedulingCycle:
         # the workload now holds its admission, as later steps of the pass (the ungater) see it
         replaced = {c.type for c in conditions} | {"QuotaReserved", "Admitted"}
         wl.conditions = [c for c in wl.conditions if c.type not in replaced] + conditions
+        self.state.workload_changed(wl)  # charged to the cache: later entries see its usage
         return WorkloadResult(wl, cq_name, status, reserved, pod_sets, list(wl.unhealthy_nodes),
                               conditions=list(wl.conditions))
 
@@ -436,21 +455,10 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
                           decided=False)
 
 
-def run_cycles(state: ClusterState, now: datetime, result: PassResult,
-               max_cycles: int | None = 1) -> dict[str, WorkloadResult]:
-    """Scheduling cycles, one after another, until one admits and parks nothing (or `max_cycles`
-    ran; None means no limit). Kueue runs them back to back; one cycle admits at most one
-    workload per ClusterQueue."""
-    decided: dict[str, WorkloadResult] = {}
-    parked: set[str] = set()
-    resume: dict[str, dict] = {}
-    cycles = 0
-    while max_cycles is None or cycles < max_cycles:
-        before = len(parked)
-        out = SchedulingCycle(state, now, result, parked, resume).run()
-        cycles += 1
-        decided.update(out)
-        admitted = any(r.status in (ADMITTED, QUOTA_RESERVED) for r in out.values())
-        if not out or (not admitted and len(parked) == before):
-            break
-    return decided
+def equivalent_result(result: WorkloadResult, wl: Workload) -> WorkloadResult:
+    """The result of a workload parked with an equivalent one: the same answer, not evaluated
+    again (Kueue's scheduling equivalence hashing)."""
+    pod_sets = [PodSetResult(ps.name, ps.count, dict(src.flavors), failure_reason=src.failure_reason)
+                for ps, src in zip(wl.pod_sets, result.pod_sets, strict=False)]
+    return WorkloadResult(wl, result.cluster_queue, result.status, result.message, pod_sets,
+                          list(wl.unhealthy_nodes), conditions=list(result.conditions))

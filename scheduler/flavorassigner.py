@@ -140,6 +140,9 @@ class FlavorAssignment:
     placements: dict[str, PodSetPlacement] = field(default_factory=dict)
     # per (PodSet, resource group): the flavor index the search stopped at, -1 when it tried them all
     tried: dict[tuple[str, int], int] = field(default_factory=dict)
+    # TAS placement failed on the nodes as they are (quota was not what stopped it): capacity
+    # freed on the flavor's nodes by any ClusterQueue may change the answer
+    topology_failed: bool = False
 
     @property
     def pending_flavors(self) -> bool:
@@ -444,6 +447,7 @@ class FlavorAssigner:
             psf = assignment.pod_set(failed)
             psf.reasons.append(placements[failed].failure)
             psf.mode = PREEMPT
+            assignment.topology_failed = True
             assignment.refresh()
         if assignment.mode == PREEMPT and not self.wl.unhealthy_nodes:
             empty = self.place(assignment, simulate_empty=True)

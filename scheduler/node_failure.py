@@ -12,7 +12,9 @@ workload. Every decision is recorded with its trigger.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -99,15 +101,6 @@ def pod_sets_by_node(wl: Workload) -> dict[str, list[PodSet]]:
     return out
 
 
-def pods_by_workload(pods: list[Pod]) -> dict[str, list[Pod]]:
-    out: dict[str, list[Pod]] = defaultdict(list)
-    for pod in pods:
-        name = pod.annotations.get(WORKLOAD_ANNOTATION)
-        if name:
-            out[f"{pod.namespace}/{name}"].append(pod)
-    return out
-
-
 def tolerated_now(taint: Taint, tolerations: tuple[Toleration, ...], now: datetime) -> bool:
     """Some toleration tolerates the taint, and for NoExecute its tolerationSeconds have not run out."""
     for t in tolerations:
@@ -153,14 +146,21 @@ class NodeFailureController:
         self.gates = state.gates
         self.now = now
         self.result = result
-        self.pods = pods_by_workload(state.pods)
         self.evicted: dict[str, str] = {}  # workload key -> eviction message
+        self.marked: list[Workload] = []  # workloads that got a newly unhealthy node
+        self.changed: dict[str, Workload] = {}  # workloads this controller changed
         self._pod_sets_by_node: dict[str, dict[str, list[PodSet]]] = {}
 
-    def run(self) -> None:
+    def pods_of(self, key: str) -> list[Pod]:
+        return self.state.pods_of(key)
+
+    def run(self, workloads: Iterable[Workload] | None = None) -> None:
+        """Reconcile the assigned nodes of `workloads` (default: every workload; a caller that
+        knows which nodes are not healthy passes only the workloads assigned to them, and
+        those that already list unhealthy nodes)."""
         if not (self.gates.TopologyAwareScheduling and self.gates.TASFailedNodeReplacement):
             return
-        for wl in self.state.workloads:
+        for wl in self.state.workloads if workloads is None else workloads:
             if is_admitted_by_tas(wl) and not is_evicted(wl):
                 for node in assigned_nodes(wl):
                     if wl.key in self.evicted:
@@ -178,7 +178,7 @@ class NodeFailureController:
         single = next(iter(levels.values())) if len(levels) == 1 else ()
         out = []
         bound_names = {node_name, node.name} if node is not None else {node_name}
-        for pod in self.pods.get(wl.key, ()):
+        for pod in self.pods_of(wl.key):
             if pod.node_name:
                 if pod.node_name in bound_names:
                     out.append(pod)
@@ -196,7 +196,7 @@ class NodeFailureController:
         """Every pod of the workload bound to the node is terminated or terminating."""
         node_obj = self.state.node_for_hostname(node)
         names = {node, node_obj.name} if node_obj is not None else {node}
-        return all(p.deleting or p.terminal for p in self.pods.get(wl.key, ()) if p.node_name in names)
+        return all(p.deleting or p.terminal for p in self.pods_of(wl.key) if p.node_name in names)
 
     def has_active_pods(self, wl: Workload, node: str) -> bool:
         # A gated pod counts as active so that pods about to start are not terminated.
@@ -262,6 +262,8 @@ class NodeFailureController:
                 return
             if node not in wl.unhealthy_nodes:
                 wl.unhealthy_nodes.append(node)
+                self.marked.append(wl)
+                self.changed[wl.key] = wl
                 self.result.decisions.append(Decision(
                     wl.key, NODE_UNHEALTHY, node, check.trigger,
                     f"node {node} marked unhealthy for the workload: {check.trigger}"))
@@ -273,6 +275,7 @@ class NodeFailureController:
         if (node in wl.unhealthy_nodes and check.health is Health.HEALTHY and node_obj is not None
                 and node_obj.is_ready and self.has_running_pods(wl, node)):
             wl.unhealthy_nodes.remove(node)
+            self.changed[wl.key] = wl
             self.result.decisions.append(Decision(
                 wl.key, NODE_RECOVERED, node, "node Ready with the workload's pods running on it",
                 f"node {node} is healthy again for the workload; it keeps its pods"))
@@ -285,7 +288,7 @@ class NodeFailureController:
         for pod in self.pods_on_node(wl, node):
             if pod.deleting or pod.terminal or pod.phase != "Pending" or pod.scheduling_gates:
                 continue
-            pod.phase = "Failed"
+            self.state.upsert_pod(dataclasses.replace(pod, phase="Failed"))
             termination = PodTermination(pod.namespace, pod.name, node)
             self.result.terminated_pods.append(termination)
             self.result.events.append(Event(pod.key, "Normal", "PodTerminatedByKueue", termination.message))
@@ -297,6 +300,7 @@ class NodeFailureController:
         evict_workload(wl, message, self.now, self.result, node=node, trigger=trigger)
         wl.unhealthy_nodes.clear()  # as a fail-fast eviction does: the workload starts over
         self.evicted[wl.key] = message
+        self.changed[wl.key] = wl
 
 
 def evict_workload(wl: Workload, message: str, now: datetime, result: PassResult, *, node: str = "",

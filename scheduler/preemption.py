@@ -99,15 +99,14 @@ class Preemptor:
         self.now = now or datetime.now(UTC)
         # workloads admitted during this cycle: their usage counts, but they are not candidates
         self.excluded = excluded if excluded is not None else set()
-        self._by_queue: dict[str, list[Workload]] | None = None
 
     # ------------------------------------------------------------ snapshot edits
 
     def remove(self, wl: Workload) -> None:
-        self.state.add_workload_usage(wl, sign=-1)
+        self.state.suspend_usage(wl)
 
     def restore(self, wl: Workload) -> None:
-        self.state.add_workload_usage(wl, sign=1)
+        self.state.resume_usage(wl)
 
     @contextmanager
     def without(self, workloads: list[Workload]) -> Iterator[None]:
@@ -123,13 +122,12 @@ class Preemptor:
     # ------------------------------------------------------------ queries
 
     def admitted_in(self, cq_name: str) -> list[Workload]:
-        """The workloads holding quota in the ClusterQueue when the cycle began."""
-        if self._by_queue is None:
-            self._by_queue = {}
-            for w in self.state.workloads:
-                if w.admission is not None and w.has_quota_reservation and not w.is_finished:
-                    self._by_queue.setdefault(w.admission.cluster_queue, []).append(w)
-        return [w for w in self._by_queue.get(cq_name, ()) if w.key not in self.excluded]
+        """The workloads holding quota in the ClusterQueue, except those admitted in this cycle,
+        in the state's order."""
+        order = self.state.order
+        holders = [w for w in self.state.holders_in(cq_name) if w.key not in self.excluded]
+        holders.sort(key=lambda w: order.get(w.key, 0))
+        return holders
 
     def queue_order_time(self, wl: Workload) -> datetime:
         return wl.creation_timestamp or _GO_ZERO_TIME

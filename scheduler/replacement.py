@@ -10,10 +10,11 @@ new workload.
 
 from __future__ import annotations
 
-from dataclasses import replace as dc_replace
+from collections.abc import Iterable
 from datetime import datetime
 
-from scheduler.cluster import ClusterState
+from scheduler.assignment import TopologyAssignment
+from scheduler.cluster import Charge, ClusterState, TASCharge
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, PodSetAssignment, Workload
 from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
@@ -42,11 +43,17 @@ class NodeReplacer:
         self.evicted: set[str] = set()
         self.replaced: set[str] = set()
         self.failures: dict[str, tuple[str, str]] = {}  # workload key -> (PodSet, reason)
+        self.retry: set[str] = set()  # no replacement yet, tried again after the second-pass backoff
+        self.changed: dict[str, Workload] = {}
+        # the failed nodes' share of replaced assignments: their pods hold it until they are
+        # gone, so it stays counted for the rest of the pass (the caller releases it)
+        self.holds: list[Charge] = []
 
-    def run(self) -> None:
+    def run(self, workloads: Iterable[Workload] | None = None) -> None:
+        """Replace the unhealthy node of each of `workloads` (default: every workload)."""
         if not (self.gates.TopologyAwareScheduling and self.gates.TASFailedNodeReplacement):
             return
-        for wl in self.state.workloads:
+        for wl in self.state.workloads if workloads is None else workloads:
             if wl.unhealthy_nodes and is_admitted_by_tas(wl) and not is_evicted(wl):
                 self.replace(wl)
 
@@ -60,6 +67,7 @@ class NodeReplacer:
                     and any(d.values[-1] == node for d in psa.topology_assignment.domains)]
         if self.gates.SkipReassignmentForPodOwnedWorkloads and owned_by_single_pod(wl):
             wl.unhealthy_nodes.clear()  # the assignment stays where the pod runs
+            self.changed[wl.key] = wl
             self.result.decisions.append(Decision(
                 wl.key, ASSIGNMENT_KEPT, node, "workload owned by a single Pod",
                 f"node {node} not replaced: the workload's only pod cannot move; its assignment is kept"))
@@ -103,18 +111,27 @@ class NodeReplacer:
         return results, None
 
     def apply(self, wl: Workload, node: str, new_assignments: dict) -> None:
+        hold = Charge(wl.admission.cluster_queue)
         for psa in wl.admission.pod_set_assignments:
             if psa.name not in new_assignments:
                 continue
-            new, part = new_assignments[psa.name]
+            old = psa.topology_assignment
+            new, _ = new_assignments[psa.name]
             psa.topology_assignment = new
-            # Only the nodes the pods move to take their usage now: the pods leaving `node`
-            # hold it until they are gone, as the old assignment does in Kueue's cycle
-            # snapshot, so no other workload is placed there in this pass.
+            # The pods leaving `node` hold it until they are gone, as the old assignment does
+            # in Kueue's cycle snapshot, so no other workload is placed there in this pass.
             ps = wl.pod_set(psa.name)
-            if ps is not None:
-                self.state.add_tas_assignment_usage(dc_replace(psa, topology_assignment=part), ps.spec.requests, 1)
+            flavor = self.state.tas_flavor_of(psa)
+            if ps is not None and flavor is not None and old is not None:
+                leaving = TopologyAssignment(old.levels, tuple(d for d in old.domains if d.values[-1] == node))
+                if leaving.domains:
+                    hold.tas.append(TASCharge(flavor, leaving, ps.spec.requests))
         wl.unhealthy_nodes.clear()
+        self.state.workload_changed(wl)  # charged with its new assignment
+        if hold.tas:
+            self.state.apply_charge(hold, 1)
+            self.holds.append(hold)
+        self.changed[wl.key] = wl
         for name, (_, part) in new_assignments.items():
             targets = [d.values[-1] for d in part.domains]
             self.result.decisions.append(Decision(
@@ -131,11 +148,13 @@ class NodeReplacer:
             self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
         else:
             self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+            self.retry.add(wl.key)
 
     def evict(self, wl: Workload, message: str, trigger: str) -> None:
         evict_workload(wl, message, self.now, self.result, node=", ".join(wl.unhealthy_nodes), trigger=trigger)
         wl.unhealthy_nodes.clear()
         self.evicted.add(wl.key)
+        self.changed[wl.key] = wl
 
 
 def annotate_failures(results: list, failures: dict[str, tuple[str, str]]) -> None:

@@ -8,6 +8,7 @@ are placed, marked `Ready`, and the workload becomes Admitted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
@@ -35,11 +36,13 @@ class SecondPass:
         self.now = now
         self.result = result
         self.admitted: set[str] = set()
+        self.retry: set[str] = set()  # not placed yet, tried again after the second-pass backoff
 
-    def run(self) -> None:
+    def run(self, workloads: Iterable[Workload] | None = None) -> None:
+        """Place the delayed TopologyAssignments of `workloads` (default: every workload)."""
         if not self.state.gates.TopologyAwareScheduling:
             return
-        for wl in self.state.workloads:
+        for wl in self.state.workloads if workloads is None else workloads:
             if awaiting_second_pass(wl):
                 self.place(wl)
 
@@ -66,18 +69,17 @@ class SecondPass:
             if failed is not None:
                 message = f"couldn't assign flavors to pod set {failed}: {results[failed].failure}"
                 self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+                self.retry.add(wl.key)
                 return
             placed.update(results)
         for psa in wl.admission.pod_set_assignments:
             if psa.name in placed:
                 psa.topology_assignment = placed[psa.name].assignment
                 psa.delayed_topology_request = READY
-                ps = wl.pod_set(psa.name)
-                if ps is not None:
-                    self.state.add_tas_assignment_usage(psa, ps.spec.requests, sign=1)
         if not wl.is_admitted:
             message = f"Admitted by ClusterQueue {cq.name}, wait time since reservation was 0s"
             wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
             wl.conditions.append(Condition("Admitted", "True", "Admitted", message, self.now))
             self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
+        self.state.workload_changed(wl)  # charged with its placed TopologyAssignments
         self.admitted.add(wl.key)

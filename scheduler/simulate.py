@@ -1,8 +1,9 @@
 """`python -m scheduler simulate`: one pass of the engine over a cluster snapshot.
 
 The pass does what Kueue's scheduler and TAS controllers would do, in order (see
-docs/CLI.md): node-failure handling, the ProvisioningRequest second pass, one scheduling
-cycle, the topology ungater. Objects in, decisions out; nothing is written anywhere.
+docs/CLI.md): node-failure handling, the second pass (node replacement, ProvisioningRequest
+topology), one scheduling cycle, the topology ungater. Objects in, decisions out; nothing
+is written anywhere. It is a thin wrapper: a cold-started `Engine`, one `run_pass`.
 """
 
 from __future__ import annotations
@@ -10,17 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
-from scheduler.cycle import run_cycles, unchanged_result
+from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
-from scheduler.node_failure import NodeFailureController
 from scheduler.parse import ParsedObjects, parse_objects
-from scheduler.replacement import NodeReplacer, annotate_failures
+from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
-from scheduler.second_pass import SecondPass
-from scheduler.ungater import ungate_pods
 
 
 def unknown_level_problems(parsed: ParsedObjects) -> list[InputError]:
@@ -70,19 +67,12 @@ def simulate_parsed(
     cycles: int | None = 1,
 ) -> PassResult:
     """One pass over already parsed objects, with `cycles` scheduling cycles (None: as many
-    as it takes until nothing more is admitted). The pass updates the Workload and Pod objects
-    in place (admissions, conditions, unhealthy nodes), so give it objects of its own."""
+    as it takes until nothing more is admitted): a cold-started engine, one pass, every
+    workload's result. The pass updates the Workload and Pod objects in place (admissions,
+    conditions, unhealthy nodes), so give it objects of its own."""
     result = PassResult(problems=unknown_level_problems(parsed))
-    state = ClusterState(parsed, gates, warn)
-    # 1. node-failure handling: mark unhealthy nodes, then replace them or evict
-    NodeFailureController(state, now, result).run()
-    replacer = NodeReplacer(state, now, result)
-    replacer.run()
-    # 2. the ProvisioningRequest second pass
-    SecondPass(state, now, result).run()
-    decided = run_cycles(state, now, result, cycles)  # 3. the scheduling cycle(s)
-    result.workloads = [decided.get(w.key) or unchanged_result(state, w) for w in state.workloads]
-    annotate_failures(result.workloads, replacer.failures)
-    # 4. the topology ungater
-    result.pods = ungate_pods(state)
+    engine = Engine.from_parsed(parsed, gates, warn)
+    outcome = engine.run_pass(now, cycles=cycles, result=result)
+    result.workloads = engine.results_for(engine.state.workload_map, outcome)
+    annotate_failures(result.workloads, outcome.replacement_failures)
     return result

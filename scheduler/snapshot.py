@@ -132,8 +132,9 @@ class TASFlavorSnapshot:
         """A running non-TAS pod on a node of this flavor: its requests and one pod slot."""
         self.add_non_tas_usages([(node_name, requests)])
 
-    def add_non_tas_usages(self, pods: Iterable[tuple[str, Mapping[str, int]]]) -> None:
-        """Many non-TAS pods at once, summed per leaf before touching the matrix."""
+    def add_non_tas_usages(self, pods: Iterable[tuple[str, Mapping[str, int]]], *, sign: int = 1) -> None:
+        """Many non-TAS pods at once, summed per leaf before touching the matrix (sign=-1:
+        pods that stopped or left)."""
         per_leaf: dict[int, dict[str, int]] = {}
         node_to_leaf = self.tree.node_to_leaf
         for node_name, requests in pods:
@@ -154,6 +155,8 @@ class TASFlavorSnapshot:
                 col = column.get(name)
                 if col is not None:
                     delta[i, col] = value
+        if sign < 0:
+            delta = -delta
         self.free[leaves] -= delta
         self.non_tas_usage[leaves] += delta
 

@@ -347,16 +347,30 @@ def plan_workload(wl: Workload, index: PodIndex, nodes: Mapping[str, Node]) -> l
 # ---------------------------------------------------------------- the pass
 
 
-def ungate_pods(state: ClusterState) -> list[PodResult]:
-    """Step 4 of the pass: ungate the pods of every workload admitted by TAS.
+def workloads_with_gated_pods(state: ClusterState) -> list[Workload]:
+    """The workloads some live pod of which still carries the topology gate, in the state's order."""
+    keys: set[str] = set()
+    for owner in state.gated_owners:
+        keys |= state.slice_members.get(owner, set())
+    return state.in_order(keys)
+
+
+def ungate_pods(state: ClusterState, workloads: Iterable[Workload] | None = None) -> list[PodResult]:
+    """Step 4 of the pass: ungate the pods of every workload admitted by TAS (or of `workloads`).
 
     Returns one result per ungated pod with its complete node selector afterwards (the
     selectors it had plus the domain's labels). Workloads are handled one after another,
     each seeing the pods the previous ones ungated as ungated.
     """
-    index = PodIndex(state.pods)
+    if workloads is None:
+        index = PodIndex(state.pods)
+        candidates: Iterable[Workload] = state.workloads
+    else:
+        candidates = list(workloads)
+        owners = {(w.namespace, workload_slice_name(w)) for w in candidates}
+        index = PodIndex(p for owner in owners for p in state.pods_by_owner.get(owner, {}).values())
     results: list[PodResult] = []
-    for wl in state.workloads:
+    for wl in candidates:
         if not is_admitted_by_tas(wl):
             continue
         try:

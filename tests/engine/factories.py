@@ -14,9 +14,11 @@ from typing import Any
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
+from scheduler.engine import Engine, PassOutcome
 from scheduler.features import DEFAULT_GATES, FeatureGates
 from scheduler.parse import ParsedObjects, parse_objects
 from scheduler.placement import TASPodSetRequest
+from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult, WorkloadResult
 from scheduler.simulate import simulate
 from scheduler.snapshot import TASFlavorSnapshot
@@ -511,6 +513,31 @@ def run(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
     sink = warnings if warnings is not None else []
     return simulate([(FILE, obj) for obj in objects], gates=feature_gates, now=NOW, warn=sink.append,
                     cycles=cycles)
+
+
+def run_passes(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
+               warnings: list[str] | None = None, cycles: int | None = None, passes: int = 2,
+               step: timedelta = timedelta(seconds=1)) -> PassResult:
+    """`passes` passes of one long-lived engine, `step` apart from NOW (a node found failed in
+    one pass is replaced in the next, once the second-pass backoff of 1 s has run out). The
+    result holds every pass's events, decisions and pods, and each workload's latest result."""
+    sink = warnings if warnings is not None else []
+    engine = Engine.from_parsed(parse(objects, warnings=sink), feature_gates, sink.append)
+    merged = PassResult()
+    decided: dict[str, WorkloadResult] = {}
+    failures: dict[str, tuple[str, str]] = {}
+    for n in range(passes):
+        outcome = engine.run_pass(NOW + n * step, cycles=cycles)
+        merged.events += outcome.result.events
+        merged.decisions += outcome.result.decisions
+        merged.pods += outcome.result.pods
+        merged.terminated_pods += outcome.result.terminated_pods
+        decided.update(outcome.decided)
+        failures = outcome.replacement_failures or failures
+    final = PassOutcome(merged, decided=decided)
+    merged.workloads = engine.results_for(engine.state.workload_map, final)
+    annotate_failures(merged.workloads, failures)
+    return merged
 
 
 def result_of(result: PassResult, name: str, namespace: str = NAMESPACE) -> WorkloadResult:

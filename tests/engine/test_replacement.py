@@ -3,6 +3,9 @@
 Unless a test says otherwise the cluster is rack b1/r1 with x1, x2, x3 and rack b1/r2
 with y1, every node 4 CPU, and the workload `train` runs 4 pods of 2 CPU, two on x1 and
 two on x2. x1 fails; x3 is the only node of r1 with room (`r1_full=True` takes it).
+
+A node found failed in a pass is replaced in a later one, once the second-pass backoff
+(1 s) has run out: `run` here is two passes of one engine, 1 s apart.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from .factories import (
     pod,
     pod_set,
     result_of,
-    run,
+    run_passes,
     taint,
     tas_setup,
     workload,
@@ -46,6 +49,10 @@ from .factories import (
 )
 
 KEY = f"{NAMESPACE}/train"
+
+
+def run(objects, **kwargs) -> PassResult:
+    return run_passes(objects, **kwargs)
 ASSIGNMENT = [("x1", 2), ("x2", 2)]
 MULTIPLE_FAILURES = "Workload eviction triggered due to multiple TAS assigned node failures, including: {}"
 

@@ -86,6 +86,11 @@ def test_a_failed_node_is_replaced_and_the_pod_moves_to_the_new_node(run_ticks):
 
     (failed,) = report.failures  # one node fails; it is one of the workload's
     assert failed in before
+    # the pass marks it unhealthy; Kueue's second-pass queue replaces it a second later at
+    # the earliest, so the next pass does
+    assert events(wl, EventKind.NODE_UNHEALTHY).get().node == failed
+    assert not events(wl, EventKind.NODE_REPLACED).exists()
+    run_ticks(1, config=config)
     replaced = events(wl, EventKind.NODE_REPLACED).get()
     assert replaced.node == failed
     wl.refresh_from_db()
@@ -106,8 +111,10 @@ def test_a_workload_without_a_replacement_is_evicted_requeued_and_admitted_again
     wl.refresh_from_db()
     assert wl.status == WorkloadStatus.ADMITTED and len(running_nodes(wl)) == 2
 
-    # no spare node in the rack: Kueue's fail-fast replacement evicts it
+    # no spare node in the rack: Kueue's fail-fast replacement evicts it (the pass after the
+    # one that found the node failed)
     run_ticks(1, config=config.with_overrides(node_failures_per_minute=30))
+    run_ticks(1, config=config)
     wl.refresh_from_db()
     assert wl.status == WorkloadStatus.EVICTED
     assert events(wl, EventKind.EVICTED).exists()

@@ -1,0 +1,268 @@
+"""The long-lived engine: the cache, the queue manager and the passes that run on them.
+
+An `Engine` is built once (the cold start: `Engine.from_parsed`, or empty and fed object by
+object) and then takes changes one object at a time through its verbs (`upsert`,
+`delete`), as Kueue's controllers feed its cache and queue manager. A pass does what
+docs/CLI.md lists, on the state as it is, and leaves the state as the pass left it:
+
+1. node-failure handling for the admitted TAS workloads on nodes that are not healthy
+   (and those already listing unhealthy nodes); a node newly found failed is replaced by
+   a later pass, once the second-pass queue's backoff (1 s at first) has run out;
+2. the second pass for the workloads whose turn in the second-pass queue has come
+   (replacement of an unhealthy node, or a delayed topology request whose checks are Ready);
+3. scheduling cycles over the queues' heads, until one admits and parks nothing (or the
+   number of cycles asked for ran);
+4. the topology ungater for the workloads with gated pods.
+
+Nothing here scans every workload, pod or node: each step starts from an index the cache
+keeps (workloads per node, pods per workload, queue heads, the second-pass queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.cluster import Charge, ClusterState, holds_quota
+from scheduler.cycle import SchedulingCycle
+from scheduler.features import FeatureGates
+from scheduler.model import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Node,
+    Pod,
+    ResourceFlavor,
+    Topology,
+    Workload,
+    WorkloadPriorityClass,
+)
+from scheduler.node_failure import NodeFailureController, is_admitted_by_tas, is_evicted
+from scheduler.parse import ParsedObjects
+from scheduler.queues import QueueManager
+from scheduler.replacement import NodeReplacer
+from scheduler.results import PassResult, WorkloadResult
+from scheduler.second_pass import SecondPass, awaiting_second_pass
+from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
+
+
+def needs_second_pass(wl: Workload) -> bool:
+    """Kueue's NeedsSecondPass: an admitted TAS workload with an unhealthy node to replace, or
+    a reserved one whose delayed topology request can now be placed."""
+    if not holds_quota(wl) or is_evicted(wl):
+        return False
+    return bool(wl.unhealthy_nodes and is_admitted_by_tas(wl)) or awaiting_second_pass(wl)
+
+
+def node_is_healthy(node: Node | None) -> bool:
+    """Nothing the node-failure controller could act on: Ready, schedulable, no taint that
+    keeps or drives pods away."""
+    if node is None or node.deleted or not node.is_ready or node.unschedulable:
+        return False
+    return not any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in node.taints)
+
+
+@dataclass(slots=True)
+class PassOutcome:
+    """What one pass did: the events, decisions and pods in `result`; per workload it
+    decided on, its result; which workloads it changed in any way; why replacements failed."""
+
+    result: PassResult
+    decided: dict[str, WorkloadResult] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)
+    replacement_failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    cycles: int = 0
+    admitted: int = 0
+    parked: int = 0
+
+
+class Engine:
+    def __init__(self, gates: FeatureGates | None = None, warn: Callable[[str], None] = lambda _m: None,
+                 *, state: ClusterState | None = None) -> None:
+        self.state = state if state is not None else ClusterState(None, gates, warn)
+        self.queues = QueueManager(self.state)
+        self.passes = 0
+        self.sync(None)
+
+    @classmethod
+    def from_parsed(cls, parsed: ParsedObjects, gates: FeatureGates,
+                    warn: Callable[[str], None] = lambda _m: None) -> Engine:
+        """The cold start: every object at once; what needs a second pass gets it in the next pass."""
+        return cls(state=ClusterState(parsed, gates, warn))
+
+    @property
+    def gates(self) -> FeatureGates:
+        return self.state.gates
+
+    # ------------------------------------------------------------ changes, one object at a time
+
+    def upsert(self, obj: object) -> None:
+        """Add or update one object (a model instance from `scheduler.parse`)."""
+        verb = _UPSERT.get(type(obj))
+        if verb is None:
+            raise TypeError(f"not an object the engine reads: {type(obj).__name__}")
+        verb(self.state, obj)
+
+    def delete(self, kind: str, key: str) -> None:
+        """Delete one object by kind and key (`name`, or `namespace/name` for namespaced kinds)."""
+        verb = _DELETE.get(kind)
+        if verb is None:
+            raise ValueError(f"not a kind the engine reads: {kind}")
+        verb(self.state, key)
+
+    def sync(self, now: datetime | None) -> dict[str, Workload | None]:
+        """Bring the queues in line with the cache; keep the second-pass queue current."""
+        changed = self.queues.sync()
+        for key, wl in changed.items():
+            if wl is not None and needs_second_pass(wl):
+                if key not in self.queues.second_pass:
+                    self.queues.queue_second_pass(key, now)
+            else:
+                self.queues.second_pass_done(key)
+        return changed
+
+    # ------------------------------------------------------------ the pass
+
+    def run_pass(self, now: datetime, *, cycles: int | None = None, result: PassResult | None = None,
+                 bulk_results: bool = True) -> PassOutcome:
+        """One pass (see the module docstring), `cycles` scheduling cycles at most (None: until
+        nothing more can be admitted). Without `bulk_results`, workloads parked with an
+        equivalent one get no result of their own (they can be thousands a cycle)."""
+        self.passes += 1
+        outcome = PassOutcome(result if result is not None else PassResult())
+        changed: set[str] = set(self.sync(now))
+        holds: list[Charge] = []
+        try:
+            self._node_failures(now, outcome, holds, changed)
+            self._second_pass(now, outcome, changed)
+            self._cycles(now, outcome, cycles, changed, bulk_results)
+            self._ungate(outcome)
+        finally:
+            for charge in reversed(holds):
+                self.state.apply_charge(charge, -1)
+        outcome.changed = changed | set(outcome.decided)
+        return outcome
+
+    def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:
+        state = self.state
+        controller = NodeFailureController(state, now, outcome.result)
+        controller.run(self.node_failure_candidates())
+        for wl in controller.changed.values():
+            state.workload_changed(wl)
+        changed |= set(self.sync(now))
+        ready = state.in_order(self.queues.second_pass_ready(now))
+        replacer = NodeReplacer(state, now, outcome.result)
+        replacer.run([w for w in ready if w.unhealthy_nodes])
+        holds.extend(replacer.holds)
+        outcome.replacement_failures.update(replacer.failures)
+        for wl in ready:
+            if wl.key in replacer.retry:
+                self.queues.queue_second_pass(wl.key, now, self.queues.second_pass_iteration(wl.key))
+            elif wl.unhealthy_nodes or not awaiting_second_pass(wl):
+                self.queues.second_pass_done(wl.key)
+        for wl in replacer.changed.values():
+            state.workload_changed(wl)
+        changed |= set(self.sync(now))
+
+    def _second_pass(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        state = self.state
+        ready = [w for w in state.in_order(self.queues.second_pass_ready(now)) if awaiting_second_pass(w)]
+        if not ready:
+            return
+        second = SecondPass(state, now, outcome.result)
+        second.run(ready)
+        for wl in ready:
+            if wl.key in second.retry:
+                self.queues.queue_second_pass(wl.key, now, self.queues.second_pass_iteration(wl.key))
+            else:
+                self.queues.second_pass_done(wl.key)
+        changed |= set(self.sync(now))
+
+    def _cycles(self, now: datetime, outcome: PassOutcome, max_cycles: int | None, changed: set[str],
+                bulk_results: bool) -> None:
+        state = self.state
+        # built before the cycle, so that what a cycle holds for a moment is never rebuilt away
+        _ = state.tas_snapshots, state.quota
+        while max_cycles is None or outcome.cycles < max_cycles:
+            cycle = SchedulingCycle(state, self.queues, now, outcome.result)
+            decided = cycle.run()
+            outcome.cycles += 1
+            outcome.decided.update(decided)
+            if bulk_results:
+                outcome.decided.update(cycle.bulk_results())
+            outcome.parked += cycle.parked
+            outcome.admitted += cycle.admitted
+            changed |= set(self.sync(now))
+            if not decided or (cycle.admitted == 0 and cycle.parked == 0):
+                break
+
+    def _ungate(self, outcome: PassOutcome) -> None:
+        state = self.state
+        pods = ungate_pods(state, workloads_with_gated_pods(state))
+        outcome.result.pods = pods
+        if pods:
+            by_key = state.pod_map()
+            current = [by_key[f"{p.namespace}/{p.name}"] for p in pods if f"{p.namespace}/{p.name}" in by_key]
+            for pod in apply_ungating(current, pods):
+                state.upsert_pod(pod)
+
+    # ------------------------------------------------------------ indexes the pass starts from
+
+    def node_failure_candidates(self) -> list[Workload]:
+        """Admitted workloads assigned to a node that is not healthy, or listing unhealthy nodes."""
+        state = self.state
+        keys: set[str] = set()
+        for hostname, holders in state.by_node.items():
+            if not node_is_healthy(state.node_for_hostname(hostname)):
+                keys |= holders
+        keys |= {k for k in state.charges if (w := state.workload(k)) is not None and w.unhealthy_nodes}
+        return state.in_order(keys)
+
+    # ------------------------------------------------------------ answers for every workload
+
+    def results_for(self, keys: Iterable[str], outcome: PassOutcome) -> list[WorkloadResult]:
+        from scheduler.cycle import unchanged_result
+
+        out = []
+        for key in keys:
+            wl = self.state.workload(key)
+            if wl is None:
+                continue
+            out.append(outcome.decided.get(key) or unchanged_result(self.state, wl))
+        return out
+
+
+def _upsert_map() -> dict[type, Callable[[ClusterState, object], None]]:
+    return {
+        Node: ClusterState.upsert_node,
+        Pod: ClusterState.upsert_pod,
+        Workload: ClusterState.upsert_workload,
+        ClusterQueue: ClusterState.upsert_cluster_queue,
+        LocalQueue: ClusterState.upsert_local_queue,
+        Cohort: ClusterState.upsert_cohort,
+        ResourceFlavor: ClusterState.upsert_flavor,
+        Topology: ClusterState.upsert_topology,
+        AdmissionCheck: ClusterState.upsert_admission_check,
+        WorkloadPriorityClass: ClusterState.upsert_priority_class,
+    }
+
+
+_UPSERT = _upsert_map()
+_DELETE: dict[str, Callable[[ClusterState, str], None]] = {
+    "Node": ClusterState.delete_node,
+    "Pod": ClusterState.delete_pod,
+    "Workload": ClusterState.delete_workload,
+    "ClusterQueue": ClusterState.delete_cluster_queue,
+    "LocalQueue": ClusterState.delete_local_queue,
+    "Cohort": ClusterState.delete_cohort,
+    "ResourceFlavor": ClusterState.delete_flavor,
+    "Topology": ClusterState.delete_topology,
+    "AdmissionCheck": ClusterState.delete_admission_check,
+    "WorkloadPriorityClass": ClusterState.delete_priority_class,
+}
+
+__all__ = ["Engine", "PassOutcome", "needs_second_pass", "node_is_healthy"]

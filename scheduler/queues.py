@@ -1,0 +1,532 @@
+"""The queue manager: pending workloads as Kueue keeps them (`pkg/cache/queue`).
+
+* One heap per ClusterQueue, in Kueue's order: higher priority first, then the older
+  queue-order timestamp (then namespace and name, so that the order is total).
+* A head that cannot be admitted goes back to its heap at once when something may change
+  its answer soon (flavors left to try, it no longer fit after another admission in the
+  cycle, its preemptions are under way, or the ClusterQueue is StrictFIFO, whose head
+  blocks the queue). Otherwise (BestEffortFIFO, no fit, or no preemption candidates) it is
+  parked as inadmissible, and with SchedulingEquivalenceHashing every workload of the same
+  shape waiting in the heap is parked with it.
+* Parked workloads go back to their heaps on the events Kueue requeues on: quota released
+  in the cohort (a workload finishing, deleted or evicted), a ClusterQueue, Cohort or
+  ResourceFlavor change, a Topology or node change of a flavor the ClusterQueue uses.
+* A second-pass queue holds admitted workloads that need TAS again (a delayed topology
+  request whose checks are Ready, an unhealthy node to replace), each ready after Kueue's
+  backoff: 1 s, doubling, at most 30 s.
+
+The manager never scans every pending workload: a cycle pops one head per ClusterQueue,
+and a requeue moves only the parked workloads of the ClusterQueues concerned.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from scheduler.cluster import Changes, ClusterState, is_pending
+from scheduler.model import ClusterQueue, Workload
+
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_GO_ZERO_SECONDS = _GO_ZERO_TIME.timestamp()
+
+STRICT_FIFO = "StrictFIFO"
+BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+# Kueue's requeue reasons that decide where a head goes back to
+REQUEUE_IMMEDIATE = "Immediate"  # flavors left, no longer fits, preemption pending, ...
+REQUEUE_NO_FIT = "NoFit"
+REQUEUE_NO_CANDIDATES = "PreemptionNoCandidates"
+REQUEUE_GENERIC = "Generic"
+BULK_REASONS = frozenset({REQUEUE_NO_FIT, REQUEUE_NO_CANDIDATES})
+
+SECOND_PASS_INITIAL = timedelta(seconds=1)
+SECOND_PASS_MAX = timedelta(seconds=30)
+
+
+def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
+    """Kueue's order within a ClusterQueue: priority, then the queue-order timestamp."""
+    ts = wl.creation_timestamp.timestamp() if wl.creation_timestamp is not None else _GO_ZERO_SECONDS
+    return (-state.priority_of(wl), ts, wl.namespace, wl.name)
+
+
+def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:
+    """Kueue's scheduling equivalence hash: workloads with the same effective priority and
+    the same PodSets (pod spec shape, count, minCount, topology request) get the same answer
+    from the same cluster, so one evaluation stands for all of them."""
+    ignore_name = state.gates.SchedulingEquivalenceHashingIgnorePodSetName
+    pod_sets = []
+    for ps in wl.pod_sets:
+        spec = ps.spec
+        pod_sets.append((
+            "" if ignore_name else ps.name,
+            tuple(sorted(spec.requests.items())),
+            tuple(sorted(spec.node_selector.items())),
+            spec.tolerations,
+            spec.affinity,
+            ps.count,
+            ps.min_count,
+            ps.topology_request,
+        ))
+    return (state.priority_of(wl), tuple(pod_sets))
+
+
+def second_pass_delay(iteration: int) -> timedelta:
+    """Kueue's second-pass backoff: 1 s for the first try, doubling, at most 30 s."""
+    delay = SECOND_PASS_INITIAL * (2 ** max(iteration - 1, 0))
+    return min(delay, SECOND_PASS_MAX)
+
+
+@dataclass(slots=True)
+class Parked:
+    """Why a workload's equivalence class is parked as inadmissible."""
+
+    representative: str  # the workload whose evaluation parked the class
+    result: object = None  # its result, which stands for the others of the class
+    # found inadmissible while capacity was held for another head in the cycle (a reservation,
+    # a preemptor's usage): Kueue parks it all the same, though it may fit once the hold is gone
+    under_hold: bool = False
+    # its TAS placement failed on the nodes as they are: TAS capacity freed on the flavor by
+    # any ClusterQueue requeues it, not only quota freed in its cohort
+    topology_blocked: bool = False
+
+    def bulk(self, key: str) -> bool:
+        """Parked with an equivalent workload, not evaluated itself."""
+        return key != self.representative
+
+
+@dataclass(eq=False)
+class EquivalenceClass:
+    """Pending workloads of one ClusterQueue with the same equivalence hash, in queue order.
+
+    Kueue parks every workload of a class in the heap when one of them is found inadmissible
+    (no fit, no preemption candidates), and a requeue brings them all back: keeping them
+    together makes both one operation instead of one per workload."""
+
+    shape: Hashable
+    heap: list[tuple] = field(default_factory=list)  # member entries (*order, key), lazily cleaned
+    members: dict[str, tuple] = field(default_factory=dict)  # key -> its valid entry
+    parked: Parked | None = None
+    version: int = 0  # entries of the class in the ClusterQueue heap older than this are stale
+
+    def best(self) -> tuple | None:
+        heap, members = self.heap, self.members
+        while heap:
+            entry = heap[0]
+            if members.get(entry[-1]) == entry:
+                return entry
+            heapq.heappop(heap)
+        return None
+
+    def add(self, key: str, entry: tuple) -> None:
+        self.members[key] = entry
+        heapq.heappush(self.heap, entry)
+
+    def discard(self, key: str) -> None:
+        if self.members.pop(key, None) is not None and len(self.heap) > 2 * len(self.members) + 32:
+            self.heap = [e for e in self.heap if self.members.get(e[-1]) == e]
+            heapq.heapify(self.heap)
+
+
+@dataclass
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue: a heap of equivalence classes ordered by each
+    class's first workload, parked classes aside."""
+
+    name: str
+    strategy: str = BEST_EFFORT_FIFO
+    classes: dict[Hashable, EquivalenceClass] = field(default_factory=dict)
+    class_of: dict[str, Hashable] = field(default_factory=dict)  # member key -> its class's shape
+    heap: list[tuple] = field(default_factory=list)  # (*best member's entry, class version, shape id)
+    _ids: dict[Hashable, int] = field(default_factory=dict)
+    _shapes: dict[int, Hashable] = field(default_factory=dict)
+    pop_cycle: int = 0
+    queue_inadmissible_cycle: int = -1
+    # versions of class entries, never reused (a class deleted and made again must not
+    # validate the entries its predecessor left in the heap)
+    _versions: int = 0
+
+    def __len__(self) -> int:
+        return len(self.class_of)
+
+    @property
+    def parked(self) -> dict[str, Parked]:
+        """Every parked workload and why (built on demand: for tests and reports)."""
+        return {k: c.parked for c in self.classes.values() if c.parked is not None for k in c.members}
+
+    @property
+    def active(self) -> set[str]:
+        return {k for c in self.classes.values() if c.parked is None for k in c.members}
+
+    def parked_count(self) -> int:
+        return sum(len(c.members) for c in self.classes.values() if c.parked is not None)
+
+    # ------------------------------------------------------------ class heap
+
+    def _shape_id(self, shape: Hashable) -> int:
+        sid = self._ids.get(shape)
+        if sid is None:
+            sid = self._ids[shape] = len(self._ids)
+            self._shapes[sid] = shape
+        return sid
+
+    def _schedule(self, cls: EquivalenceClass) -> None:
+        """(Re)enter the class in the heap under its current first member."""
+        self._versions += 1
+        cls.version = self._versions
+        if cls.parked is not None:
+            return
+        best = cls.best()
+        if best is not None:
+            heapq.heappush(self.heap, (*best, cls.version, self._shape_id(cls.shape)))
+
+    # ------------------------------------------------------------ members
+
+    def push(self, key: str, order: tuple, shape: Hashable) -> None:
+        """Add (or move) a workload. One joining a parked class is parked with it, as Kueue
+        parks a workload whose equivalent was just found inadmissible; one already there,
+        unchanged, stays where it is."""
+        entry = (*order, key)
+        old_shape = self.class_of.get(key)
+        if old_shape is not None:
+            if old_shape == shape and self.classes[old_shape].members.get(key) == entry:
+                return
+            self.remove(key)
+        cls = self.classes.get(shape)
+        if cls is None:
+            cls = self.classes[shape] = EquivalenceClass(shape)
+        before = cls.best()
+        cls.add(key, entry)
+        self.class_of[key] = shape
+        if cls.parked is None and (before is None or entry < before):
+            self._schedule(cls)
+
+    def remove(self, key: str) -> None:
+        shape = self.class_of.pop(key, None)
+        if shape is None:
+            return
+        cls = self.classes[shape]
+        was_best = cls.best()
+        cls.discard(key)
+        if not cls.members:
+            del self.classes[shape]
+            return
+        if was_best is not None and was_best[-1] == key:
+            self._schedule(cls)
+
+    def pop(self) -> str | None:
+        self.pop_cycle += 1
+        heap = self.heap
+        while heap:
+            item = heapq.heappop(heap)
+            shape = self._shapes[item[-1]]
+            cls = self.classes.get(shape)
+            if cls is None or cls.parked is not None or item[-2] != cls.version:
+                continue
+            best = cls.best()
+            if best is None:
+                continue
+            key = best[-1]
+            self.remove(key)
+            if shape in self.classes:
+                self._schedule(self.classes[shape])
+            return key
+        return None
+
+    def is_parked(self, key: str) -> Parked | None:
+        shape = self.class_of.get(key)
+        return None if shape is None else self.classes[shape].parked
+
+    def shape_of(self, key: str) -> Hashable | None:
+        return self.class_of.get(key)
+
+    # ------------------------------------------------------------ parking
+
+    def park_class(self, shape: Hashable, parked: Parked) -> list[str]:
+        """Park the class (Kueue's bulk move); the keys of its members."""
+        cls = self.classes.get(shape)
+        if cls is None:
+            return []
+        cls.parked = parked
+        self._versions += 1
+        cls.version = self._versions
+        return list(cls.members)
+
+    def unpark_all(self, *, topology_only: bool = False) -> int:
+        """Parked classes back into the heap (QueueInadmissibleWorkloads); with `topology_only`,
+        only those whose TAS placement failed."""
+        if not topology_only:
+            self.queue_inadmissible_cycle = self.pop_cycle
+        moved = 0
+        for cls in self.classes.values():
+            if cls.parked is None or (topology_only and not cls.parked.topology_blocked):
+                continue
+            cls.parked = None
+            self._schedule(cls)
+            moved += len(cls.members)
+        return moved
+
+
+@dataclass(slots=True)
+class SecondPassEntry:
+    ready_at: datetime | None  # None: ready now (found needing a second pass at the cold start)
+    iteration: int = 1
+
+
+@dataclass(slots=True)
+class Orphan:
+    """A pending workload whose LocalQueue or ClusterQueue does not exist."""
+
+    cluster_queue: str
+    message: str
+    reported: bool = False
+
+
+class QueueManager:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.queues: dict[str, ClusterQueueQueue] = {}
+        self.assigned: dict[str, str] = {}  # pending workload -> ClusterQueue it waits in
+        self.orders: dict[str, tuple] = {}  # pending workload -> its queue-order key
+        self.orphans: dict[str, Orphan] = {}
+        self.second_pass: dict[str, SecondPassEntry] = {}
+        # per workload, where the flavor search resumes (Kueue's LastAssignment)
+        self.scan_progress: dict[str, dict] = {}
+
+    # ------------------------------------------------------------ following the cache
+
+    def sync(self) -> dict[str, Workload | None]:
+        """Take the cache's changes: place changed workloads, requeue what the changes may
+        have made admissible. Returns the workloads that changed (None: deleted)."""
+        changes = self.state.take_changes()
+        if not changes.any():
+            return {}
+        if changes.queues_changed:
+            self._sync_queues()
+        for key, wl in changes.workloads.items():
+            self.place(key, wl)
+        self._requeue(changes)
+        return changes.workloads
+
+    def _sync_queues(self) -> None:
+        """ClusterQueues or LocalQueues changed: queues for new ClusterQueues, strategies
+        updated, every pending workload routed again (rare: definitions change seldom)."""
+        state = self.state
+        for name, cq in state.cluster_queues.items():
+            q = self.queues.get(name)
+            if q is None:
+                self.queues[name] = ClusterQueueQueue(name, cq.queueing_strategy)
+            else:
+                q.strategy = cq.queueing_strategy
+        for name in [n for n in self.queues if n not in state.cluster_queues]:
+            del self.queues[name]
+        # keep the ClusterQueues' definition order
+        self.queues = {n: self.queues[n] for n in state.cluster_queues}
+        pending = [*self.assigned, *self.orphans]
+        self.assigned = {k: v for k, v in self.assigned.items() if v in self.queues}
+        for key in pending:
+            wl = state.workload(key)
+            self.place(key, wl)
+
+    def place(self, key: str, wl: Workload | None) -> None:
+        """Put a workload where it belongs now: its ClusterQueue's heap (or parked, if it was
+        parked and has not changed), an orphan, or nowhere (not pending)."""
+        if wl is None or not is_pending(wl):
+            self.remove(key)
+            if wl is None:
+                self.second_pass.pop(key, None)
+                self.scan_progress.pop(key, None)
+            return
+        lq = self.state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        if lq is None:
+            self._orphan(key, "", f"LocalQueue {wl.queue_name or chr(34) * 2} doesn't exist")
+            return
+        if lq.cluster_queue not in self.state.cluster_queues or lq.cluster_queue not in self.queues:
+            self._orphan(key, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist")
+            return
+        self.orphans.pop(key, None)
+        target = lq.cluster_queue
+        current = self.assigned.get(key)
+        if current is not None and current != target and current in self.queues:
+            self.queues[current].remove(key)
+        order = queue_order_key(self.state, wl)
+        self.assigned[key] = target
+        self.orders[key] = order
+        self.queues[target].push(key, order, self.shape(wl))
+
+    def shape(self, wl: Workload) -> Hashable:
+        return equivalence_hash(self.state, wl) if self.state.gates.SchedulingEquivalenceHashing else wl.key
+
+    def remove(self, key: str) -> None:
+        cq = self.assigned.pop(key, None)
+        self.orders.pop(key, None)
+        if cq is not None and cq in self.queues:
+            self.queues[cq].remove(key)
+        self.orphans.pop(key, None)
+
+    def _orphan(self, key: str, cq: str, message: str) -> None:
+        current = self.assigned.pop(key, None)
+        if current is not None and current in self.queues:
+            self.queues[current].remove(key)
+        self.orders.pop(key, None)
+        old = self.orphans.get(key)
+        if old is None or old.message != message:
+            self.orphans[key] = Orphan(cq, message)
+
+    # ------------------------------------------------------------ requeueing
+
+    def _requeue(self, changes: Changes) -> None:
+        if changes.requeue_all:
+            for q in self.queues.values():
+                q.unpark_all()
+            return
+        names: set[str] = set()
+        for cq in changes.cluster_queues:
+            names |= self.cohort_tree_queues(cq)
+        if changes.flavors:
+            names |= self.queues_using(changes.flavors)
+        for name in names:
+            q = self.queues.get(name)
+            if q is not None:
+                q.unpark_all()
+        if changes.tas_released:
+            # TAS capacity freed on nodes every ClusterQueue of the flavor shares: what waits for
+            # topology (not quota) elsewhere may fit now, whatever its cohort
+            for name in self.queues_using(changes.tas_released) - names:
+                q = self.queues.get(name)
+                if q is not None:
+                    q.unpark_all(topology_only=True)
+
+    def queues_using(self, flavors: set[str]) -> set[str]:
+        return {name for name, cq in self.state.cluster_queues.items() if flavors & set(cq.flavor_names())}
+
+    def requeue_inadmissible(self, cluster_queues: Iterable[str] | None = None) -> None:
+        """QueueInadmissibleWorkloads: the ClusterQueues' (or every) parked workloads back to the heaps."""
+        if cluster_queues is None:
+            for q in self.queues.values():
+                q.unpark_all()
+            return
+        for name in cluster_queues:
+            for member in self.cohort_tree_queues(name):
+                if member in self.queues:
+                    self.queues[member].unpark_all()
+
+    def cohort_tree_queues(self, cq_name: str) -> set[str]:
+        """Every ClusterQueue in the cohort tree of `cq_name` (just itself without a cohort)."""
+        state = self.state
+        cq = state.cluster_queues.get(cq_name)
+        if cq is None or not cq.cohort:
+            return {cq_name}
+        tree = state.quota
+        node = tree.queues.get(cq_name)
+        if node is None:
+            return {cq_name}
+        root = node
+        seen = set()
+        while root.parent is not None and id(root) not in seen:
+            seen.add(id(root))
+            root = root.parent
+        out: set[str] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n.is_cohort:
+                stack.extend(n.children)
+            else:
+                out.add(n.name)
+        return out
+
+    # ------------------------------------------------------------ a cycle's heads
+
+    def heads(self) -> list[tuple[Workload, ClusterQueue]]:
+        """Pop the head of every ClusterQueue, in queue order across ClusterQueues."""
+        out = []
+        state = self.state
+        for name, q in self.queues.items():
+            cq = state.cluster_queues.get(name)
+            if cq is None:
+                continue
+            while True:
+                key = q.pop()
+                if key is None:
+                    break
+                wl = state.workload(key)
+                if wl is None or not is_pending(wl):
+                    self.assigned.pop(key, None)
+                    continue
+                out.append((wl, cq))
+                break
+        out.sort(key=lambda item: self.orders.get(item[0].key) or queue_order_key(state, item[0]))
+        return out
+
+    def requeue(self, wl: Workload, cq_name: str, reason: str, representative: object = None, *,
+                under_hold: bool = False, topology_blocked: bool = False) -> tuple[bool, list[str]]:
+        """A head that was not admitted goes back: to the heap (True) or parked (False), and
+        the keys of equivalent workloads parked with it."""
+        q = self.queues.get(cq_name)
+        key = wl.key
+        if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
+            return True, []
+        order = self.orders.get(key) or queue_order_key(self.state, wl)
+        shape = self.shape(wl)
+        q.push(key, order, shape)
+        if q.is_parked(key) is not None:
+            return False, []  # its class was parked meanwhile
+        immediate = reason == REQUEUE_IMMEDIATE or q.strategy == STRICT_FIFO
+        if immediate or q.queue_inadmissible_cycle >= q.pop_cycle:
+            return True, []
+        # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;
+        # without hashing every workload is a class of its own
+        bulk = q.strategy == BEST_EFFORT_FIFO and reason in BULK_REASONS
+        members = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
+        moved = [k for k in members if k != key] if bulk else []
+        return False, moved
+
+    def pending_count(self) -> int:
+        return sum(len(q) for q in self.queues.values()) + len(self.orphans)
+
+    def parked_count(self) -> int:
+        return sum(q.parked_count() for q in self.queues.values())
+
+    def is_parked(self, key: str) -> bool:
+        return self.parked_info(key) is not None
+
+    def parked_info(self, key: str) -> Parked | None:
+        cq = self.assigned.get(key)
+        if cq is None or cq not in self.queues:
+            return None
+        return self.queues[cq].is_parked(key)
+
+    def unreported_orphans(self) -> list[tuple[str, Orphan]]:
+        order = self.state.order
+        out = sorted(((k, o) for k, o in self.orphans.items() if not o.reported), key=lambda i: order.get(i[0], 0))
+        for _, o in out:
+            o.reported = True
+        return out
+
+    # ------------------------------------------------------------ second pass
+
+    def queue_second_pass(self, key: str, now: datetime | None, iteration: int = 0) -> None:
+        """Queue a workload for its next second pass: after the backoff of `iteration` + 1
+        tries (now, when `now` is None: the cold start's workloads)."""
+        it = iteration + 1
+        ready = None if now is None else now + second_pass_delay(it)
+        self.second_pass[key] = SecondPassEntry(ready, it)
+
+    def second_pass_ready(self, now: datetime) -> list[str]:
+        """Workloads whose second pass is due, taken off the queue."""
+        ready = [k for k, e in self.second_pass.items() if e.ready_at is None or e.ready_at <= now]
+        return ready
+
+    def second_pass_iteration(self, key: str) -> int:
+        entry = self.second_pass.get(key)
+        return entry.iteration if entry is not None else 0
+
+    def second_pass_done(self, key: str) -> None:
+        self.second_pass.pop(key, None)
+
+    def next_second_pass(self) -> datetime | None:
+        times = [e.ready_at for e in self.second_pass.values() if e.ready_at is not None]
+        return min(times) if times else None

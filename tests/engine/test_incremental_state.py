@@ -1,0 +1,342 @@
+"""The long-lived engine's state equals a state built from scratch from the same objects.
+
+A hypothesis state machine applies random changes one object at a time (nodes come, go,
+fail and recover; non-TAS pods start and stop; workloads arrive, finish and are deleted;
+quotas and LocalQueues change) to one long-lived `Engine`, and runs passes now and then.
+Before every pass it builds a second engine from scratch from copies of the same objects
+and checks that
+
+* the cache matches: quota usage of every ClusterQueue and Cohort, every TAS flavor's
+  capacity, non-TAS and TAS usage per leaf, the holders and their charges, the indexes;
+* the queues hold exactly the pending workloads, and no workload is parked that a fresh
+  nomination finds fitting (unless it was parked while another head held capacity for
+  the cycle, which Kueue does too);
+* given the same queue state (what is parked, scan progress, second-pass queue), both
+  engines decide exactly the same in the pass: statuses, messages, assignments, events.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from datetime import timedelta
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, event, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from scheduler.cluster import ClusterState, is_pending
+from scheduler.cycle import SchedulingCycle
+from scheduler.engine import Engine
+from scheduler.flavorassigner import FIT
+from scheduler.model import Admission, Condition, Workload
+from scheduler.parse import ParsedObjects
+from scheduler.results import PassResult
+
+from .factories import (
+    BLOCK,
+    HOSTNAME,
+    NOW,
+    RACK,
+    V1BETA2,
+    gates,
+    local_queue,
+    node,
+    parse,
+    pod,
+    resource_flavor,
+    topology,
+    workload,
+)
+
+QUEUES = ("cq-a", "cq-b", "cq-c")
+NODE_NAMES = [f"b{b}-r{r}-n{n}" for b in (1, 2) for r in (1, 2) for n in (1, 2, 3)]
+
+
+def cluster_queue_object(name: str, *, nominal: int, cohort: str | None, reclaim: str, within: str,
+                         borrowing_limit: int | None = None) -> dict:
+    resource = {"name": "cpu", "nominalQuota": str(nominal)}
+    if borrowing_limit is not None:
+        resource["borrowingLimit"] = str(borrowing_limit)
+    spec = {"namespaceSelector": {},
+            "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
+            "resourceGroups": [{"coveredResources": ["cpu"],
+                                "flavors": [{"name": "tas-flavor", "resources": [resource]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+QUEUE_SETUP = {
+    "cq-a": {"cohort": "co", "reclaim": "Any", "within": "LowerPriority"},
+    "cq-b": {"cohort": "co", "reclaim": "Never", "within": "LowerPriority", "borrowing_limit": 4},
+    "cq-c": {"cohort": None, "reclaim": "Never", "within": "Never"},
+}
+
+
+JOB = st.fixed_dictionaries({
+    "queue": st.sampled_from(["lq-a", "lq-a", "lq-b", "lq-c", "lq-missing"]),
+    "count": st.integers(1, 4),
+    "cpu": st.sampled_from(["1", "2", "3"]),
+    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host"]),
+    "priority": st.sampled_from([0, 10, 100]),
+    "created": st.integers(0, 50),
+})
+
+
+def one(objects: list[dict]):
+    parsed = parse(objects)
+    for kind in ("nodes", "pods", "topologies", "flavors", "cluster_queues", "local_queues", "workloads"):
+        items = getattr(parsed, kind)
+        if items:
+            return items[0]
+    raise AssertionError("nothing parsed")
+
+
+def copy_workload(wl: Workload) -> Workload:
+    """A copy whose parts a pass changes (conditions, admission, unhealthy nodes) are its own."""
+    admission = None
+    if wl.admission is not None:
+        admission = Admission(wl.admission.cluster_queue,
+                              [dataclasses.replace(p) for p in wl.admission.pod_set_assignments])
+    return dataclasses.replace(wl, conditions=list(wl.conditions), unhealthy_nodes=list(wl.unhealthy_nodes),
+                               admission=admission, admission_checks=list(wl.admission_checks))
+
+
+def rebuild(engine: Engine) -> Engine:
+    """An engine built from scratch from copies of `engine`'s objects, with its queue state."""
+    s = engine.state
+    parsed = ParsedObjects(
+        nodes=list(s.nodes.values()), pods=s.pods, topologies=list(s.topologies.values()),
+        flavors=list(s.flavors.values()), cluster_queues=list(s.cluster_queues.values()),
+        local_queues=list(s.local_queues.values()), cohorts=list(s.cohorts.values()),
+        admission_checks=list(s.admission_checks.values()), priority_classes=list(s.priority_classes.values()),
+        workloads=[copy_workload(w) for w in s.workloads])
+    fresh = Engine.from_parsed(parsed, s.gates)
+    src, dst = engine.queues, fresh.queues
+    for name, q in src.queues.items():
+        target = dst.queues[name]
+        for shape, cls in q.classes.items():
+            if cls.parked is not None:
+                target.park_class(shape, copy.copy(cls.parked))
+    dst.scan_progress = copy.deepcopy(src.scan_progress)
+    dst.second_pass = copy.deepcopy(src.second_pass)
+    for key, orphan in src.orphans.items():
+        if key in dst.orphans:
+            dst.orphans[key].reported = orphan.reported
+    return fresh
+
+
+# ---------------------------------------------------------------- what must be equal
+
+
+def snapshot_view(state: ClusterState) -> dict:
+    out = {}
+    for name, snap in state.tas_snapshots.items():
+        columns = {}
+        for col, res in enumerate(snap.resources.names):
+            values = (snap.free[:, col].tolist(), snap.tas_usage[:, col].tolist(), snap.non_tas_usage[:, col].tolist())
+            if any(any(v) for v in values):
+                columns[res] = values
+        out[name] = (list(snap.tree.leaves.ids) if snap.tree.levels else [], columns)
+    return out
+
+
+def quota_view(state: ClusterState) -> dict:
+    tree = state.quota
+    nodes = {**{f"cq/{k}": v for k, v in tree.queues.items()}, **{f"cohort/{k}": v for k, v in tree.cohorts.items()}}
+    return {name: {(fr.flavor, fr.resource): v for fr, v in node.usage.items() if v} for name, node in nodes.items()}
+
+
+def index_view(state: ClusterState) -> dict:
+    return {
+        "holding": {cq: set(h) for cq, h in state.holding.items() if h},
+        "by_node": {h: set(k) for h, k in state.by_node.items() if k},
+        "charges": {k: (c.cluster_queue, {(fr.flavor, fr.resource): v for fr, v in c.quota.items() if v},
+                        [(t.flavor, t.assignment, dict(t.requests)) for t in c.tas])
+                    for k, c in state.charges.items()},
+        "pods_by_workload": {k: set(v) for k, v in state.pods_by_workload.items() if v},
+        "gated": {k: v for k, v in state.gated_owners.items() if v},
+        "non_tas": {n: set(p) for n, p in state.non_tas_by_node.items() if p},
+    }
+
+
+def decisions_view(engine: Engine, now) -> dict:
+    outcome = engine.run_pass(now)
+    result = outcome.result
+    decided = {}
+    for key, r in outcome.decided.items():
+        decided[key] = (r.status, r.message, [(ps.name, ps.count, dict(ps.flavors), ps.assignment, ps.failure_reason)
+                                              for ps in r.pod_sets])
+    return {
+        "decided": decided,
+        "events": [(e.key, e.type, e.reason, e.message) for e in result.events],
+        "decisions": [(d.key, d.kind, d.node, d.message) for d in result.decisions],
+        "pods": [(p.namespace, p.name, dict(p.node_selector)) for p in result.pods],
+    }
+
+
+# ---------------------------------------------------------------- the machine
+
+
+class IncrementalEqualsRebuild(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine: Engine | None = None
+        self.now = NOW
+        self.counter = 0
+        self.passes = 0
+
+    @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False)]),
+                jobs=st.lists(JOB, min_size=2, max_size=10))
+    def start(self, feature_gates, jobs) -> None:
+        objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]
+        for name, setup in QUEUE_SETUP.items():
+            objects.append(cluster_queue_object(name, nominal=6, **setup))
+            objects.append(local_queue(f"lq-{name[-1]}", cluster_queue_name=name))
+        objects += [node(n, block=n[:2], rack=n[3:5], cpu="4") for n in NODE_NAMES[:8]]
+        objects += [self.job_object(**job) for job in jobs]
+        self.engine = Engine.from_parsed(parse(objects), feature_gates)
+
+    def fresh_name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}-{self.counter}"
+
+    @property
+    def state(self) -> ClusterState:
+        assert self.engine is not None
+        return self.engine.state
+
+    # ------------------------------------------------------------ nodes
+
+    @rule(name=st.sampled_from(NODE_NAMES), cpu=st.sampled_from(["2", "4", "8"]),
+          ready=st.sampled_from(["True", "True", "False"]), cordoned=st.booleans())
+    def upsert_node(self, name, cpu, ready, cordoned) -> None:
+        self.engine.upsert(one([node(name, block=name[:2], rack=name[3:5], cpu=cpu, ready=ready,
+                                     unschedulable=cordoned and ready == "True", ready_since=-60)]))
+
+    @rule(name=st.sampled_from(NODE_NAMES))
+    def delete_node(self, name) -> None:
+        self.engine.delete("Node", name)
+
+    # ------------------------------------------------------------ non-TAS pods
+
+    @rule(node_name=st.sampled_from(NODE_NAMES), cpu=st.sampled_from(["500m", "1", "2"]))
+    def start_pod(self, node_name, cpu) -> None:
+        self.engine.upsert(one([pod(self.fresh_name("daemon"), node=node_name, cpu=cpu)]))
+
+    @precondition(lambda self: self.engine is not None and any(not p.annotations for p in self.state.pods))
+    @rule(data=st.data(), how=st.sampled_from(["delete", "succeed"]))
+    def stop_pod(self, data, how) -> None:
+        pods = sorted(p.key for p in self.state.pods if not p.annotations)
+        key = data.draw(st.sampled_from(pods))
+        if how == "delete":
+            self.engine.delete("Pod", key)
+        else:
+            self.engine.upsert(dataclasses.replace(self.state.pod_map()[key], phase="Succeeded"))
+
+    # ------------------------------------------------------------ workloads
+
+    def job_object(self, queue, count, cpu, shape, priority, created) -> dict:
+        kwargs = {"required": RACK} if shape == "required" else {"preferred": RACK} if shape == "preferred" else \
+            {"unconstrained": True} if shape == "unconstrained" else {"required": HOSTNAME} if shape == "host" else {}
+        return workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
+                        created=created, **kwargs)
+
+    @rule(job=JOB)
+    def submit(self, job) -> None:
+        self.engine.upsert(one([self.job_object(**job)]))
+
+    @rule(jobs=st.lists(JOB, min_size=1, max_size=4))
+    def submit_several(self, jobs) -> None:
+        for job in jobs:
+            self.engine.upsert(one([self.job_object(**job)]))
+
+    def holders(self) -> list[str]:
+        return sorted(self.state.charges)
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.charges))
+    @rule(data=st.data())
+    def finish(self, data) -> None:
+        key = data.draw(st.sampled_from(self.holders()))
+        wl = copy_workload(self.state.workload(key))
+        wl.conditions = [c for c in wl.conditions if c.type != "Finished"] + [
+            Condition("Finished", "True", "Succeeded", "done", self.now)]
+        self.engine.upsert(wl)
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data())
+    def delete_workload(self, data) -> None:
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        self.engine.delete("Workload", key)
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.charges))
+    @rule(data=st.data())
+    def release_quota(self, data) -> None:
+        """An evicted workload whose pods are gone: its reservation is released and it waits again."""
+        key = data.draw(st.sampled_from(self.holders()))
+        wl = copy_workload(self.state.workload(key))
+        wl.admission = None
+        wl.unhealthy_nodes = []
+        wl.conditions = [c for c in wl.conditions if c.type not in ("QuotaReserved", "Admitted", "Evicted")] + [
+            Condition("QuotaReserved", "False", "Pending", "evicted", self.now)]
+        self.engine.upsert(wl)
+
+    # ------------------------------------------------------------ definitions
+
+    @rule(name=st.sampled_from(QUEUES), nominal=st.integers(0, 12))
+    def change_quota(self, name, nominal) -> None:
+        self.engine.upsert(one([cluster_queue_object(name, nominal=nominal, **QUEUE_SETUP[name])]))
+
+    @rule(lq=st.sampled_from(["lq-a", "lq-b", "lq-c"]), cq=st.sampled_from([*QUEUES, "cq-missing"]))
+    def move_local_queue(self, lq, cq) -> None:
+        self.engine.upsert(one([local_queue(lq, cluster_queue_name=cq)]))
+
+    # ------------------------------------------------------------ passes
+
+    @rule(seconds=st.sampled_from([0, 1, 5, 40]))
+    def run_pass(self, seconds) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.engine.sync(self.now)  # the changes reach the queues first: the parked set copied is current
+        fresh = rebuild(self.engine)
+        self.check_cache(fresh)
+        self.check_parked(fresh)
+        ours, theirs = decisions_view(self.engine, self.now), decisions_view(fresh, self.now)
+        assert ours == theirs
+        self.passes += 1
+        event(f"decided in a pass: {min(len(ours['decided']), 5)}+")
+
+    # ------------------------------------------------------------ checks
+
+    def teardown(self) -> None:
+        event(f"passes: {min(self.passes, 4)}+")
+        if self.engine is not None:
+            event(f"holders at the end: {min(len(self.state.charges), 3)}+")
+            parked = self.engine.queues.parked_count()
+            event(f"parked at the end: {min(parked, 3)}+")
+
+    def check_cache(self, fresh: Engine) -> None:
+        assert snapshot_view(self.state) == snapshot_view(fresh.state)
+        assert quota_view(self.state) == quota_view(fresh.state)
+        assert index_view(self.state) == index_view(fresh.state)
+        waiting = {k for k, w in fresh.state.workload_map.items() if is_pending(w)}
+        queues = self.engine.queues
+        assert set(queues.assigned) | set(queues.orphans) == waiting
+
+    def check_parked(self, fresh: Engine) -> None:
+        """A workload parked as inadmissible (not under another head's hold) still does not fit."""
+        cycle = SchedulingCycle(fresh.state, fresh.queues, self.now, PassResult())
+        for name, q in self.engine.queues.queues.items():
+            for key, parked in q.parked.items():
+                if parked.under_hold:
+                    continue
+                wl = fresh.state.workload(key)
+                entry = cycle.nominate(wl, fresh.state.cluster_queues[name])
+                assert entry.mode != FIT, f"{key} is parked in {name} but fits now ({parked})"
+
+
+IncrementalEqualsRebuild.TestCase.settings = settings(
+    max_examples=int(os.environ.get("TAS_HYPOTHESIS_EXAMPLES", "80")), stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestIncrementalEqualsRebuild = IncrementalEqualsRebuild.TestCase

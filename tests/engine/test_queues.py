@@ -1,0 +1,284 @@
+"""The long-lived engine's queues: Kueue's order, parking, the events that requeue, StrictFIFO,
+reservations held for one cycle, the second-pass backoff."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from scheduler.engine import Engine
+from scheduler.model import Condition
+from scheduler.queues import second_pass_delay
+
+from .factories import (
+    HOSTNAME,
+    NOW,
+    RACK,
+    V1BETA2,
+    admitted,
+    domains_json,
+    gates,
+    local_queue,
+    node,
+    parse,
+    pod,
+    resource_flavor,
+    tas_setup,
+    topology,
+    workload,
+)
+
+
+def engine_of(objects, **gate_values) -> Engine:
+    return Engine.from_parsed(parse(objects), gates(**gate_values))
+
+
+def one(objects):
+    parsed = parse(objects)
+    for kind in ("nodes", "pods", "cluster_queues", "local_queues", "workloads"):
+        items = getattr(parsed, kind)
+        if items:
+            return items[0]
+    raise AssertionError("nothing parsed")
+
+
+def cq(name: str, *, cpu: int, cohort: str | None = None, reclaim: str = "Never", within: str = "Never",
+       strategy: str | None = None, borrowing_limit: int | None = None) -> dict:
+    resource = {"name": "cpu", "nominalQuota": str(cpu)}
+    if borrowing_limit is not None:
+        resource["borrowingLimit"] = str(borrowing_limit)
+    spec = {"namespaceSelector": {}, "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
+            "resourceGroups": [{"coveredResources": ["cpu"],
+                                "flavors": [{"name": "tas-flavor", "resources": [resource]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    if strategy:
+        spec["queueingStrategy"] = strategy
+    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def base(*queues: dict, nodes: int = 4, cpu: str = "4") -> list[dict]:
+    objects = [topology(), resource_flavor(), *queues]
+    objects += [local_queue(f"lq-{q['metadata']['name']}", cluster_queue_name=q["metadata"]["name"]) for q in queues]
+    objects += [node(f"x{i}", block="b1", rack="r1", cpu=cpu) for i in range(1, nodes + 1)]
+    return objects
+
+
+def job(name: str, queue: str, *, count: int = 1, cpu: str = "1", priority: int | None = None,
+        created: float = 0, **kwargs) -> dict:
+    kwargs.setdefault("required", RACK)
+    return workload(name, queue=f"lq-{queue}", count=count, cpu=cpu, priority=priority, created=created, **kwargs)
+
+
+def statuses(engine: Engine, outcome) -> dict[str, str]:
+    return {k.split("/")[1]: r.status for k, r in outcome.decided.items()}
+
+
+def admitted_names(outcome) -> set[str]:
+    return {k.split("/")[1] for k, r in outcome.decided.items() if r.status in ("Admitted", "QuotaReserved")}
+
+
+def finish(engine: Engine, name: str) -> None:
+    wl = engine.state.workload(f"default/{name}")
+    engine.upsert(dataclasses.replace(wl, conditions=[*wl.conditions,
+                                                      Condition("Finished", "True", "Succeeded", "done", NOW)]))
+
+
+class TestOrder:
+    def test_one_head_per_cluster_queue_per_cycle_in_priority_then_creation_order(self):
+        engine = engine_of([*base(cq("a", cpu=16)), job("late-high", "a", priority=10, created=30),
+                            job("early", "a", created=0), job("late", "a", created=20)])
+        order = [admitted_names(engine.run_pass(NOW, cycles=1)) for _ in range(3)]
+        assert order == [{"late-high"}, {"early"}, {"late"}]
+
+    def test_a_cycle_costs_its_heads_not_the_pending_workloads(self):
+        objects = [*base(cq("a", cpu=1)), job("fits", "a")]
+        objects += [job(f"big-{i}", "a", count=2, created=i + 1) for i in range(200)]
+        engine = engine_of(objects)
+        outcome = engine.run_pass(NOW)
+        assert admitted_names(outcome) == {"fits"}
+        # the 200 equivalent workloads are parked by one evaluation, not 200
+        nominated = [e for e in outcome.result.events if e.key.startswith("default/big-")]
+        assert len(nominated) == 1
+        assert engine.queues.parked_count() == 200
+        assert outcome.cycles == 3  # admits "fits", parks the 200, finds no head
+
+
+class TestParking:
+    def test_best_effort_fifo_parks_the_head_and_the_next_one_runs(self):
+        engine = engine_of([*base(cq("a", cpu=4)), job("too-big", "a", count=8, created=0),
+                            job("small", "a", count=2, created=10)])
+        outcome = engine.run_pass(NOW)
+        assert statuses(engine, outcome) == {"too-big": "Inadmissible", "small": "Admitted"}
+        assert engine.queues.is_parked("default/too-big")
+
+    def test_equivalent_workloads_are_parked_with_the_one_evaluated(self):
+        engine = engine_of([*base(cq("a", cpu=2)), job("first", "a", count=2, created=0),
+                            *[job(f"same-{i}", "a", count=2, created=10 + i) for i in range(3)],
+                            job("other", "a", count=1, cpu="2", created=20)])
+        outcome = engine.run_pass(NOW)
+        result = {k.split("/")[1]: (r.status, r.message) for k, r in outcome.decided.items()}
+        assert result["first"][0] == "Admitted"
+        same = {result[f"same-{i}"] for i in range(3)}
+        assert len(same) == 1 and next(iter(same))[0] == "Inadmissible"
+        assert result["other"][0] == "Inadmissible"
+        events = {e.key for e in outcome.result.events if e.type == "Warning"}
+        assert len([k for k in events if "same-" in k]) == 1  # one evaluation stands for all three
+
+    def test_without_equivalence_hashing_each_workload_is_evaluated(self):
+        engine = engine_of([*base(cq("a", cpu=2)), job("first", "a", count=2, created=0),
+                            *[job(f"same-{i}", "a", count=2, created=10 + i) for i in range(3)]],
+                           SchedulingEquivalenceHashing=False)
+        outcome = engine.run_pass(NOW)
+        warned = {e.key for e in outcome.result.events if e.type == "Warning"}
+        assert warned == {f"default/same-{i}" for i in range(3)}
+
+    def test_strict_fifo_head_blocks_the_queue(self):
+        engine = engine_of([*base(cq("a", cpu=4, strategy="StrictFIFO")), job("too-big", "a", count=8, created=0),
+                            job("small", "a", count=2, created=10)])
+        outcome = engine.run_pass(NOW)
+        assert statuses(engine, outcome) == {"too-big": "Pending"}
+        assert not engine.queues.is_parked("default/too-big")
+        assert engine.state.workload("default/small").admission is None
+
+    def test_a_parked_workload_that_did_not_change_stays_parked(self):
+        engine = engine_of([*base(cq("a", cpu=4)), job("too-big", "a", count=8)])
+        engine.run_pass(NOW)
+        engine.upsert(dataclasses.replace(engine.state.workload("default/too-big")))
+        engine.sync(NOW)
+        assert engine.queues.is_parked("default/too-big")
+
+    def test_a_changed_workload_leaves_the_parked_ones(self):
+        engine = engine_of([*base(cq("a", cpu=4)), job("too-big", "a", count=8)])
+        engine.run_pass(NOW)
+        engine.upsert(one([job("too-big", "a", count=4)]))
+        outcome = engine.run_pass(NOW)
+        assert statuses(engine, outcome) == {"too-big": "Admitted"}
+
+
+class TestRequeue:
+    """Parked workloads come back on the events Kueue requeues on, and only then."""
+
+    def blocked_by_quota(self) -> Engine:
+        objects = [*base(cq("a", cpu=4, cohort="co"), cq("b", cpu=0, cohort="co"), cq("c", cpu=4), nodes=8),
+                   job("holder", "a", count=4), job("other", "c", count=4),
+                   job("waiting", "b", count=2, created=10)]
+        engine = engine_of(objects)
+        outcome = engine.run_pass(NOW)
+        assert admitted_names(outcome) == {"holder", "other"}
+        assert engine.queues.is_parked("default/waiting")
+        return engine
+
+    def test_a_workload_finishing_in_the_cohort_requeues(self):
+        engine = self.blocked_by_quota()
+        finish(engine, "holder")
+        assert admitted_names(engine.run_pass(NOW)) == {"waiting"}
+
+    def test_a_workload_deleted_in_the_cohort_requeues(self):
+        engine = self.blocked_by_quota()
+        engine.delete("Workload", "default/holder")
+        assert admitted_names(engine.run_pass(NOW)) == {"waiting"}
+
+    def test_quota_freed_in_another_cohort_does_not(self):
+        engine = self.blocked_by_quota()
+        finish(engine, "other")
+        outcome = engine.run_pass(NOW)
+        assert outcome.decided == {}
+        assert engine.queues.is_parked("default/waiting")
+
+    def test_a_quota_change_requeues(self):
+        engine = self.blocked_by_quota()
+        engine.upsert(one([cq("b", cpu=2, cohort="co")]))
+        assert admitted_names(engine.run_pass(NOW)) == {"waiting"}
+
+    def test_a_new_node_requeues_what_waits_for_topology(self):
+        engine = engine_of([*base(cq("a", cpu=64), nodes=1), job("wide", "a", count=2, cpu="4", required=RACK)])
+        engine.run_pass(NOW)
+        assert engine.queues.is_parked("default/wide")
+        engine.upsert(one([node("x9", block="b1", rack="r1", cpu="4")]))
+        assert admitted_names(engine.run_pass(NOW)) == {"wide"}
+
+    def test_a_non_tas_pod_stopping_requeues(self):
+        engine = engine_of([*base(cq("a", cpu=64), nodes=1), pod("daemon", node="x1", cpu="3"),
+                            job("needs-two", "a", count=1, cpu="2", required=HOSTNAME)])
+        engine.run_pass(NOW)
+        assert engine.queues.is_parked("default/needs-two")
+        engine.delete("Pod", "default/daemon")
+        assert admitted_names(engine.run_pass(NOW)) == {"needs-two"}
+
+    def test_tas_capacity_freed_in_another_cohort_requeues_what_waits_for_topology(self):
+        # Kueue requeues only the finishing workload's cohort; a workload waiting for nodes
+        # (not quota) in another cohort would wait for an unrelated event while they sit free
+        objects = [*base(cq("a", cpu=64, cohort="one"), cq("b", cpu=64, cohort="two"), nodes=2),
+                   job("holder", "a", count=2, cpu="4", required=RACK),
+                   job("waiting", "b", count=2, cpu="4", required=RACK, created=10)]
+        engine = engine_of(objects)
+        engine.run_pass(NOW)
+        assert engine.queues.is_parked("default/waiting")
+        finish(engine, "holder")
+        assert admitted_names(engine.run_pass(NOW)) == {"waiting"}
+
+
+class TestReservationsLastOneCycle:
+    """A head that needs preemption but finds no candidates holds the capacity it would use
+    for its cycle only (Kueue's snapshot): the workloads behind it get the free quota in the
+    following cycles of the same pass."""
+
+    def objects(self) -> list[dict]:
+        # cohort of 16 CPU; "urgent" needs 12 in team-a (nominal 8, so it must reclaim what
+        # team-b borrows, and team-a's policy may not), while 8 CPU sit free
+        queues = [cq("team-a", cpu=8, cohort="co", reclaim="Never"), cq("team-b", cpu=8, cohort="co")]
+        out = [*base(*queues, nodes=8, cpu="8"), admitted(job("running", "team-b", count=1, cpu="8"),
+                                                          assignments={"main": domains_json([HOSTNAME], [("x1", 1)])},
+                                                          cluster_queue_name="team-b")]
+        out.append(job("urgent", "team-a", count=1, cpu="12", priority=1000, required=HOSTNAME))
+        out += [job(f"small-{i}", "team-a", count=1, cpu="2", created=10 + i) for i in range(4)]
+        return out
+
+    def test_the_free_quota_is_used_in_the_same_pass(self):
+        engine = engine_of(self.objects())
+        outcome = engine.run_pass(NOW)
+        assert outcome.decided["default/urgent"].status == "Inadmissible"
+        assert admitted_names(outcome) == {f"small-{i}" for i in range(4)}
+
+    def test_in_the_first_cycle_the_reservation_holds(self):
+        engine = engine_of(self.objects())
+        first = engine.run_pass(NOW, cycles=1)
+        assert admitted_names(first) == set()
+        second = engine.run_pass(NOW, cycles=1)
+        assert admitted_names(second) == {"small-0"}
+        (cpu,) = engine.state.charges["default/small-0"].quota
+        assert engine.state.quota.usage("team-a", cpu) == 2000  # millicores
+
+
+class TestSecondPassBackoff:
+    @pytest.mark.parametrize(("iteration", "seconds"), [(1, 1), (2, 2), (3, 4), (5, 16), (6, 30), (20, 30)])
+    def test_delay(self, iteration, seconds):
+        assert second_pass_delay(iteration) == timedelta(seconds=seconds)
+
+    def objects(self, *, room: bool) -> list[dict]:
+        nodes = [node("x2", block="b1", rack="r1", cpu="4"), node("x3", block="b1", rack="r1", cpu="4")]
+        busy = [] if room else [pod("busy-2", node="x2", cpu="4"), pod("busy-3", node="x3", cpu="4")]
+        running = admitted(workload("train", count=2, cpu="2", required=RACK),
+                           assignments={"main": domains_json([HOSTNAME], [("x1", 2)])})
+        return [*tas_setup(), *nodes, *busy, running]
+
+    def test_a_node_found_failed_is_replaced_a_second_later(self):
+        engine = engine_of(self.objects(room=True), TASFailedNodeReplacementFailFast=False)
+        first = engine.run_pass(NOW)
+        assert [d.kind for d in first.result.decisions] == ["NodeMarkedUnhealthy"]
+        assert engine.run_pass(NOW + timedelta(milliseconds=500)).result.decisions == []
+        third = engine.run_pass(NOW + timedelta(seconds=1))
+        assert [d.kind for d in third.result.decisions] == ["NodeReplaced"]
+
+    def test_a_failed_replacement_is_retried_after_a_doubling_backoff(self):
+        engine = engine_of(self.objects(room=False), TASFailedNodeReplacementFailFast=False)
+        engine.run_pass(NOW)
+        tries = []
+        for ms in range(0, 8000, 250):
+            at = NOW + timedelta(milliseconds=ms)
+            if any(d.kind == "ReplacementFailed" for d in engine.run_pass(at).result.decisions):
+                tries.append(ms)
+        assert tries == [1000, 3000, 7000]  # 1 s, then 2 s, then 4 s later
