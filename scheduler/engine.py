@@ -69,7 +69,8 @@ def node_is_healthy(node: Node | None) -> bool:
 @dataclass(slots=True)
 class PassOutcome:
     """What one pass did: the events, decisions and pods in `result`; per workload it
-    decided on, its result; which workloads it changed in any way; why replacements failed."""
+    decided on, its result; which workloads the pass itself changed in any way (not the
+    changes it was given); why replacements failed."""
 
     result: PassResult
     decided: dict[str, WorkloadResult] = field(default_factory=dict)
@@ -134,7 +135,8 @@ class Engine:
         equivalent one get no result of their own (they can be thousands a cycle)."""
         self.passes += 1
         outcome = PassOutcome(result if result is not None else PassResult())
-        changed: set[str] = set(self.sync(now))
+        self.sync(now)  # changes made before the pass are not the pass's
+        changed: set[str] = set()
         holds: list[Charge] = []
         try:
             self._node_failures(now, outcome, holds, changed)

@@ -144,6 +144,28 @@ class Workload(MirroredObject):
         return f"{self.namespace}/{self.name}"
 
 
+class MirrorChange(models.Model):
+    """One row of a mirrored table inserted, updated or deleted, noted by a database trigger
+    on every mirrored table (migration 0004), whatever wrote it: the sources, the simulator,
+    the scheduler's own results. The scheduler process reads the changes after the last one
+    it applied and applies only those to its long-lived engine state."""
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=32)  # a key of KINDS; "" when a whole table was emptied
+    row_id = models.BigIntegerField(null=True)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253, blank=True, default="")
+    deleted = models.BooleanField(default=False)
+    at = models.DateTimeField(null=True)  # when it was noted (for pruning by age)
+
+    class Meta:
+        db_table = "cluster_change"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
 # kind -> model, for the mirror
 KINDS: dict[str, type[MirroredObject]] = {
     "Node": Node,

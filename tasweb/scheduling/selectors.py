@@ -4,7 +4,8 @@ stored assignments."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
@@ -16,6 +17,7 @@ from scheduler.errors import InputError
 from scheduler.model import Node as EngineNode
 from scheduler.model import Pod as EnginePod
 from scheduler.model import PodSpecInfo, Taint
+from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import (
     ParsedObjects,
     Where,
@@ -59,19 +61,20 @@ def _rows_as_json(queryset: QuerySet, columns: str) -> list[list] | None:
         return json.loads(cursor.fetchone()[0])
 
 
-def engine_nodes() -> list[EngineNode]:
-    """Nodes from their extracted columns (no re-parse: this is the biggest part of a cluster)."""
-    valid = cluster.Node.objects.filter(invalid_reason="")
-    rows = _rows_as_json(valid, "name, labels, allocatable, taints, unschedulable, ready, ready_since, "
-                                "raw #> '{metadata,deletionTimestamp}'")
-    if rows is not None:
-        for row in rows:
+def engine_nodes(rows: QuerySet | None = None) -> list[EngineNode]:
+    """Nodes from their extracted columns (no re-parse: this is the biggest part of a cluster);
+    every valid one, or those of `rows`."""
+    valid = (rows if rows is not None else cluster.Node.objects.all()).filter(invalid_reason="")
+    values = _rows_as_json(valid, "name, labels, allocatable, taints, unschedulable, ready, ready_since, "
+                                  "raw #> '{metadata,deletionTimestamp}'")
+    if values is not None:
+        for row in values:
             row[6] = datetime.fromisoformat(row[6]) if row[6] else None
     else:
-        rows = valid.values_list("name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since",
-                                 "raw__metadata__deletionTimestamp")
+        values = valid.values_list("name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since",
+                                   "raw__metadata__deletionTimestamp")
     nodes = []
-    for name, labels, allocatable, taints, unschedulable, ready, ready_since, deleting in rows:
+    for name, labels, allocatable, taints, unschedulable, ready, ready_since, deleting in values:
         nodes.append(EngineNode(
             name=name,
             labels=MappingProxyType(labels),
@@ -85,31 +88,32 @@ def engine_nodes() -> list[EngineNode]:
     return nodes
 
 
-def engine_pods() -> list[EnginePod]:
+def engine_pods(rows: QuerySet | None = None) -> list[EnginePod]:
     """Pods of TAS workloads in full (the ungater and node-failure handling read them);
-    every other pod only as the usage it puts on its node."""
+    every other bound pod only as the usage it puts on its node. Every valid pod the engine
+    reads, or those of `rows`."""
     pods: list[EnginePod] = []
-    full = cluster.Pod.objects.filter(invalid_reason="").exclude(workload_name="", gated=False, tas=False)
+    base = (rows if rows is not None else cluster.Pod.objects.all()).filter(invalid_reason="")
+    full = base.exclude(workload_name="", gated=False, tas=False)
     for row in full.values_list("raw", flat=True).iterator(chunk_size=1000):
         try:
             pods.append(parse_pod(row, Where(object_label(row))))
         except InputError:
             continue
-    usage_only = cluster.Pod.objects.filter(invalid_reason="", workload_name="", gated=False, tas=False).exclude(
-        node_name="")
-    rows = _rows_as_json(usage_only, "namespace, name, node_name, phase, deleting, requests")
-    if rows is None:
-        rows = usage_only.values_list("namespace", "name", "node_name", "phase", "deleting", "requests")
-    for namespace, name, node_name, phase, deleting, requests in rows:
+    usage_only = base.filter(workload_name="", gated=False, tas=False).exclude(node_name="")
+    values = _rows_as_json(usage_only, "namespace, name, node_name, phase, deleting, requests")
+    if values is None:
+        values = usage_only.values_list("namespace", "name", "node_name", "phase", "deleting", "requests")
+    for namespace, name, node_name, phase, deleting, requests in values:
         pods.append(EnginePod(namespace=namespace, name=name, node_name=node_name, phase=phase, deleting=deleting,
                               spec=PodSpecInfo(requests=MappingProxyType(requests))))
     return pods
 
 
-def _parsed(model, parser, rows: Iterable[dict] | None = None) -> list:
+def _parsed(model, parser, rows: QuerySet | None = None) -> list:
     out = []
-    source = rows if rows is not None else model.objects.filter(invalid_reason="").values_list("raw", flat=True)
-    for raw in source:
+    base = rows if rows is not None else model.objects.all()
+    for raw in base.filter(invalid_reason="").values_list("raw", flat=True):
         try:
             out.append(parser(raw, Where(object_label(raw))))
         except InputError:
@@ -122,11 +126,13 @@ def active_workload_rows() -> QuerySet:
     return cluster.Workload.objects.filter(invalid_reason="").exclude(status=cluster.WorkloadStatus.FINISHED)
 
 
-def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
-    """The engine's view of the mirrored cluster, fresh objects a pass may change.
-    `versions`, when given, receives the resourceVersion of every Workload read, by key."""
+def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | None = None) -> list[EngineWorkload]:
+    """Workloads not finished, parsed; every one, or those of `rows`. `versions`, when given,
+    receives the resourceVersion of every Workload read, by key."""
+    active = active_workload_rows() if rows is None else rows.filter(invalid_reason="").exclude(
+        status=cluster.WorkloadStatus.FINISHED)
     workloads = []
-    for raw, rv_number in active_workload_rows().values_list("raw", "rv_number").iterator(chunk_size=500):
+    for raw, rv_number in active.values_list("raw", "rv_number").iterator(chunk_size=500):
         if versions is not None:
             meta = raw.get("metadata") or {}
             versions[f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"] = rv_number
@@ -134,6 +140,27 @@ def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
             workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
         except InputError:
             continue
+    return workloads
+
+
+# kind -> (model, reader of a queryset of its rows into engine objects)
+ENGINE_READERS: dict[str, Callable[[QuerySet], list]] = {
+    "Node": engine_nodes,
+    "Pod": engine_pods,
+    "Topology": lambda rows: _parsed(cluster.Topology, parse_topology, rows),
+    "ResourceFlavor": lambda rows: _parsed(cluster.ResourceFlavor, parse_resource_flavor, rows),
+    "ClusterQueue": lambda rows: _parsed(cluster.ClusterQueue, parse_cluster_queue, rows),
+    "LocalQueue": lambda rows: _parsed(cluster.LocalQueue, parse_local_queue, rows),
+    "Cohort": lambda rows: _parsed(cluster.Cohort, parse_cohort, rows),
+    "AdmissionCheck": lambda rows: _parsed(cluster.AdmissionCheck, parse_admission_check, rows),
+    "WorkloadPriorityClass": lambda rows: _parsed(cluster.WorkloadPriorityClass, parse_priority_class, rows),
+}
+
+
+def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
+    """The engine's view of the mirrored cluster, fresh objects a pass may change.
+    `versions`, when given, receives the resourceVersion of every Workload read, by key."""
+    workloads = engine_workloads(versions=versions)
     return ParsedObjects(
         nodes=engine_nodes(),
         pods=engine_pods(),
@@ -146,6 +173,73 @@ def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
         priority_classes=_parsed(cluster.WorkloadPriorityClass, parse_priority_class),
         workloads=workloads,
     )
+
+
+# ---------------------------------------------------------------- the change log
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedObjects:
+    """What changed in the mirror, as the engine reads it: objects to add or update (with the
+    key each stands under), keys to delete, per kind; `versions` of the workloads read."""
+
+    upserts: list[tuple[str, object]] = field(default_factory=list)
+    deletes: list[tuple[str, str]] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)
+    reset: bool = False  # a whole table was emptied: only a rebuild knows what is left
+
+
+def engine_key(kind: str, obj: object) -> str:
+    namespace = getattr(obj, "namespace", "")
+    if kind == "LocalQueue":
+        return obj.key  # type: ignore[attr-defined]
+    return f"{namespace}/{obj.name}" if namespace else obj.name  # type: ignore[attr-defined]
+
+
+def changed_objects(changes: Iterable[cluster.MirrorChange]) -> ChangedObjects:
+    """The engine objects of the rows named by `changes`, as the rows are now: a row that
+    exists and the engine reads is an upsert; a key whose row is gone, invalid, or no longer
+    read (a finished workload, an unbound plain pod) is a delete."""
+    ids: dict[str, set[int]] = {}
+    keys: dict[str, set[str]] = {}
+    by_key: dict[str, set[tuple[str, str]]] = {}  # rows to find by namespace and name
+    out = ChangedObjects()
+    for change in changes:
+        if not change.kind:
+            return ChangedObjects(reset=True)
+        keys.setdefault(change.kind, set()).add(change.key)
+        if change.deleted:
+            continue
+        if change.row_id is not None:
+            ids.setdefault(change.kind, set()).add(change.row_id)
+        else:
+            by_key.setdefault(change.kind, set()).add((change.namespace, change.name))
+    for kind, touched in keys.items():
+        model = cluster.KINDS.get(kind)
+        if model is None:
+            continue
+        objects: list = []
+        wanted = by_key.get(kind, set())
+        names = sorted({name for _, name in wanted})
+        for start in range(0, len(names), 2000):
+            for pk, namespace, name in model.objects.filter(name__in=names[start:start + 2000]).values_list(
+                    "id", "namespace", "name"):
+                if (namespace, name) in wanted:
+                    ids.setdefault(kind, set()).add(pk)
+        row_ids = sorted(ids.get(kind, ()))
+        for start in range(0, len(row_ids), 2000):
+            rows = model.objects.filter(id__in=row_ids[start:start + 2000])
+            if kind == "Workload":
+                objects += engine_workloads(rows, out.versions)
+            else:
+                objects += ENGINE_READERS[kind](rows)
+        present = set()
+        for obj in objects:
+            key = engine_key(kind, obj)
+            present.add(key)
+            out.upserts.append((kind, obj))
+        out.deletes.extend((kind, key) for key in sorted(touched - present))
+    return out
 
 
 def workloads_on_domain(*, flavor: str, values: list[str]) -> QuerySet:

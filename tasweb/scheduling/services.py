@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -25,10 +25,12 @@ from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
+from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
 from scheduler.model import Node as EngineNode
 from scheduler.quantity import format_value
+from scheduler.replacement import annotate_failures
 from scheduler.results import (
     NODE_REPLACED,
     NODE_UNHEALTHY,
@@ -54,6 +56,13 @@ from tasweb.scheduling.models import (
     PodSetAssignment,
     SchedulingPass,
     WorkloadEvent,
+)
+from tasweb.scheduling.runtime import (
+    DEFAULT_RETENTION_SECONDS,
+    change_log_prune,
+    runtime_committed,
+    runtime_discard,
+    runtime_for_pass,
 )
 from tasweb.scheduling.selectors import engine_inputs
 
@@ -498,10 +507,13 @@ def workload_observed(*, workload: cluster.Workload, old_status: str | None, old
 def scheduling_pass_run(*, now: datetime | None = None, trigger: str = SchedulingPass.Trigger.MANUAL,
                         send_to_cluster: bool | None = None, observe: bool | None = None,
                         before_commit: Callable[[SchedulingPass], None] | None = None) -> SchedulingPass:
-    """Run one engine pass over the mirror and store its results in one transaction.
+    """Run one engine pass and store its results in one transaction.
 
-    In observe mode Kueue makes the decisions: the pass only explains pending workloads
-    (a Pending event with the engine's reason) and changes nothing else.
+    When we decide (the simulator, imported files, or a real cluster in control mode) the
+    pass runs on the process's long-lived engine state, brought up to date with the mirror's
+    change log first (`tasweb.scheduling.runtime`), and writes only what it changed. In
+    observe mode Kueue makes the decisions: the pass builds a throwaway state, only explains
+    pending workloads (a Pending event with the engine's reason) and changes nothing else.
 
     `before_commit` is called inside the transaction once everything is written; raising
     there rolls the whole pass back (the leader uses it to confirm it still holds the lock).
@@ -514,31 +526,85 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
     if observe is None:
         # the simulator and imported files have no Kueue of their own: we always decide there
         observe = real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe"
+    if observe:
+        return _observe_pass_run(now=now, trigger=trigger, started=started, before_commit=before_commit)
+    return _control_pass_run(now=now, trigger=trigger, send_to_cluster=send_to_cluster, started=started,
+                             before_commit=before_commit)
+
+
+def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
+                      before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
+    gates_text = getattr(settings, "TAS_FEATURE_GATES", "")
+    runtime = runtime_for_pass(gates_text=gates_text, gates=feature_gates())
+    engine = runtime.engine
+    try:
+        result = engine_pass_run(engine, now)
+        with transaction.atomic():
+            record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
+                                                   workloads_seen=len(engine.state.workload_map))
+            recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
+            recorder.paths.remember(engine.state.nodes.values())
+            recorder.record(result)
+            if before_commit is not None:
+                before_commit(record)
+            _finish_record(record, result, started, pending=engine.queues.pending_count())
+    except BaseException:
+        runtime_discard("the pass did not commit")
+        raise
+    runtime_committed(runtime, record, left_alone=recorder.stale)
+    _prune_change_log(record)
+    return record
+
+
+CHANGE_LOG_PRUNE_EVERY = 50  # passes
+
+
+def _prune_change_log(record: SchedulingPass) -> None:
+    """Now and then, drop the change-log rows the runtime applied and those past retention."""
+    if record.id % CHANGE_LOG_PRUNE_EVERY == 0:
+        retention = float(getattr(settings, "TAS_SCHEDULER_CHANGE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS))
+        deleted = change_log_prune(before=timezone.now() - timedelta(seconds=retention))
+        logger.debug("change log: %d rows pruned", deleted)
+
+
+def engine_pass_run(engine: Engine, now: datetime) -> PassResult:
+    """One pass of the long-lived engine, with the result of every workload it changed (in the
+    engine's order): what the recorder writes."""
+    outcome = engine.run_pass(now)
+    result = outcome.result
+    order = engine.state.order
+    result.workloads = engine.results_for(sorted(outcome.changed, key=lambda k: order.get(k, 0)), outcome)
+    annotate_failures(result.workloads, outcome.replacement_failures)
+    return result
+
+
+def _observe_pass_run(*, now: datetime, trigger: str, started: float,
+                      before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     read_versions: dict[str, int] = {}
     parsed = engine_inputs(read_versions)
     result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None)
     with transaction.atomic():
-        record = SchedulingPass.objects.create(started_at=now, trigger=trigger,
-                                               mode="observe" if observe else "control",
+        record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
                                                workloads_seen=len(result.workloads))
-        recorder = PassRecorder(record, now, send_to_cluster and not observe, read_versions=read_versions)
+        recorder = PassRecorder(record, now, False, read_versions=read_versions)
         recorder.paths.remember(parsed.nodes)
-        if observe:
-            recorder.explain(result)
-        else:
-            recorder.record(result)
+        recorder.explain(result)
         if before_commit is not None:
             before_commit(record)
-        statuses = [w.status for w in result.workloads]
-        record.admitted = sum(1 for e in result.events if e.reason == "QuotaReserved")
-        record.evicted = sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED)
-        record.nodes_replaced = sum(1 for d in result.decisions if d.kind == NODE_REPLACED and d.replacement)
-        record.pods_ungated = sum(1 for p in result.pods if p.ungated)
-        record.pending = sum(1 for s in statuses if s in WAITING)
-        record.finished_at = timezone.now()
-        record.duration_ms = int((time.perf_counter() - started) * 1000)
-        record.save()
+        _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
+    _prune_change_log(record)  # no runtime follows the log here: rows only age out
     return record
+
+
+def _finish_record(record: SchedulingPass, result: PassResult, started: float, *, pending: int) -> None:
+    record.admitted = sum(1 for e in result.events if e.reason == "QuotaReserved")
+    record.evicted = sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED)
+    record.nodes_replaced = sum(1 for d in result.decisions if d.kind == NODE_REPLACED and d.replacement)
+    record.pods_ungated = sum(1 for p in result.pods if p.ungated)
+    record.pending = pending
+    record.finished_at = timezone.now()
+    record.duration_ms = int((time.perf_counter() - started) * 1000)
+    record.save()
 
 
 # ---------------------------------------------------------------- triggers and the leader

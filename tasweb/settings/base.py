@@ -241,6 +241,12 @@ TAS_FEATURE_GATES = env_str("TAS_FEATURE_GATES")
 # after LOCK_TTL seconds; a triggered pass waits up to LOCK_WAIT seconds for it, and a burst
 # of changes is answered by one pass DEBOUNCE seconds after its first change.
 TAS_SCHEDULER_LOCK_TTL = env_int("TAS_SCHEDULER_LOCK_TTL", 30)
+# Scheduling passes go to their own queue, consumed by one process (a solo-pool worker):
+# that process keeps the engine's state in memory between passes and only applies the
+# mirror's changes (tasweb/scheduling/runtime.py). Any other process that runs a pass works
+# too, at the cost of building the state from the database.
+TAS_SCHEDULER_QUEUE = env_str("TAS_SCHEDULER_QUEUE") or "scheduler"
+CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
 TAS_SCHEDULER_LOCK_WAIT = env_int("TAS_SCHEDULER_LOCK_WAIT", 2)
 TAS_SCHEDULER_DEBOUNCE = env_int("TAS_SCHEDULER_DEBOUNCE", 1)
 

@@ -21,4 +21,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests run a real worker on their own queue, so stray messages from a developer's running
 # worker (or an earlier interrupted run) on the same Redis never reach them.
 CELERY_TASK_DEFAULT_QUEUE = "tasweb-test"
+# ... and passes too: a test's worker consumes that one queue
+TAS_SCHEDULER_QUEUE = CELERY_TASK_DEFAULT_QUEUE
+CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
 CELERY_BEAT_SCHEDULE = {}

@@ -9,6 +9,7 @@ import copy
 
 import pytest
 
+from scheduler.cycle import unchanged_result
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.cluster.services import object_upsert
 from tasweb.scheduling import services
@@ -31,14 +32,14 @@ def touch(row: Workload, **labels: str) -> dict:
 def test_a_workload_written_during_the_pass_is_left_to_the_next_pass(monkeypatch):
     import_example_cluster()
     object_upsert(kind="Workload", obj=small_workload("raced"))
-    real = services.simulate_parsed
+    real = services.engine_pass_run
 
     def simulate_then_a_source_writes(*args, **kwargs):
         result = real(*args, **kwargs)
         touch(Workload.objects.get(namespace="ml", name="raced"), touched="yes")
         return result
 
-    monkeypatch.setattr(services, "simulate_parsed", simulate_then_a_source_writes)
+    monkeypatch.setattr(services, "engine_pass_run", simulate_then_a_source_writes)
     first = services.scheduling_pass_run()
 
     raced = Workload.objects.get(namespace="ml", name="raced")
@@ -48,7 +49,7 @@ def test_a_workload_written_during_the_pass_is_left_to_the_next_pass(monkeypatch
     # everything else of the pass is stored
     assert admitted_count() == EXAMPLE_ADMISSIBLE
 
-    monkeypatch.setattr(services, "simulate_parsed", real)
+    monkeypatch.setattr(services, "engine_pass_run", real)
     second = services.scheduling_pass_run()
     raced.refresh_from_db()
     assert raced.status == WorkloadStatus.ADMITTED
@@ -85,17 +86,18 @@ def test_a_waiting_workload_the_cycle_did_not_get_to_keeps_its_reason(monkeypatc
     status, message = waiting.status, waiting.message
     events = WorkloadEvent.objects.filter(workload_key=waiting.key).count()
 
-    real = services.simulate_parsed
+    real = services.engine_pass_run
 
-    def not_evaluated(*args, **kwargs):
+    def not_evaluated(engine, now):
         # as when the workload is not a head this time: the pass restates what it is
-        result = real(*args, **kwargs)
-        for wr in result.workloads:
-            if wr.key == waiting.key:
-                wr.status, wr.message, wr.decided = "Pending", "", False
+        result = real(engine, now)
+        result.workloads = [wr for wr in result.workloads if wr.key != waiting.key]
+        restated = unchanged_result(engine.state, engine.state.workload(waiting.key))
+        restated.status, restated.message = "Pending", ""
+        result.workloads.append(restated)
         return result
 
-    monkeypatch.setattr(services, "simulate_parsed", not_evaluated)
+    monkeypatch.setattr(services, "engine_pass_run", not_evaluated)
     services.scheduling_pass_run()
     waiting.refresh_from_db()
     assert (waiting.status, waiting.message) == (status, message)
@@ -106,14 +108,16 @@ def test_a_waiting_workloads_reason_is_recorded_when_it_changes_not_when_its_cou
     import_example_cluster()
     services.scheduling_pass_run()
     waiting = Workload.objects.filter(status__in=[WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE]).first()
-    real = services.simulate_parsed
+    real = services.engine_pass_run
 
     def with_reason(message: str):
-        def run(*args, **kwargs):
-            result = real(*args, **kwargs)
-            for wr in result.workloads:
-                if wr.key == waiting.key:
-                    wr.message = message
+        def run(engine, now):
+            # as when the workload is evaluated again and the engine gives this reason
+            result = real(engine, now)
+            result.workloads = [wr for wr in result.workloads if wr.key != waiting.key]
+            evaluated = unchanged_result(engine.state, engine.state.workload(waiting.key))
+            evaluated.status, evaluated.message, evaluated.decided = waiting.status, message, True
+            result.workloads.append(evaluated)
             return result
         return run
 
@@ -125,7 +129,7 @@ def test_a_waiting_workloads_reason_is_recorded_when_it_changes_not_when_its_cou
     for message in ("insufficient unused quota for cpu, 4 more needed",
                     "insufficient unused quota for cpu, 6 more needed",  # the same reason
                     "topology allows to fit only 2 out of 4 pod(s)"):  # another reason
-        monkeypatch.setattr(services, "simulate_parsed", with_reason(message))
+        monkeypatch.setattr(services, "engine_pass_run", with_reason(message))
         services.scheduling_pass_run()
     events = pending_events()[before:]
     assert events == ["insufficient unused quota for cpu, 4 more needed",

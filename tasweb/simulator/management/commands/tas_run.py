@@ -16,6 +16,12 @@ from tasweb.simulator.supervisor import Program, Supervisor, terminal_foreground
 INTERRUPTED = 130  # the shells' status for "stopped by SIGINT"
 
 
+def worker_queues() -> list[str]:
+    """The embedded worker's queues: the default one and the scheduler's."""
+    default = getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery")
+    return list(dict.fromkeys([default, settings.TAS_SCHEDULER_QUEUE]))
+
+
 class Command(BaseCommand):
     help = ("Migrate, seed the simulated cluster, then run the web server, a Celery worker and Celery beat "
             "together, their output prefixed; Ctrl-C stops all of them.")
@@ -52,9 +58,10 @@ class Command(BaseCommand):
         programs = [
             Program("web", [python, manage, "runserver", f"{host}:{port}", "--noreload"], stop_signal=signal.SIGINT),
             # one process, one task at a time: simulator ticks and scheduling passes never
-            # compete for the SQLite write lock
+            # compete for the SQLite write lock, and the passes' engine state stays in memory
             Program("worker", [*celery, "worker", "--pool", "solo", "--loglevel", "INFO", "--hostname",
-                               "embedded@%h", "--without-mingle", "--without-gossip"]),
+                               "embedded@%h", "--without-mingle", "--without-gossip",
+                               "--queues", ",".join(worker_queues())]),
             Program("beat", [*celery, "beat", "--loglevel", "INFO"]),
         ]
         self.stdout.write(f"web: http://{host}:{port}/  (health: http://{host}:{port}/healthz); "

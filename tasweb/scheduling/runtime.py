@@ -1,0 +1,247 @@
+"""The scheduler process's long-lived engine: built from the mirror once, then kept current
+by the mirror's change log (DESIGN.md, "Performance model").
+
+The process that runs passes as the leader holds one `SchedulerRuntime`: an `Engine` (cache
+and queues) and the position in `cluster_change` up to which it has applied the mirror's
+changes. Before each pass it applies the changes noted since, and nothing else; the pass
+then works on the state in memory and writes what it decided. The database stays the
+record, so the runtime is rebuilt from it (the cold start) whenever memory may disagree:
+
+* at the first pass of the process, or when the feature gates changed;
+* when another process ran a pass since this one's last (another leader decided meanwhile);
+* when a pass did not commit (its decisions are in memory, not in the database);
+* when a table was emptied, or the change log was pruned past what this runtime applied.
+
+Change-log ids are handed out when a row is written, not when its transaction commits, so
+an id can become visible after higher ones were read. The runtime remembers the ids it
+skipped (`gaps`) and looks for them again until they show up or are too old to be anything
+but a rolled-back write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Max, Q
+
+from scheduler.engine import Engine
+from scheduler.features import FeatureGates
+from tasweb.cluster import models as cluster
+from tasweb.scheduling.models import SchedulingPass
+from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GAP_SECONDS = 300.0  # how long an unseen change-log id is waited for
+DEFAULT_RETENTION_SECONDS = 3600.0  # change-log rows older than this are pruned
+MAX_GAP_RANGES = 256  # beyond this many holes, rebuilding is cheaper than asking for each
+
+
+@dataclass
+class Gap:
+    low: int
+    high: int
+    since: float
+
+
+@dataclass
+class SchedulerRuntime:
+    engine: Engine
+    gates: str
+    cursor: int  # every change-log id up to this one was applied, or is a gap
+    gaps: list[Gap] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)  # workload key -> resourceVersion applied
+    # objects to read again whatever the change log says: those of workloads a pass left
+    # alone because a source changed them meanwhile (memory holds the pass's view of them)
+    rereads: set[tuple[str, str]] = field(default_factory=set)
+    last_pass: int | None = None  # the SchedulingPass this runtime last committed
+    built_at: float = field(default_factory=time.monotonic)
+    applied_at: float = field(default_factory=time.monotonic)
+    changes_applied: int = 0
+
+
+_lock = threading.Lock()
+_runtime: SchedulerRuntime | None = None
+
+
+def _gap_seconds() -> float:
+    return float(getattr(settings, "TAS_SCHEDULER_CHANGE_GAP_SECONDS", DEFAULT_GAP_SECONDS))
+
+
+def _retention_seconds() -> float:
+    return float(getattr(settings, "TAS_SCHEDULER_CHANGE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS))
+
+
+def _latest_change() -> int:
+    return cluster.MirrorChange.objects.aggregate(top=Max("id"))["top"] or 0
+
+
+def _latest_pass() -> int | None:
+    return SchedulingPass.objects.aggregate(top=Max("id"))["top"]
+
+
+def runtime_build(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntime:
+    """The cold start: the engine from every table of the mirror. The change-log position is
+    read first, so a change committed while the tables are read is applied again later
+    (applying a change twice changes nothing)."""
+    started = time.perf_counter()
+    cursor = _latest_change()
+    versions: dict[str, int] = {}
+    parsed = engine_inputs(versions)
+    engine = Engine.from_parsed(parsed, gates)
+    runtime = SchedulerRuntime(engine=engine, gates=gates_text, cursor=cursor, versions=versions,
+                               last_pass=_latest_pass())
+    logger.info("scheduler state built from the mirror: %d nodes, %d workloads, %d pods in %.2fs",
+                len(engine.state.nodes), len(engine.state.workload_map), len(engine.state.pod_map()),
+                time.perf_counter() - started)
+    return runtime
+
+
+def _pending_changes(runtime: SchedulerRuntime) -> list[cluster.MirrorChange]:
+    query = Q(id__gt=runtime.cursor)
+    for gap in runtime.gaps:
+        query |= Q(id__gte=gap.low, id__lte=gap.high)
+    return list(cluster.MirrorChange.objects.filter(query).order_by("id"))
+
+
+def _advance(runtime: SchedulerRuntime, changes: list[cluster.MirrorChange]) -> None:
+    """Move the cursor past what was read; holes below it become gaps, gaps filled or
+    expired are forgotten."""
+    now = time.monotonic()
+    seen = sorted(c.id for c in changes if c.id <= runtime.cursor)
+    gaps = []
+    for gap in runtime.gaps:
+        if now - gap.since > _gap_seconds():
+            continue
+        gaps += _split(gap, [i for i in seen if gap.low <= i <= gap.high])
+    expected = runtime.cursor + 1
+    for change in changes:
+        if change.id <= runtime.cursor:
+            continue
+        if change.id > expected:
+            gaps.append(Gap(expected, change.id - 1, now))
+        expected = change.id + 1
+    runtime.cursor = max(runtime.cursor, expected - 1)
+    runtime.gaps = gaps
+
+
+def _split(gap: Gap, filled: list[int]) -> list[Gap]:
+    """What is left of a gap once the (sorted) ids `filled` showed up."""
+    out: list[Gap] = []
+    low = gap.low
+    for i in filled:
+        if i > low:
+            out.append(Gap(low, i - 1, gap.since))
+        low = i + 1
+    if low <= gap.high:
+        out.append(Gap(low, gap.high, gap.since))
+    return out
+
+
+def runtime_apply(runtime: SchedulerRuntime, changed: ChangedObjects) -> None:
+    """Apply what changed to the engine, one object at a time."""
+    engine = runtime.engine
+    for kind, key in changed.deletes:
+        engine.delete(kind, key)
+        if kind == "Workload":
+            runtime.versions.pop(key, None)
+    for _, obj in changed.upserts:
+        engine.upsert(obj)
+    runtime.versions.update(changed.versions)
+    runtime.changes_applied += len(changed.deletes) + len(changed.upserts)
+
+
+def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
+    if runtime is None:
+        return "first pass of this process"
+    if runtime.gates != gates_text:
+        return "feature gates changed"
+    if _latest_pass() != runtime.last_pass:
+        return "another process ran a pass"
+    if time.monotonic() - runtime.applied_at > _retention_seconds() / 2:
+        return "idle longer than the change log is kept"
+    if len(runtime.gaps) > MAX_GAP_RANGES:
+        return "too many changes not visible yet"
+    return ""
+
+
+def runtime_for_pass(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntime:
+    """The engine state for the pass about to run: the process's runtime brought up to date
+    with the mirror, or built afresh when it cannot be trusted."""
+    global _runtime
+    with _lock:
+        runtime = _runtime
+        reason = _needs_rebuild(runtime, gates_text)
+        if not reason:
+            assert runtime is not None
+            changes = _pending_changes(runtime)
+            rereads = [cluster.MirrorChange(kind=kind, namespace=key.partition("/")[0] if "/" in key else "",
+                                            name=key.rpartition("/")[2]) for kind, key in sorted(runtime.rereads)]
+            changed = changed_objects([*changes, *rereads])
+            runtime.rereads = set()
+            if changed.reset:
+                reason = "a mirrored table was emptied"
+            else:
+                runtime_apply(runtime, changed)
+                _advance(runtime, changes)
+                runtime.applied_at = time.monotonic()
+        if reason:
+            logger.info("scheduler state: building it from the mirror (%s)", reason)
+            runtime = runtime_build(gates_text=gates_text, gates=gates)
+        _runtime = runtime
+        return runtime
+
+
+def runtime_committed(runtime: SchedulerRuntime, scheduling_pass: SchedulingPass, *,
+                      left_alone: set[str] = frozenset()) -> None:
+    """The pass committed: its decisions are the database's too, except for the workloads
+    it `left_alone` (changed by a source meanwhile), which are read again, pods included."""
+    runtime.last_pass = scheduling_pass.id
+    state = runtime.engine.state
+    for key in left_alone:
+        runtime.rereads.add(("Workload", key))
+        runtime.rereads.update(("Pod", pod.key) for pod in state.pods_of(key))
+
+
+def runtime_discard(reason: str) -> None:
+    """Forget the runtime (a pass rolled back: memory holds decisions the database does not)."""
+    global _runtime
+    with _lock:
+        if _runtime is not None:
+            logger.info("scheduler state discarded: %s", reason)
+        _runtime = None
+
+
+def runtime_current() -> SchedulerRuntime | None:
+    return _runtime
+
+
+def change_log_prune(*, before: datetime | None = None) -> int:
+    """Drop change-log rows every runtime has applied or that are older than the retention."""
+    runtime = _runtime
+    query = Q()
+    if before is not None:
+        query |= Q(at__lt=before)
+    if runtime is not None:
+        low = min([runtime.cursor + 1, *(g.low for g in runtime.gaps)])
+        query |= Q(id__lt=low)
+    if not query:
+        return 0
+    deleted, _ = cluster.MirrorChange.objects.filter(query).delete()
+    return deleted
+
+
+__all__ = [
+    "SchedulerRuntime",
+    "change_log_prune",
+    "runtime_build",
+    "runtime_committed",
+    "runtime_current",
+    "runtime_discard",
+    "runtime_for_pass",
+]

@@ -1,0 +1,162 @@
+"""The scheduler process's long-lived engine state: built once, then kept current by the
+mirror's change log; rebuilt whenever memory may disagree with the database; always equal
+to a state built from scratch from the same rows."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from tasweb.cluster import models as cluster
+from tasweb.cluster.services import object_delete, object_upsert, rows_insert
+from tasweb.scheduling import runtime as rt
+from tasweb.scheduling import services
+from tasweb.scheduling.models import SchedulingPass
+from tasweb.simulator.services import simulator_seed, simulator_tick
+from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
+from tests.simulator.conftest import START, quiet
+
+from .support import import_example_cluster, small_workload
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def changes() -> list[tuple[str, str, bool]]:
+    return list(cluster.MirrorChange.objects.order_by("id").values_list("kind", "name", "deleted"))
+
+
+def built_from_scratch() -> rt.SchedulerRuntime:
+    return rt.runtime_build(gates_text="", gates=services.feature_gates())
+
+
+def assert_equal_to_a_rebuild(runtime: rt.SchedulerRuntime) -> None:
+    fresh = built_from_scratch()
+    ours, theirs = runtime.engine.state, fresh.engine.state
+    assert snapshot_view(ours) == snapshot_view(theirs)
+    assert quota_view(ours) == quota_view(theirs)
+    assert index_view(ours) == index_view(theirs)
+    pending = {k for k in theirs.workload_map if theirs.workload(k).admission is None}
+    assert set(runtime.engine.queues.assigned) | set(runtime.engine.queues.orphans) == pending
+
+
+class TestChangeLog:
+    def test_every_write_of_a_mirrored_row_is_noted(self):
+        obj = small_workload("noted")
+        object_upsert(kind="Workload", obj=obj)
+        obj["metadata"]["resourceVersion"] = "999"
+        obj["metadata"]["labels"] = {"x": "y"}
+        object_upsert(kind="Workload", obj=obj)
+        object_delete(kind="Workload", obj=obj)
+        assert changes() == [("Workload", "noted", False), ("Workload", "noted", False),
+                             ("Workload", "noted", True)]
+
+    def test_bulk_inserts_are_noted_row_by_row(self):
+        rows = [{"uid": f"u{i}", "name": f"n{i}", "raw": {}, "labels": {}, "allocatable": {}} for i in range(300)]
+        rows_insert(model=cluster.Node, rows=rows)
+        assert len(changes()) == 300
+        assert {name for _, name, _ in changes()} == {f"n{i}" for i in range(300)}
+
+    def test_emptying_a_table_is_noted_as_a_reset(self):
+        if connection.vendor != "postgresql":
+            pytest.skip("TRUNCATE is PostgreSQL's")  # pragma: no cover - the suite runs on PostgreSQL
+        import_example_cluster()
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {cluster.Pod._meta.db_table}")
+        assert cluster.MirrorChange.objects.filter(kind="").exists()
+
+
+class TestIncrementalPasses:
+    def test_the_second_pass_applies_only_what_changed(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        first = rt.runtime_current()
+        assert first is not None and first.changes_applied == 0
+        object_upsert(kind="Workload", obj=small_workload("late"))
+        record = services.scheduling_pass_run()
+        second = rt.runtime_current()
+        assert second is first  # not rebuilt
+        # the new workload, plus the pass's own writes read back (idempotent)
+        assert 1 <= second.changes_applied <= 40
+        assert cluster.Workload.objects.get(name="late").status == cluster.WorkloadStatus.ADMITTED
+        assert record.admitted == 1
+        assert_equal_to_a_rebuild(second)
+
+    def test_a_pass_writes_only_what_it_changed(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        before = {w.key: w.updated_at for w in cluster.Workload.objects.all()}
+        services.scheduling_pass_run()
+        after = {w.key: w.updated_at for w in cluster.Workload.objects.all()}
+        assert after == before
+
+    def test_a_pass_that_does_not_commit_leaves_a_state_to_rebuild(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+
+        def fail(record):
+            raise RuntimeError("lost the lock")
+
+        object_upsert(kind="Workload", obj=small_workload("late"))
+        with pytest.raises(RuntimeError):
+            services.scheduling_pass_run(before_commit=fail)
+        assert rt.runtime_current() is None
+        assert cluster.Workload.objects.get(name="late").status == cluster.WorkloadStatus.PENDING
+        services.scheduling_pass_run()
+        assert cluster.Workload.objects.get(name="late").status == cluster.WorkloadStatus.ADMITTED
+
+    def test_a_pass_by_another_process_makes_it_rebuild(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        first = rt.runtime_current()
+        SchedulingPass.objects.create(started_at=START, trigger="manual", mode="control")  # someone else's
+        services.scheduling_pass_run()
+        assert rt.runtime_current() is not first
+
+    def test_a_change_that_becomes_visible_late_is_applied(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        runtime = rt.runtime_current()
+        # ids are handed out at write time: a transaction may commit an id below ones read already
+        object_upsert(kind="Workload", obj=small_workload("early-id"))
+        early = cluster.MirrorChange.objects.filter(name="early-id").get()
+        early_id = early.id
+        held = {"kind": early.kind, "row_id": early.row_id, "namespace": early.namespace, "name": early.name,
+                "deleted": early.deleted, "at": early.at}
+        early.delete()  # not visible yet
+        object_upsert(kind="Workload", obj=small_workload("later-id"))
+        services.scheduling_pass_run()
+        assert any(g.low <= early_id <= g.high for g in runtime.gaps)
+        assert not rt.runtime_current().engine.state.workload("ml/early-id")
+        cluster.MirrorChange.objects.create(id=early_id, **held)  # committed now
+        services.scheduling_pass_run()
+        assert rt.runtime_current() is runtime
+        assert runtime.engine.state.workload("ml/early-id") is not None
+        assert not any(g.low <= early_id <= g.high for g in runtime.gaps)
+
+    def test_pruning_keeps_what_the_runtime_has_not_applied(self):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        object_upsert(kind="Workload", obj=small_workload("late"))
+        rt.change_log_prune()
+        assert cluster.MirrorChange.objects.filter(name="late").exists()
+        services.scheduling_pass_run()
+        rt.change_log_prune()
+        assert not cluster.MirrorChange.objects.filter(name="late", deleted=False).exclude(
+            id__gt=rt.runtime_current().cursor).exists()
+
+
+def test_the_state_stays_equal_to_a_rebuild_through_a_busy_simulated_cluster():
+    config = quiet(initial_workloads=12, arrivals_per_minute=20, node_failures_per_minute=10, drains_per_minute=4,
+                   runtime_min_seconds=20, runtime_max_seconds=60, give_up_seconds=90)
+    simulator_seed(config=config, now=START)
+    for tick in range(40):
+        now = START + timedelta(seconds=2 * tick)
+        simulator_tick(now=now, config=config, rng=random.Random(tick))
+        services.scheduling_pass_run(now=now)
+        runtime = rt.runtime_current()
+        if tick % 5 == 4:
+            assert_equal_to_a_rebuild(runtime)
+    assert rt.runtime_current().changes_applied > 100  # it did follow the changes
