@@ -65,6 +65,11 @@ class TASFlavorSnapshot:
         ]
         self._label_columns: dict[str, np.ndarray] = {}
         self.node_match_cache: dict[tuple, object] = {}
+        # bumped by every change of free capacity (`free_version`) or of any usage (`version`):
+        # a placement computed at the same versions is the same placement
+        self.version = 0
+        self.free_version = 0
+        self.placement_cache: dict[tuple, tuple] = {}
 
     # ------------------------------------------------------------ identity
 
@@ -106,6 +111,7 @@ class TASFlavorSnapshot:
         for name in missing:
             self.resources.add(name)
         pad = np.zeros((self.free.shape[0], len(missing)), dtype=np.int64)
+        self._changed(free=True)
         self.free = np.hstack([self.free, pad])
         self.tas_usage = np.hstack([self.tas_usage, pad])
         self.non_tas_usage = np.hstack([self.non_tas_usage, pad])
@@ -157,6 +163,7 @@ class TASFlavorSnapshot:
                     delta[i, col] = value
         if sign < 0:
             delta = -delta
+        self._changed(free=True)
         self.free[leaves] -= delta
         self.non_tas_usage[leaves] += delta
 
@@ -168,6 +175,7 @@ class TASFlavorSnapshot:
         usage = self.vector(requests)
         usage *= count
         usage[self.resources.column[PODS]] += count
+        self._changed()
         self.tas_usage[leaf] += sign * usage
         return True
 
@@ -184,11 +192,17 @@ class TASFlavorSnapshot:
                 counts.append(dom.count)
         if not leaves:
             return
+        self._changed()
         per_pod = self.vector(requests, pods=1)
         if len(leaves) == 1:
             self.tas_usage[leaves[0]] += (sign * counts[0]) * per_pod
             return
         np.add.at(self.tas_usage, leaves, np.outer(np.asarray(counts, dtype=np.int64) * sign, per_pod))
+
+    def _changed(self, *, free: bool = False) -> None:
+        self.version += 1
+        if free:
+            self.free_version += 1
 
     def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
         """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster)."""

@@ -7,6 +7,7 @@ each accounting the usage of those placed before it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -250,6 +251,19 @@ def group_requests(requests: Sequence[TASPodSetRequest]) -> list[list[TASPodSetR
     return list(groups.values())
 
 
+PLACEMENT_CACHE_ENTRIES = 4096
+
+
+def request_key(req: TASPodSetRequest) -> tuple:
+    """Everything about a PodSet request that placement reads."""
+    spec = req.pod_set.spec
+    selector = req.node_selector
+    return (req.name, req.count, req.flavor, req.implied, req.pod_set.topology_request,
+            tuple(sorted(req.single_pod_requests.items())), tuple(sorted(spec.node_selector.items())),
+            spec.tolerations, spec.affinity, None if selector is None else tuple(sorted(selector.items())),
+            req.tolerations, req.previous_assignment)
+
+
 def find_topology_assignments_for_flavor(
     snap: TASFlavorSnapshot,
     requests: Sequence[TASPodSetRequest],
@@ -262,9 +276,42 @@ def find_topology_assignments_for_flavor(
 
     Stops at the first PodSet that does not fit, as Kueue does. `assumed_usage` (leaf ID ->
     requests) carries usage between flavors sharing nodes and is updated in place.
+
+    The same requests on the same capacity and usage (the snapshot's versions) place the
+    same way: heads of the same shape in several ClusterQueues, a head tried again in the
+    next cycle, the empty-topology check of every head that needs preemption. Such a
+    placement is taken from the snapshot's cache.
     """
+    if assumed_usage:
+        return _find_topology_assignments(snap, requests, gates=gates, simulate_empty=simulate_empty,
+                                          assumed_usage=assumed_usage)
+    version = snap.free_version if simulate_empty else snap.version
+    key = (simulate_empty, tuple(sorted(gates.overrides.items())), tuple(request_key(r) for r in requests))
+    cached = snap.placement_cache.get(key)
+    if cached is not None and cached[0] == version:
+        _, result, added = cached
+    else:
+        added = {}
+        result = _find_topology_assignments(snap, requests, gates=gates, simulate_empty=simulate_empty,
+                                            assumed_usage=added)
+        if len(snap.placement_cache) >= PLACEMENT_CACHE_ENTRIES:
+            snap.placement_cache.clear()
+        snap.placement_cache[key] = (version, result, added)
+    if assumed_usage is not None:
+        assumed_usage.update({leaf: dict(usage) for leaf, usage in added.items()})
+    return {name: dataclasses.replace(p) for name, p in result.items()}
+
+
+def _find_topology_assignments(
+    snap: TASFlavorSnapshot,
+    requests: Sequence[TASPodSetRequest],
+    *,
+    gates: FeatureGates,
+    simulate_empty: bool,
+    assumed_usage: dict[str, dict[str, int]],
+) -> dict[str, PodSetPlacement]:
     result: dict[str, PodSetPlacement] = {}
-    assumed = assumed_usage if assumed_usage is not None else {}
+    assumed = assumed_usage
     for group in group_requests(requests):
         leader, workers = find_leader_and_workers(group)
         assignments, reason = find_topology_assignment(
