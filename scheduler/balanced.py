@@ -54,7 +54,7 @@ def balance_threshold(placer: Placer, slice_count: int, selected: int, last_with
                       last: int | None) -> int:
     """The largest minimum number of slices per domain a balanced solution can reach."""
     c = placer.counts
-    threshold = slice_count // selected
+    threshold = slice_count // selected if selected else 0  # nothing to place: no domain taken
     if last_with_leader is not None:
         threshold = min(threshold, c.slice_wl[last_with_leader])
     if last is not None:

@@ -481,3 +481,12 @@ class TestAssignmentShape:
     def test_counts_add_up(self):
         assignment, _ = place(cluster(), workload("w", count=13, preferred=RACK))
         assert assignment.pod_count == 13
+
+
+def test_balanced_placement_of_no_pods_places_nothing():
+    # a PodSet scaled to zero: there is nothing to balance (it used to divide by zero)
+    feature_gates = gates(TASBalancedPlacement=True)
+    objects = [*tas_setup(), *grid(2, 2, 2)]
+    assignment, reason = place(objects, workload("w", count=0, preferred=RACK), feature_gates=feature_gates)
+    assert reason == ""
+    assert assignment.pod_count == 0
