@@ -304,6 +304,24 @@ def cluster_queue(
     return {"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
+def queue_with_policy(name: str, *, cpu: int, cohort: str | None = None, reclaim: str = "Never",
+                      within: str = "Never", strategy: str | None = None, borrowing_limit: int | None = None,
+                      flavor: str = FLAVOR) -> dict:
+    """A ClusterQueue of `cpu` CPUs on one flavor, with its preemption policies, cohort and
+    queueing strategy."""
+    resource: dict[str, Any] = {"name": "cpu", "nominalQuota": str(cpu)}
+    if borrowing_limit is not None:
+        resource["borrowingLimit"] = str(borrowing_limit)
+    spec: dict[str, Any] = {
+        "namespaceSelector": {}, "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": flavor, "resources": [resource]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    if strategy:
+        spec["queueingStrategy"] = strategy
+    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
 def local_queue(name: str = LOCAL_QUEUE, *, namespace: str = NAMESPACE,
                 cluster_queue_name: str = CLUSTER_QUEUE) -> dict:
     return {"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace},
@@ -472,6 +490,17 @@ def gates(**values: bool) -> FeatureGates:
 def parse(objects: Iterable[dict], *, file: str = FILE, warnings: list[str] | None = None) -> ParsedObjects:
     sink = warnings if warnings is not None else []
     return parse_objects([(file, obj) for obj in objects], decode_assignment=decode_assignment, warn=sink.append)
+
+
+def parse_one(obj: dict) -> object:
+    """The engine object of one Kubernetes object (a change to feed a long-lived engine)."""
+    parsed = parse([obj])
+    for kind in ("nodes", "pods", "topologies", "flavors", "cluster_queues", "local_queues", "cohorts",
+                 "workloads"):
+        items = getattr(parsed, kind)
+        if items:
+            return items[0]
+    raise AssertionError(f"{obj.get('kind')} is not read by the engine")
 
 
 def cluster_state(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES) -> ClusterState:

@@ -39,12 +39,13 @@ from .factories import (
     HOSTNAME,
     NOW,
     RACK,
-    V1BETA2,
     gates,
     local_queue,
     node,
     parse,
+    parse_one,
     pod,
+    queue_with_policy,
     resource_flavor,
     topology,
     workload,
@@ -54,18 +55,8 @@ QUEUES = ("cq-a", "cq-b", "cq-c")
 NODE_NAMES = [f"b{b}-r{r}-n{n}" for b in (1, 2) for r in (1, 2) for n in (1, 2, 3)]
 
 
-def cluster_queue_object(name: str, *, nominal: int, cohort: str | None, reclaim: str, within: str,
-                         borrowing_limit: int | None = None) -> dict:
-    resource = {"name": "cpu", "nominalQuota": str(nominal)}
-    if borrowing_limit is not None:
-        resource["borrowingLimit"] = str(borrowing_limit)
-    spec = {"namespaceSelector": {},
-            "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
-            "resourceGroups": [{"coveredResources": ["cpu"],
-                                "flavors": [{"name": "tas-flavor", "resources": [resource]}]}]}
-    if cohort:
-        spec["cohortName"] = cohort
-    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+def cluster_queue_object(name: str, *, nominal: int, **policy) -> dict:
+    return queue_with_policy(name, cpu=nominal, **policy)
 
 
 QUEUE_SETUP = {
@@ -86,12 +77,8 @@ JOB = st.fixed_dictionaries({
 
 
 def one(objects: list[dict]):
-    parsed = parse(objects)
-    for kind in ("nodes", "pods", "topologies", "flavors", "cluster_queues", "local_queues", "workloads"):
-        items = getattr(parsed, kind)
-        if items:
-            return items[0]
-    raise AssertionError("nothing parsed")
+    (obj,) = objects
+    return parse_one(obj)
 
 
 def copy_workload(wl: Workload) -> Workload:

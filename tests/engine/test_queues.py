@@ -16,14 +16,15 @@ from .factories import (
     HOSTNAME,
     NOW,
     RACK,
-    V1BETA2,
     admitted,
     domains_json,
     gates,
     local_queue,
     node,
     parse,
+    parse_one,
     pod,
+    queue_with_policy,
     resource_flavor,
     tas_setup,
     topology,
@@ -36,27 +37,12 @@ def engine_of(objects, **gate_values) -> Engine:
 
 
 def one(objects):
-    parsed = parse(objects)
-    for kind in ("nodes", "pods", "cluster_queues", "local_queues", "workloads"):
-        items = getattr(parsed, kind)
-        if items:
-            return items[0]
-    raise AssertionError("nothing parsed")
+    (obj,) = objects
+    return parse_one(obj)
 
 
-def cq(name: str, *, cpu: int, cohort: str | None = None, reclaim: str = "Never", within: str = "Never",
-       strategy: str | None = None, borrowing_limit: int | None = None) -> dict:
-    resource = {"name": "cpu", "nominalQuota": str(cpu)}
-    if borrowing_limit is not None:
-        resource["borrowingLimit"] = str(borrowing_limit)
-    spec = {"namespaceSelector": {}, "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": within},
-            "resourceGroups": [{"coveredResources": ["cpu"],
-                                "flavors": [{"name": "tas-flavor", "resources": [resource]}]}]}
-    if cohort:
-        spec["cohortName"] = cohort
-    if strategy:
-        spec["queueingStrategy"] = strategy
-    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+def cq(name: str, *, cpu: int, **kwargs) -> dict:
+    return queue_with_policy(name, cpu=cpu, **kwargs)
 
 
 def base(*queues: dict, nodes: int = 4, cpu: str = "4") -> list[dict]:
