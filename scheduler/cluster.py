@@ -29,6 +29,8 @@ from types import MappingProxyType
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
     AdmissionCheck,
     ClusterQueue,
     Cohort,
@@ -71,6 +73,14 @@ def is_tas_pod(pod: Pod) -> bool:
 def counts_as_non_tas_usage(pod: Pod) -> bool:
     """Bound, not terminal and not TAS: its requests come off the node's free capacity."""
     return bool(pod.node_name) and not pod.terminal and not is_tas_pod(pod)
+
+
+def node_is_healthy(node: Node | None) -> bool:
+    """Nothing the node-failure controller could act on: Ready, schedulable, no taint that
+    keeps or drives pods away."""
+    if node is None or node.deleted or not node.is_ready or node.unschedulable:
+        return False
+    return not any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in node.taints)
 
 
 def holds_quota(wl: Workload) -> bool:
@@ -158,6 +168,10 @@ class ClusterState:
         self.charges: dict[str, Charge] = {}  # workload key -> what it holds
         self.holding: dict[str, dict[str, Workload]] = defaultdict(dict)  # ClusterQueue -> holders
         self.by_node: dict[str, set[str]] = defaultdict(set)  # hostname -> workloads assigned there
+        # hostnames of assignments whose node is missing or not healthy, and holders that list
+        # unhealthy nodes: where node-failure handling has something to look at
+        self.unhealthy_hosts: set[str] = set()
+        self.with_unhealthy: set[str] = set()
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
         self.pods_by_workload: dict[str, dict[str, Pod]] = defaultdict(dict)  # by `kueue.x-k8s.io/workload`
         self.gated_owners: dict[tuple[str, str], int] = defaultdict(int)  # gated live pods per owner
@@ -430,7 +444,10 @@ class ClusterState:
         self.holding[charge.cluster_queue][wl.key] = wl
         for tc in charge.tas:
             for dom in tc.assignment.domains:
-                self.by_node[dom.values[-1]].add(wl.key)
+                host = dom.values[-1]
+                if host not in self.by_node and not node_is_healthy(self.node_for_hostname(host)):
+                    self.unhealthy_hosts.add(host)
+                self.by_node[host].add(wl.key)
 
     def _uncharge(self, key: str) -> Charge | None:
         charge = self.charges.pop(key, None)
@@ -504,6 +521,7 @@ class ClusterState:
             self._forget_hostname(old)
         self.nodes[node.name] = node
         self.nodes_by_hostname[node.labels.get(HOSTNAME_LABEL, node.name)] = node
+        self._recheck_hosts(node, old)
         touched = set(self.flavors_of_node(node))
         if old is not None:
             touched |= set(self.flavors_of_node(old))
@@ -515,9 +533,33 @@ class ClusterState:
         if old is None:
             return
         self._forget_hostname(old)
+        self._recheck_hosts(old)
         touched = set(self.flavors_of_node(old))
         self._mark_flavors(touched)
         self.changes.flavors |= touched
+
+    def _recheck_hosts(self, *nodes: Node | None) -> None:
+        """Whether the hostnames these nodes answered to now name a node that is healthy."""
+        for node in nodes:
+            if node is None:
+                continue
+            for host in {node.labels.get(HOSTNAME_LABEL, node.name), node.name}:
+                if node_is_healthy(self.node_for_hostname(host)):
+                    self.unhealthy_hosts.discard(host)
+                else:
+                    self.unhealthy_hosts.add(host)
+
+    def failure_candidates(self) -> set[str]:
+        """Holders assigned to a node that is missing or not healthy, and those listing
+        unhealthy nodes: the only workloads node-failure handling can act on."""
+        keys = set(self.with_unhealthy)
+        for host in list(self.unhealthy_hosts):
+            holders = self.by_node.get(host)
+            if holders:
+                keys |= holders
+            elif node_is_healthy(self.node_for_hostname(host)) or self.node_for_hostname(host) is None:
+                self.unhealthy_hosts.discard(host)  # nothing assigned there any more
+        return keys
 
     def _forget_hostname(self, node: Node) -> None:
         hostname = node.labels.get(HOSTNAME_LABEL, node.name)
@@ -623,6 +665,10 @@ class ClusterState:
             new_charge = self.charges[key]
         else:
             new_charge = None
+        if new_charge is not None and wl.unhealthy_nodes:
+            self.with_unhealthy.add(key)
+        else:
+            self.with_unhealthy.discard(key)
         if released is not None and not _same_charge(released, new_charge):
             self._released(released)
         self.changes.workloads[key] = wl
@@ -633,6 +679,7 @@ class ClusterState:
         if old is None:
             return
         self._forget_slice(old)
+        self.with_unhealthy.discard(key)
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:

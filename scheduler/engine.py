@@ -24,12 +24,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.cluster import Charge, ClusterState, holds_quota
+from scheduler.cluster import Charge, ClusterState, holds_quota, node_is_healthy
 from scheduler.cycle import SchedulingCycle
 from scheduler.features import FeatureGates
 from scheduler.model import (
-    NO_EXECUTE,
-    NO_SCHEDULE,
     AdmissionCheck,
     ClusterQueue,
     Cohort,
@@ -56,14 +54,6 @@ def needs_second_pass(wl: Workload) -> bool:
     if not holds_quota(wl) or is_evicted(wl):
         return False
     return bool(wl.unhealthy_nodes and is_admitted_by_tas(wl)) or awaiting_second_pass(wl)
-
-
-def node_is_healthy(node: Node | None) -> bool:
-    """Nothing the node-failure controller could act on: Ready, schedulable, no taint that
-    keeps or drives pods away."""
-    if node is None or node.deleted or not node.is_ready or node.unschedulable:
-        return False
-    return not any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in node.taints)
 
 
 @dataclass(slots=True)
@@ -216,13 +206,7 @@ class Engine:
 
     def node_failure_candidates(self) -> list[Workload]:
         """Admitted workloads assigned to a node that is not healthy, or listing unhealthy nodes."""
-        state = self.state
-        keys: set[str] = set()
-        for hostname, holders in state.by_node.items():
-            if not node_is_healthy(state.node_for_hostname(hostname)):
-                keys |= holders
-        keys |= {k for k in state.charges if (w := state.workload(k)) is not None and w.unhealthy_nodes}
-        return state.in_order(keys)
+        return self.state.in_order(self.state.failure_candidates())
 
     # ------------------------------------------------------------ answers for every workload
 

@@ -146,6 +146,7 @@ def index_view(state: ClusterState) -> dict:
         "pods_by_workload": {k: set(v) for k, v in state.pods_by_workload.items() if v},
         "gated": {k: v for k, v in state.gated_owners.items() if v},
         "non_tas": {n: set(p) for n, p in state.non_tas_by_node.items() if p},
+        "failure_candidates": state.failure_candidates(),
     }
 
 
