@@ -21,6 +21,7 @@ the cold start: every object applied through the same verbs.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -123,6 +124,8 @@ class Charge:
     cluster_queue: str
     quota: dict[FlavorResource, int] = field(default_factory=dict)
     tas: list[TASCharge] = field(default_factory=list)
+    # every (flavor, resource) its admission names, used or not: what preemption matches on
+    names: frozenset[FlavorResource] = frozenset()
 
 
 @dataclass(slots=True)
@@ -167,6 +170,10 @@ class ClusterState:
         # --- derived state
         self.charges: dict[str, Charge] = {}  # workload key -> what it holds
         self.holding: dict[str, dict[str, Workload]] = defaultdict(dict)  # ClusterQueue -> holders
+        # ClusterQueue -> its holders as (priority, order, key), sorted: preemption policies
+        # such as LowerPriority look only at the part below a priority
+        self.holders_by_priority: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        self._holder_entry: dict[str, tuple[str, tuple[int, int, str]]] = {}
         self.by_node: dict[str, set[str]] = defaultdict(set)  # hostname -> workloads assigned there
         # hostnames of assignments whose node is missing or not healthy, and holders that list
         # unhealthy nodes: where node-failure handling has something to look at
@@ -387,6 +394,8 @@ class ClusterState:
         assert wl.admission is not None
         charge = Charge(wl.admission.cluster_queue)
         snapshots = self.tas_flavor_names()
+        charge.names = frozenset(FlavorResource(flavor, resource) for psa in wl.admission.pod_set_assignments
+                                 for resource, flavor in psa.flavors.items())
         for psa in wl.admission.pod_set_assignments:
             ps = wl.pod_set(psa.name)
             count = psa.count if psa.count is not None else (ps.count if ps else 0)
@@ -442,6 +451,9 @@ class ClusterState:
         self.apply_charge(charge, 1)
         self.charges[wl.key] = charge
         self.holding[charge.cluster_queue][wl.key] = wl
+        entry = (self.priority_of(wl), self.order.get(wl.key, 0), wl.key)
+        bisect.insort(self.holders_by_priority[charge.cluster_queue], entry)
+        self._holder_entry[wl.key] = (charge.cluster_queue, entry)
         for tc in charge.tas:
             for dom in tc.assignment.domains:
                 host = dom.values[-1]
@@ -457,6 +469,12 @@ class ClusterState:
         holders = self.holding.get(charge.cluster_queue)
         if holders is not None:
             holders.pop(key, None)
+        placed = self._holder_entry.pop(key, None)
+        if placed is not None:
+            ranked = self.holders_by_priority[placed[0]]
+            i = bisect.bisect_left(ranked, placed[1])
+            if i < len(ranked) and ranked[i] == placed[1]:
+                del ranked[i]
         for tc in charge.tas:
             for dom in tc.assignment.domains:
                 keys = self.by_node.get(dom.values[-1])
@@ -796,10 +814,21 @@ class ClusterState:
             return
         self.priority_classes[pc.name] = pc
         self.changes.requeue_all = True  # queue order of workloads using it changes
+        self._rank_holders()
 
     def delete_priority_class(self, name: str) -> None:
         if self.priority_classes.pop(name, None) is not None:
             self.changes.requeue_all = True
+            self._rank_holders()
+
+    def _rank_holders(self) -> None:
+        """Priorities changed: rank every holder again."""
+        self.holders_by_priority = defaultdict(list)
+        self._holder_entry = {}
+        for cq, holders in self.holding.items():
+            ranked = sorted((self.priority_of(w), self.order.get(k, 0), k) for k, w in holders.items())
+            self.holders_by_priority[cq] = ranked
+            self._holder_entry.update((e[2], (cq, e)) for e in ranked)
 
     def take_changes(self) -> Changes:
         changes, self.changes = self.changes, Changes()

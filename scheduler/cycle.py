@@ -14,6 +14,7 @@ by default, as a Kueue scheduling cycle does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -141,11 +142,15 @@ class SchedulingCycle:
                 self.parked += len(moved)
         return self.decided
 
-    def bulk_results(self) -> dict[str, WorkloadResult]:
-        """The results of the workloads parked with an equivalent one in this cycle."""
+    def bulk_results(self, unless: Callable[[str, WorkloadResult], bool] = lambda _k, _r: False,
+                     ) -> dict[str, WorkloadResult]:
+        """The results of the workloads parked with an equivalent one in this cycle (except
+        those `unless` says need none)."""
         out = {}
         for result, keys in self.bulk:
             for key in keys:
+                if unless(key, result):
+                    continue
                 wl = self.state.workload(key)
                 if wl is not None:
                     out[key] = equivalent_result(result, wl)

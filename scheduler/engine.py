@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.cluster import Charge, ClusterState, holds_quota, node_is_healthy
+from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.cycle import SchedulingCycle
 from scheduler.features import FeatureGates
 from scheduler.model import (
@@ -43,7 +43,7 @@ from scheduler.node_failure import NodeFailureController, is_admitted_by_tas, is
 from scheduler.parse import ParsedObjects
 from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
-from scheduler.results import PassResult, WorkloadResult
+from scheduler.results import PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
 
@@ -77,6 +77,11 @@ class Engine:
         self.state = state if state is not None else ClusterState(None, gates, warn)
         self.queues = QueueManager(self.state)
         self.passes = 0
+        # per waiting workload, the answer last given for it (status and reason with numbers
+        # masked): a workload parked again with its equivalents under the same answer gets no
+        # new result (thousands can be parked and requeued at every release of quota)
+        self.answered: dict[str, tuple[str, str]] = {}
+        self._answers: dict[int, tuple[WorkloadResult, tuple[str, str]]] = {}  # the last result's answer
         self.sync(None)
 
     @classmethod
@@ -109,6 +114,8 @@ class Engine:
         """Bring the queues in line with the cache; keep the second-pass queue current."""
         changed = self.queues.sync()
         for key, wl in changed.items():
+            if wl is None or not is_pending(wl):
+                self.answered.pop(key, None)
             if wl is not None and needs_second_pass(wl):
                 if key not in self.queues.second_pass:
                     self.queues.queue_second_pass(key, now)
@@ -185,12 +192,26 @@ class Engine:
             outcome.cycles += 1
             outcome.decided.update(decided)
             if bulk_results:
-                outcome.decided.update(cycle.bulk_results())
+                outcome.decided.update(cycle.bulk_results(unless=self._answered_already))
+            for key, result in decided.items():
+                self.answered[key] = (result.status, message_shape(result.message))
             outcome.parked += cycle.parked
             outcome.admitted += cycle.admitted
             changed |= set(self.sync(now))
             if not decided or (cycle.admitted == 0 and cycle.parked == 0):
                 break
+
+    def _answered_already(self, key: str, result: WorkloadResult) -> bool:
+        """Whether `result` gives `key` the answer it was given last; if not, it is given now."""
+        answer = self._answers.get(id(result))
+        if answer is None or answer[0] is not result:
+            answer = (result, (result.status, message_shape(result.message)))
+            self._answers = {id(result): answer}
+        answer = answer[1]
+        if self.answered.get(key) == answer:
+            return True
+        self.answered[key] = answer
+        return False
 
     def _ungate(self, outcome: PassOutcome) -> None:
         state = self.state

@@ -12,6 +12,7 @@ then every removed workload that is not needed after all is put back.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,13 +122,21 @@ class Preemptor:
 
     # ------------------------------------------------------------ queries
 
-    def admitted_in(self, cq_name: str) -> list[Workload]:
+    def admitted_in(self, cq_name: str, *, below: int | None = None, up_to: int | None = None) -> list[Workload]:
         """The workloads holding quota in the ClusterQueue, except those admitted in this cycle,
-        in the state's order."""
-        order = self.state.order
-        holders = [w for w in self.state.holders_in(cq_name) if w.key not in self.excluded]
-        holders.sort(key=lambda w: order.get(w.key, 0))
-        return holders
+        in the state's order; with `below` (`up_to`), only those of a lower (or equal) priority.
+
+        A ClusterQueue can hold tens of thousands of workloads while a policy such as
+        LowerPriority can only take the few below the preemptor: the cache keeps them by
+        priority, so that only those are looked at."""
+        ranked = self.state.holders_by_priority.get(cq_name, [])
+        if below is not None:
+            ranked = ranked[:bisect.bisect_left(ranked, (below,))]
+        elif up_to is not None:
+            ranked = ranked[:bisect.bisect_left(ranked, (up_to + 1,))]
+        holders = self.state.holding.get(cq_name, {})
+        excluded = self.excluded
+        return [holders[key] for _, _, key in sorted(ranked, key=lambda e: e[1]) if key not in excluded]
 
     def queue_order_time(self, wl: Workload) -> datetime:
         return wl.creation_timestamp or _GO_ZERO_TIME
@@ -208,7 +217,9 @@ class _Search:
         return policy == "Any"
 
     def classify(self, cand: Workload, cand_cq: str, advantage: bool) -> Variant:
-        if not uses_resources(cand, self.frs_need):
+        charge = self.state.charges.get(cand.key)
+        uses = not charge.names.isdisjoint(self.frs_need) if charge is not None else uses_resources(cand, self.frs_need)
+        if not uses:
             return Variant.NEVER
         same_queue = cand_cq == self.cq.name
         if not self.satisfies_policy(cand, same_queue):
@@ -227,8 +238,17 @@ class _Search:
     # ------------------------------------------------------------ candidates
 
     def from_queue(self, cq_node: QuotaNode, lca: QuotaNode | None, advantage: bool) -> list[_Candidate]:
+        policy = self.policy(cq_node.name == self.cq.name)
+        if policy == "Never":
+            return []
+        if policy == "LowerPriority":
+            holders = self.p.admitted_in(cq_node.name, below=self.priority)
+        elif policy == "LowerOrNewerEqualPriority":
+            holders = self.p.admitted_in(cq_node.name, up_to=self.priority)
+        else:
+            holders = self.p.admitted_in(cq_node.name)
         out = []
-        for cand in self.p.admitted_in(cq_node.name):
+        for cand in holders:
             variant = self.classify(cand, cq_node.name, advantage)
             if variant != Variant.NEVER:
                 out.append(_Candidate(cand, cq_node.name, lca, variant))

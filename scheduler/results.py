@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from scheduler.assignment import TopologyAssignment
 from scheduler.errors import InputError
 from scheduler.model import Condition, Workload
+
+_NUMBERS = re.compile(r"\d+")
+
+
+def message_shape(message: str) -> str:
+    """A reason with its numbers masked: "4 more needed" and "6 more needed" are one reason."""
+    return _NUMBERS.sub("#", message)
+
 
 ADMITTED = "Admitted"
 QUOTA_RESERVED = "QuotaReserved"

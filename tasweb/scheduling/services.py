@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +41,7 @@ from scheduler.results import (
     PassResult,
     PodSetResult,
     WorkloadResult,
+    message_shape,
 )
 from scheduler.simulate import simulate_parsed
 from tasweb.cluster import models as cluster
@@ -266,18 +266,10 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- recording a pass
 
+ROW_CHUNK = 2000  # names per query when reading rows to write
 WORKLOAD_RESULT_FIELDS = ("raw", "status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at", "updated_at")
 POD_UNGATED_FIELDS = ("raw", "gated", "updated_at")
 POD_TERMINATED_FIELDS = ("raw", "phase", "updated_at")
-
-
-_NUMBERS = re.compile(r"\d+")
-
-
-def message_shape(message: str) -> str:
-    """A reason with its numbers masked: "4 more needed" and "6 more needed" are one reason
-    (the history records a waiting workload's reason when it changes, not its every count)."""
-    return _NUMBERS.sub("#", message)
 
 
 @dataclass
@@ -311,10 +303,12 @@ class PassRecorder:
 
     def load_rows(self, result: PassResult) -> None:
         keys = {(w.workload.namespace, w.workload.name) for w in result.workloads}
+        names = sorted({name for _, name in keys})
         # locked until the pass commits: no writer slips in between this check and the write
-        for row in cluster.Workload.objects.select_for_update().filter(name__in={k[1] for k in keys}):
-            if (row.namespace, row.name) in keys:
-                self.rows[row.key] = row
+        for start in range(0, len(names), ROW_CHUNK):
+            for row in cluster.Workload.objects.select_for_update().filter(name__in=names[start:start + ROW_CHUNK]):
+                if (row.namespace, row.name) in keys:
+                    self.rows[row.key] = row
         if self.read_versions is not None:
             self.stale = {key for key, row in self.rows.items()
                           if key in self.read_versions and row.rv_number != self.read_versions[key]}

@@ -108,6 +108,7 @@ def rebuild(engine: Engine) -> Engine:
             if cls.parked is not None:
                 target.park_class(shape, copy.copy(cls.parked))
     dst.scan_progress = copy.deepcopy(src.scan_progress)
+    fresh.answered = dict(engine.answered)  # what the service reads back from the rows it wrote
     dst.second_pass = copy.deepcopy(src.second_pass)
     for key, orphan in src.orphans.items():
         if key in dst.orphans:
@@ -147,6 +148,8 @@ def index_view(state: ClusterState) -> dict:
         "gated": {k: v for k, v in state.gated_owners.items() if v},
         "non_tas": {n: set(p) for n, p in state.non_tas_by_node.items() if p},
         "failure_candidates": state.failure_candidates(),
+        "ranked_holders": {cq: [(p, k) for p, _, k in ranked] for cq, ranked in state.holders_by_priority.items()
+                           if ranked},
     }
 
 
