@@ -1,0 +1,78 @@
+"""benchmarks/bench_scheduler_state.py: its seeding and its passes, run tiny.
+
+No timing is asserted (the machine is shared); what must hold at any size: the mirror holds
+what was asked for, the admitted workloads' TopologyAssignments respect the nodes' GPUs,
+the measured pass admits exactly the workloads the finished ones made room for, a pass
+with nothing changed writes nothing, and the warm state equals one built afresh.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_scheduler_state as bench  # noqa: E402
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+TINY = bench.BenchSettings(nodes=200, workloads=1_000, admitted=100, admit=20, node_changes=10)
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+def test_plan_gives_the_finishing_ones_the_shapes_the_pass_admits() -> None:
+    admitted, pending = bench.plan_workloads(TINY)
+    assert len(admitted) == TINY.admitted and len(pending) == TINY.pending
+    first = sorted(pending, key=lambda p: (-p.priority, p.created))[:TINY.admit]
+    assert Counter(p.shape for p in first) == Counter(a.shape for a in admitted if a.finishes)
+    # no pending workload may preempt an admitted one (LowerPriority within the ClusterQueue)
+    assert max(p.priority for p in pending) <= min(a.priority for a in admitted)
+
+
+def test_seed_and_measure() -> None:
+    from scheduler.codec import decode_assignment
+    from tasweb.cluster import models as cluster
+    from tasweb.simulator import objects as k8s
+
+    info = bench.seed(TINY, log=quiet)
+    assert info.counts["nodes"] == 200
+    assert info.counts["workloads"] == 1_000
+    assert info.counts["workloads_admitted"] == 100
+    assert info.counts["workloads_pending"] == 900
+    assert len(info.finishing) == 20 and len(info.node_changes) == 10
+
+    # every admitted workload's pods are on existing nodes, within their GPUs
+    gpus: Counter[str] = Counter()
+    for raw in cluster.Workload.objects.filter(status="Admitted").values_list("raw", flat=True):
+        requests = {ps["name"]: int(ps["template"]["spec"]["containers"][0]["resources"]["requests"][k8s.GPU])
+                    for ps in raw["spec"]["podSets"]}
+        for psa in raw["status"]["admission"]["podSetAssignments"]:
+            ta = decode_assignment(psa["topologyAssignment"])
+            assert ta.pod_count == psa["count"]
+            for domain in ta.domains:
+                gpus[domain.values[-1]] += domain.count * requests[psa["name"]]
+    serving = set(cluster.Pod.objects.filter(namespace=k8s.SERVING[0]).values_list("node_name", flat=True))
+    assert set(gpus) <= set(cluster.Node.objects.values_list("name", flat=True))
+    for node, used in gpus.items():
+        assert used <= bench.GPUS_PER_NODE - (4 if node in serving else 0), node
+    assert sum(gpus.values()) == info.gpu_quota
+
+    figures = bench.measure(info, verify=True)
+    passes = figures["passes"]
+    assert passes["first"]["counts"]["admitted"] == 0  # the quota is full
+    assert passes["admit"]["counts"]["admitted"] == TINY.admit == info.expected_admitted
+    assert passes["admit"]["counts"]["changes"] >= TINY.admit  # the finished ones came through the change log
+    assert passes["quiet"]["counts"]["rows_written"] == 0
+    assert passes["quiet"]["counts"]["changes"] == 0
+    assert figures["rebuilt_in"] == []
+    assert figures["differences_from_rebuild"] == []
+    assert figures["build"]["engine"] == {"nodes": 200, "workloads": 1_000, "pods": info.counts["pods"]}
+    assert [v[-1] for v in bench.verdicts(figures)][2:] == [True, True]  # memory, at this size
