@@ -208,6 +208,20 @@ class _Params:
 _COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
 
 
+class _LevelArrays(dict):
+    """Phase-1 counters over the whole tree, joined from the per-level arrays only for the
+    counters asked for (a placement on a large tree reads a few of them)."""
+
+    def __init__(self, per_level: list[dict[str, np.ndarray]]) -> None:
+        super().__init__()
+        self.per_level = per_level
+
+    def __missing__(self, name: str) -> np.ndarray:
+        joined = np.concatenate([level[name] for level in self.per_level])
+        self[name] = joined
+        return joined
+
+
 class _Counts:
     """Per-domain counters of one placement run, indexed by global domain index.
 
@@ -412,7 +426,7 @@ class Placer:
                 leader=np.maximum.reduceat(child["leader"], starts),
                 affinity=np.add.reduceat(child["affinity"], starts),
             )
-        return {k: np.concatenate([per_level[lvl][k] for lvl in range(depth)]) for k in per_level[0]}
+        return _LevelArrays(per_level)
 
     # ------------------------------------------------------------ ordering
 
@@ -543,6 +557,14 @@ class Placer:
         arrays = self._phase1_arrays()
         if arrays is not None and self._walks_a_prefix(p, slice_count):
             return self._least_free_over_level(arrays, level, slice_count, not_fit)
+        if arrays is not None and self.best_fit(p.unconstrained) and not self.affinity_first:
+            top = self._best_fit_top(arrays, level, p, slice_count)
+            if arrays["slice_wl"][top] >= slice_count and arrays["leader"][top] >= p.leader_count:
+                return level, [top], ""
+            if p.required:
+                return 0, [], not_fit(int(arrays["slice"][top]), slice_count)
+            if level > 0 and not p.unconstrained:
+                return self.find_level_with_fit_domains(level - 1, p)
         ordered = self._ordered_level(level, p.unconstrained, arrays)
         top = ordered[0]
         best_fit = self.best_fit(p.unconstrained)
@@ -573,6 +595,29 @@ class Placer:
             return self.find_level_with_fit_domains(level - 1, p)
         # Phase 2a only reads the counters, so arrays exact at its start are exact here too.
         return self._spread_over_level(level, ordered, slice_count, p, not_fit, arrays)
+
+    def _best_fit_top(self, arrays: dict[str, np.ndarray], level: int, p: _Params, slice_count: int) -> int:
+        """BestFit's domain at `level` on the phase-1 arrays: the first in order, or, when it holds
+        every slice (and the leaders), the first of the fewest free units that still does
+        (`sorted_domains_with_leader` then `best_fit_for_slices`, without listing the level)."""
+        start = self.tree.offsets[level]
+        keys = self._level_order_keys(arrays, level, p.unconstrained, with_leader=True)
+        first = lex_smallest(keys, 1)
+        top = int(first[0])
+        window = slice(start, start + len(self.tree.levels[level]))
+        slice_wl, leader = arrays["slice_wl"][window], arrays["leader"][window]
+        if slice_wl[top] < slice_count or leader[top] < p.leader_count:
+            return start + top
+        units = (arrays["slice_wl"] if p.leader_count > 0 else arrays["slice"])[window]
+        ok = (units >= slice_count) & (units < MAX_INT32) & (leader >= p.leader_count)
+        fitting = np.flatnonzero(ok)
+        if not fitting.size:
+            return start + top
+        least = units[fitting].min()
+        tied = fitting[units[fitting] == least]
+        # the first of them in the order: the smallest by the order's keys
+        chosen = tied[lex_smallest([key[tied] for key in keys], 1)]
+        return start + int(chosen[0])
 
     def _walks_a_prefix(self, p: _Params, slice_count: int) -> bool:
         """Whether phase 2a is LeastFreeCapacity's plain walk in order (no leader to place first,
@@ -826,7 +871,8 @@ def lex_smallest(keys: Sequence[np.ndarray], k: int) -> np.ndarray:
 
 
 def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """How many times `requests` fits in each row of `capacity`, and the limiting column per row.
+    """How many times `requests` fits in each row of `capacity`, and, for the rows where it
+    does not fit at all, the limiting column (-1 elsewhere).
 
     Ties between resources go to the alphabetically first name, as in Kueue's
     CountInWithLimitingResource; a row limited by nothing reports -1.
@@ -838,6 +884,11 @@ def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -
         return np.full(n, MAX_INT32, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     per_resource = np.maximum(capacity[:, cols] // requests[cols], 0)
     np.minimum(per_resource, MAX_INT32, out=per_resource)
-    which = np.argmin(per_resource, axis=1)
-    counts = per_resource[np.arange(n), which]
-    return counts, np.asarray(cols, dtype=np.int64)[which]
+    counts = per_resource.min(axis=1)
+    # the limiting resource matters only where nothing fits (the failure message counts it);
+    # elsewhere it is reported as -1
+    limiting = np.full(n, -1, dtype=np.int64)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        limiting[empty] = np.asarray(cols, dtype=np.int64)[np.argmin(per_resource[empty], axis=1)]
+    return counts, limiting

@@ -70,6 +70,7 @@ class TASFlavorSnapshot:
         self.version = 0
         self.free_version = 0
         self.placement_cache: dict[tuple, tuple] = {}
+        self._remaining: dict[bool, tuple[int, np.ndarray]] = {}
 
     # ------------------------------------------------------------ identity
 
@@ -205,8 +206,19 @@ class TASFlavorSnapshot:
             self.free_version += 1
 
     def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
-        """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster)."""
-        return self.free.copy() if simulate_empty else self.free - self.tas_usage
+        """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster).
+
+        Read-only, and kept until the capacity or the usage changes: every placement of a cycle
+        reads it, and computing it anew costs as much as a placement on a large tree. A caller
+        that adjusts it works on a copy."""
+        version = self.free_version if simulate_empty else self.version
+        cached = self._remaining.get(simulate_empty)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        value = self.free.copy() if simulate_empty else self.free - self.tas_usage
+        value.flags.writeable = False
+        self._remaining[simulate_empty] = (version, value)
+        return value
 
 
 def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Iterable[Node]) -> TASFlavorSnapshot:

@@ -166,6 +166,8 @@ def prepare_placement(
     requests = snap.request_vector(workers.single_pod_requests)
     leader_requests = snap.request_vector(leader.single_pod_requests) if leader else None
     remaining = snap.remaining(simulate_empty=simulate_empty)
+    if assumed_usage:
+        remaining = remaining.copy()  # the snapshot's is shared and read-only
     index = snap.tree.leaves.index_by_id
     for leaf_id, usage in (assumed_usage or {}).items():
         leaf = index.get(leaf_id)
