@@ -1,8 +1,10 @@
-"""Kueue's TAS scheduler performance test, replayed in real time against the engine.
+"""Kueue's TAS scheduler performance test, replayed in real time against the engine or the service.
 
     .venv/bin/python benchmarks/kueue_perf_tas.py [--config FILE] [--rangespec FILE] [--scale F]
                                                   [--json FILE] [--mode engine|stack]
                                                   [--timestamps second|ms] [--timeout S] [--profile]
+                                                  [--database NAME] [--keep] [--redis-url URL] [--poll-ms MS]
+                                                  [--per-object-writes]
 
 A replay of Kueue's scheduler performance runner (kubernetes-sigs/kueue,
 `test/performance/scheduler/runner`: `generator/`, `controller/`, `recorder/`, `main.go`, and
@@ -53,6 +55,18 @@ queues by them: `--timestamps second` (the default) does the same, `ms` keeps mi
 Workloads of one priority created in the same second (or millisecond) are then tied: the
 engine takes them by namespace and name, Kueue's heap in no set order. TASBalancedPlacement
 is on for the whole run (the balanced classes need it). Nothing is random.
+
+Stack mode (`kueue_perf_stack.py`): the running service instead of the engine. The replay
+creates a throwaway PostgreSQL database (`--database`, dropped unless `--keep`), uses a Redis
+database of its own (`--redis-url`), starts a Celery worker for the scheduler queue (solo
+pool, TAS_SCHEDULER_DEBOUNCE=0, no simulator) and plays the cluster: it writes the same
+objects through the mirror's services, polls the database every `--poll-ms` for what the
+passes committed, writes Finished and releases preempted workloads as the runner does, and
+asks for a pass after each burst of writes. Same measures, same table, same JSON keys
+(`mode` "stack"; `engine_s` then holds the worker's pass time and this process's time per
+kind of write), plus the service's side: pass durations, the worker's busy share, the
+admission lag. Wall time: the setup (objects written, the worker's first pass) plus the
+replay; creating the database and starting the worker are printed apart.
 
 Printed: each measure beside Kueue's mean (from the `# mean / stddev / CV%` comments of
 rangespec.yaml) and the ratio, and beside what no scheduler can beat (wall time: the cohorts'
@@ -823,6 +837,8 @@ def released_copy(wl: Workload, now: datetime) -> Workload:
 
 
 class Replay:
+    mode = "engine"
+
     def __init__(self, config: GeneratorConfig, *, scale: float = 1.0, timestamps: str = "second",
                  timeout_s: float = DEFAULT_TIMEOUT_S, profile: bool = False) -> None:
         self.config = scaled(config, scale)
@@ -957,7 +973,7 @@ class Replay:
         rec = self.recorder
         evictions = rec.evictions_by_class()
         return ReplayResult(
-            mode="engine", scale=self.scale, workloads=len(self.arrivals), wall_s=setup_s + end_s, setup_s=setup_s,
+            mode=self.mode, scale=self.scale, workloads=len(self.arrivals), wall_s=setup_s + end_s, setup_s=setup_s,
             replay_s=end_s, cq_usage_pct=rec.usage_pct(), avg_time_to_admission_ms=rec.avg_time_to_admission_ms(),
             evictions=sum(evictions.values()), evictions_by_class=evictions,
             physical_bound_s=physical_bound_s(self.config), instant_reference_ms=instant_reference_ms(self.config),
@@ -993,7 +1009,7 @@ def ratio(ours: float, theirs: float | None) -> str:
 def report(result: ReplayResult, means: KueueMeans) -> str:
     """The measures beside Kueue's means, and beside what no scheduler can beat (the physical
     bound) or what an instant one would get (`instant_reference_ms`)."""
-    rows = [("measure", "this engine", "Kueue mean", "ratio", "bound / instant")]
+    rows = [("measure", f"this {result.mode}", "Kueue mean", "ratio", "bound / instant")]
     rows.append(("wall time (s)", f"{result.wall_s:.1f}", f"{means.wall_ms / 1e3:.1f}",
                  ratio(result.wall_s, means.wall_ms / 1e3), f"{result.physical_bound_s:.1f}"))
     kueue_usage = next(iter(means.usage_pct.values()), None)
@@ -1017,7 +1033,7 @@ def report(result: ReplayResult, means: KueueMeans) -> str:
         f"{result.workloads} workloads (scale {result.scale:g}), {result.admissions} admissions, "
         f"{result.passes} passes (slowest {result.slowest_pass_ms:.0f} ms); setup {result.setup_s:.1f} s, "
         f"replay {result.replay_s:.1f} s",
-        f"engine time: {engine}",
+        f"{'engine' if result.mode == 'engine' else 'time spent'}: {engine}",
     ]
     return "\n".join(lines)
 
@@ -1040,19 +1056,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timestamps", choices=("second", "ms"), default="second",
                     help="creation timestamp resolution (Kubernetes stores seconds)")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="give up after S seconds of replay")
-    ap.add_argument("--profile", action="store_true", help="cProfile the engine calls and print the top costs")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the engine calls (stack mode: the worker's tasks) and print the top costs")
+    stack = ap.add_argument_group("stack mode (see kueue_perf_stack.py)")
+    stack.add_argument("--database", default="kueue_perf_stack",
+                       help="the throwaway PostgreSQL database, on DATABASE_URL's server")
+    stack.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    stack.add_argument("--redis-url", default="redis://127.0.0.1:6379/9", help="the Redis database of the run")
+    stack.add_argument("--poll-ms", type=float, default=25.0, help="how often the database is polled for admissions")
+    stack.add_argument("--per-object-writes", action="store_true",
+                       help="write each finish and release with object_upsert (default: one bulk update a burst)")
     args = ap.parse_args(argv)
-    if args.mode == "stack":
-        print("stack mode: not implemented yet in this script", file=sys.stderr)
-        return 2
     if args.scale <= 0:
         ap.error("--scale must be > 0")
+    if args.poll_ms <= 0:
+        ap.error("--poll-ms must be > 0")
     try:
         config = load_config(resolve(args.config))
         means = read_rangespec(resolve(args.rangespec))
     except ConfigError as exc:
         print(f"kueue_perf_tas: {exc}", file=sys.stderr)
         return 2
+    if args.mode == "stack":
+        return stack_main(args, config, means)
     try:
         result, run = replay(config, scale=args.scale, timestamps=args.timestamps, timeout_s=args.timeout,
                              profile=args.profile)
@@ -1064,6 +1090,35 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
     if run.calls.profiler is not None:
         print(profile_report(run.calls.profiler))
+    return 0
+
+
+def stack_main(args: argparse.Namespace, config: GeneratorConfig, means: KueueMeans) -> int:
+    """--mode stack: the replay against the running service (kueue_perf_stack.py)."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    # run as a script, this module is __main__: the stack module uses this very module
+    this = sys.modules.get(__name__)
+    if this is not None and getattr(this, "stack_main", None) is stack_main:
+        sys.modules.setdefault("kueue_perf_tas", this)
+    import kueue_perf_stack as stack
+
+    options = stack.StackOptions(database=args.database, redis_url=args.redis_url, keep=args.keep,
+                                 poll_s=args.poll_ms / 1e3, profile=args.profile,
+                                 bulk_writes=not args.per_object_writes)
+    try:
+        result, _, details = stack.run(config, options, scale=args.scale, timestamps=args.timestamps,
+                                       timeout_s=args.timeout)
+    except (ReplayTimeout, stack.perf.ReplayTimeout, stack.StackError) as exc:
+        print(f"kueue_perf_tas: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kueue_perf_tas: interrupted", file=sys.stderr)
+        return 130
+    print(report(result, means))
+    print(details)
+    if args.json is not None:
+        args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return 0
 
 

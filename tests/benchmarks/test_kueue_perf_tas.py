@@ -195,6 +195,9 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert err.count("\n") == 1 and str(missing) in err
 
 
-def test_stack_mode_is_not_there_yet(capsys: pytest.CaptureFixture[str]) -> None:
-    assert perf.main(["--mode", "stack"]) == 2
-    assert "stack mode: not implemented yet in this script" in capsys.readouterr().err
+def test_stack_mode_options_are_checked_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    """Stack mode itself (databases, a worker) is tested in test_kueue_perf_stack.py."""
+    with pytest.raises(SystemExit) as caught:
+        perf.main(["--mode", "stack", "--poll-ms", "0"])
+    assert caught.value.code == 2
+    assert "--poll-ms must be > 0" in capsys.readouterr().err
