@@ -217,7 +217,7 @@ class ClusterState:
         for p in parsed.pods:
             self.upsert_pod(p)
         for w in parsed.workloads:
-            self.upsert_workload(w)
+            self.upsert_workload(w, order=parsed.workload_order.get(w.key))
 
     # ------------------------------------------------------------ collections
 
@@ -667,12 +667,16 @@ class ClusterState:
 
     # ------------------------------------------------------------ verbs: workloads
 
-    def upsert_workload(self, wl: Workload) -> None:
+    def upsert_workload(self, wl: Workload, *, order: int | None = None) -> None:
+        """Add or update a workload; `order` places a new one in the state's order (default:
+        after every other)."""
         key = wl.key
         old = self._workloads.get(key)
         if key not in self.order:
-            self.order[key] = self._next_order
-            self._next_order += 1
+            if order is None:
+                order = self._next_order
+            self.order[key] = order
+            self._next_order = max(self._next_order, order + 1)
         if old is not None:
             self._forget_slice(old)
         self._workloads[key] = wl

@@ -96,8 +96,12 @@ class Engine:
 
     # ------------------------------------------------------------ changes, one object at a time
 
-    def upsert(self, obj: object) -> None:
-        """Add or update one object (a model instance from `scheduler.parse`)."""
+    def upsert(self, obj: object, *, order: int | None = None) -> None:
+        """Add or update one object (a model instance from `scheduler.parse`); `order` places a
+        new workload in the engine's order (see ParsedObjects.workload_order)."""
+        if isinstance(obj, Workload):
+            self.state.upsert_workload(obj, order=order)
+            return
         verb = _UPSERT.get(type(obj))
         if verb is None:
             raise TypeError(f"not an object the engine reads: {type(obj).__name__}")

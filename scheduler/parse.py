@@ -803,6 +803,10 @@ class ParsedObjects:
     priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
     workloads: list[Workload] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)  # object label -> file it came from
+    # workload key -> where it stands in the engine's order (default: the order read); a
+    # store that keeps objects in rows gives its row ids, so that a state built afresh and
+    # one fed row by row list workloads in the same order
+    workload_order: dict[str, int] = field(default_factory=dict)
 
 
 _CORE = {"Node": ("nodes", parse_node), "Pod": ("pods", parse_pod)}

@@ -205,6 +205,11 @@ class TASFlavorSnapshot:
         if free:
             self.free_version += 1
 
+    def usage_changed(self) -> None:
+        """The TAS usage matrix was changed in place by a caller: what was computed from it
+        (the remaining capacity, placements) must be computed again."""
+        self._changed()
+
     def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
         """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster).
 

@@ -35,7 +35,7 @@ from scheduler.features import FeatureGates
 from scheduler.results import message_shape
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import SchedulingPass
-from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs
+from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs, engine_key
 
 logger = logging.getLogger(__name__)
 
@@ -165,8 +165,8 @@ def runtime_apply(runtime: SchedulerRuntime, changed: ChangedObjects) -> None:
         engine.delete(kind, key)
         if kind == "Workload":
             runtime.versions.pop(key, None)
-    for _, obj in changed.upserts:
-        engine.upsert(obj)
+    for kind, obj in changed.upserts:
+        engine.upsert(obj, order=changed.order.get(engine_key(kind, obj)) if kind == "Workload" else None)
     runtime.versions.update(changed.versions)
     runtime.changes_applied += len(changed.deletes) + len(changed.upserts)
 

@@ -126,16 +126,22 @@ def active_workload_rows() -> QuerySet:
     return cluster.Workload.objects.filter(invalid_reason="").exclude(status=cluster.WorkloadStatus.FINISHED)
 
 
-def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | None = None) -> list[EngineWorkload]:
-    """Workloads not finished, parsed; every one, or those of `rows`. `versions`, when given,
-    receives the resourceVersion of every Workload read, by key."""
+def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | None = None,
+                     order: dict[str, int] | None = None) -> list[EngineWorkload]:
+    """Workloads not finished, parsed, in the order they entered the mirror; every one, or
+    those of `rows`. `versions` and `order`, when given, receive the resourceVersion and the
+    row id of every Workload read, by key."""
     active = active_workload_rows() if rows is None else rows.filter(invalid_reason="").exclude(
         status=cluster.WorkloadStatus.FINISHED)
     workloads = []
-    for raw, rv_number in active.values_list("raw", "rv_number").iterator(chunk_size=500):
+    for raw, rv_number, row_id in active.order_by("id").values_list("raw", "rv_number", "id").iterator(
+            chunk_size=500):
+        meta = raw.get("metadata") or {}
+        key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         if versions is not None:
-            meta = raw.get("metadata") or {}
-            versions[f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"] = rv_number
+            versions[key] = rv_number
+        if order is not None:
+            order[key] = row_id
         try:
             workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
         except InputError:
@@ -160,7 +166,8 @@ ENGINE_READERS: dict[str, Callable[[QuerySet], list]] = {
 def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
     """The engine's view of the mirrored cluster, fresh objects a pass may change.
     `versions`, when given, receives the resourceVersion of every Workload read, by key."""
-    workloads = engine_workloads(versions=versions)
+    order: dict[str, int] = {}
+    workloads = engine_workloads(versions=versions, order=order)
     return ParsedObjects(
         nodes=engine_nodes(),
         pods=engine_pods(),
@@ -172,6 +179,7 @@ def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
         admission_checks=_parsed(cluster.AdmissionCheck, parse_admission_check),
         priority_classes=_parsed(cluster.WorkloadPriorityClass, parse_priority_class),
         workloads=workloads,
+        workload_order=order,
     )
 
 
@@ -186,6 +194,7 @@ class ChangedObjects:
     upserts: list[tuple[str, object]] = field(default_factory=list)
     deletes: list[tuple[str, str]] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)  # workload key -> its row id
     reset: bool = False  # a whole table was emptied: only a rebuild knows what is left
 
 
@@ -230,7 +239,7 @@ def changed_objects(changes: Iterable[cluster.MirrorChange]) -> ChangedObjects:
         for start in range(0, len(row_ids), 2000):
             rows = model.objects.filter(id__in=row_ids[start:start + 2000])
             if kind == "Workload":
-                objects += engine_workloads(rows, out.versions)
+                objects += engine_workloads(rows, out.versions, out.order)
             else:
                 objects += ENGINE_READERS[kind](rows)
         present = set()
