@@ -646,7 +646,9 @@ def pass_schedule(*, countdown: float) -> bool:
     from tasweb.scheduling.tasks import run_pass  # tasks import this module
 
     try:
-        run_pass.apply_async(kwargs={"trigger": SchedulingPass.Trigger.CHANGE}, countdown=countdown)
+        # no countdown at all for "now": a message with an ETA waits for the worker's timer
+        options = {"countdown": countdown} if countdown > 0 else {}
+        run_pass.apply_async(kwargs={"trigger": SchedulingPass.Trigger.CHANGE}, **options)
     except Exception:
         cache.delete(scheduled)  # so that the next change tries again
         raise

@@ -27,13 +27,8 @@ import kueue_perf_stack as stack  # noqa: E402
 import kueue_perf_tas as perf  # noqa: E402
 from benchdb import server_url  # noqa: E402
 
-ANCHOR = ROOT.parent / "shared" / "anchors" / "kueue-perf-tas"
 DATABASE = "kueue_perf_stack_test"
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
-
-needs_anchor = pytest.mark.skipif(not (ANCHOR / "generator.yaml").exists(),
-                                  reason="Kueue's TAS perf config is not checked out beside the project")
-
 
 def engine_mode_keys() -> set[str]:
     result = perf.ReplayResult(mode="engine", scale=1, workloads=0, wall_s=0, setup_s=0, replay_s=0, cq_usage_pct=0,
@@ -48,13 +43,14 @@ def drop_database() -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
 
 
-@needs_anchor
 @pytest.mark.services
-def test_stack_mode_runs_every_workload_through_the_service(tmp_path: Path) -> None:
+def test_stack_mode_runs_every_workload_through_the_service(tmp_path: Path, kueue_files: tuple[Path, Path]) -> None:
+    generator, rangespec = kueue_files
     out = tmp_path / "stack.json"
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     redis_url = os.environ.get("REDIS_URL") or stack.DEFAULT_REDIS_URL
     argv = [sys.executable, str(ROOT / "benchmarks" / "kueue_perf_tas.py"), "--mode", "stack", "--scale", "0.01",
+            "--config", str(generator), "--rangespec", str(rangespec),
             "--json", str(out), "--database", DATABASE, "--redis-url", redis_url, "--keep", "--timeout", "120"]
     try:
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -66,8 +62,7 @@ def test_stack_mode_runs_every_workload_through_the_service(tmp_path: Path) -> N
         assert data["admissions"] >= data["workloads"]
         assert data["passes"] > 0 and data["wall_s"] > data["replay_s"] > 0
         assert 0 < data["cq_usage_pct"] <= 100
-        assert set(data["avg_time_to_admission_ms"]) == set(perf.read_rangespec(ANCHOR / "rangespec.yaml")
-                                                            .avg_time_to_admission_ms)
+        assert set(data["avg_time_to_admission_ms"]) == set(perf.read_rangespec(rangespec).avg_time_to_admission_ms)
         assert all(isinstance(ms, int) and ms >= 0 for ms in data["avg_time_to_admission_ms"].values())
         assert "this stack" in proc.stdout and "wall time (s)" in proc.stdout and "worker log" in proc.stdout
         with psycopg.connect(server_url(DATABASE)) as conn:

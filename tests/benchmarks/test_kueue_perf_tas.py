@@ -20,13 +20,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kueue_perf_tas as perf  # noqa: E402
 
-ANCHOR = ROOT.parent / "shared" / "anchors" / "kueue-perf-tas"
 DOCUMENTED_KEYS = {"wall_s", "cq_usage_pct", "avg_time_to_admission_ms", "evictions", "mode"}
 RACK = "cloud.provider.com/topology-rack"
-
-needs_anchor = pytest.mark.skipif(not (ANCHOR / "generator.yaml").exists(),
-                                  reason="Kueue's TAS perf config is not checked out beside the project")
-
 
 def tiny_config() -> dict[str, Any]:
     """Two ClusterQueues sharing a cohort of 4 CPU: the low-priority workloads fill it, then a
@@ -56,14 +51,13 @@ def write_config(tmp_path: Path, data: Any) -> Path:
 
 
 @pytest.fixture(scope="module")
-def small_run() -> tuple[perf.ReplayResult, perf.Replay]:
-    return perf.replay(perf.load_config(ANCHOR / "generator.yaml"), scale=0.02)
+def small_run(kueue_files: tuple[Path, Path]) -> tuple[perf.ReplayResult, perf.Replay]:
+    return perf.replay(perf.load_config(kueue_files[0]), scale=0.02)
 
 
 # ---------------------------------------------------------------- the replay
 
 
-@needs_anchor
 def test_every_workload_finishes(small_run: tuple[perf.ReplayResult, perf.Replay]) -> None:
     result, run = small_run
     records = run.recorder.workloads
@@ -76,7 +70,6 @@ def test_every_workload_finishes(small_run: tuple[perf.ReplayResult, perf.Replay
         assert wl is not None and wl.is_finished, f"{key} is not Finished in the engine"
 
 
-@needs_anchor
 def test_each_class_has_an_average(small_run: tuple[perf.ReplayResult, perf.Replay]) -> None:
     result, run = small_run
     classes = {t.class_name for cs in run.config.cohorts for qs in cs.queues_sets
@@ -85,7 +78,6 @@ def test_each_class_has_an_average(small_run: tuple[perf.ReplayResult, perf.Repl
     assert all(isinstance(ms, int) and ms >= 0 for ms in result.avg_time_to_admission_ms.values())
 
 
-@needs_anchor
 def test_usage_is_a_percentage(small_run: tuple[perf.ReplayResult, perf.Replay]) -> None:
     result, run = small_run
     assert 0 < result.cq_usage_pct <= 100
@@ -93,16 +85,17 @@ def test_usage_is_a_percentage(small_run: tuple[perf.ReplayResult, perf.Replay])
     assert all(q.usage_m == 0 for q in run.recorder.queues.values())
 
 
-@needs_anchor
-def test_json_has_the_documented_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_has_the_documented_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     kueue_files: tuple[Path, Path]) -> None:
+    generator, rangespec = kueue_files
     out = tmp_path / "perf.json"
-    assert perf.main(["--scale", "0.01", "--json", str(out)]) == 0
+    assert perf.main(["--config", str(generator), "--rangespec", str(rangespec), "--scale", "0.01",
+                      "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert set(data) >= DOCUMENTED_KEYS
     assert data["mode"] == "engine"
     assert isinstance(data["evictions"], int)
-    assert set(data["avg_time_to_admission_ms"]) == set(perf.read_rangespec(ANCHOR / "rangespec.yaml")
-                                                        .avg_time_to_admission_ms)
+    assert set(data["avg_time_to_admission_ms"]) == set(perf.read_rangespec(rangespec).avg_time_to_admission_ms)
     table = capsys.readouterr().out
     assert "wall time (s)" in table and "bound / instant" in table and "401.5" in table
 
@@ -121,9 +114,8 @@ def test_preempted_workloads_run_again(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- reading Kueue's files
 
 
-@needs_anchor
-def test_arrivals_follow_the_generator() -> None:
-    config = perf.load_config(ANCHOR / "generator.yaml")
+def test_arrivals_follow_the_generator(kueue_files: tuple[Path, Path]) -> None:
+    config = perf.load_config(kueue_files[0])
     queues = perf.queue_specs(config)
     arrivals = perf.arrivals(queues)
     assert len(queues) == 30 and queues[0].name == "cq-0-0-cohort-0"
@@ -135,19 +127,17 @@ def test_arrivals_follow_the_generator() -> None:
     assert perf.physical_bound_s(config) == pytest.approx(66.0)
 
 
-@needs_anchor
-def test_instant_reference() -> None:
+def test_instant_reference(kueue_files: tuple[Path, Path]) -> None:
     """Six large workloads at a time per cohort, fifteen arriving a second for 20 s: even served
     first, the large ones wait about 15 s on average."""
-    reference = perf.instant_reference_ms(perf.load_config(ANCHOR / "generator.yaml"))
+    reference = perf.instant_reference_ms(perf.load_config(kueue_files[0]))
     assert len(reference) == 9
     assert all(14_000 < reference[c] < 16_000 for c in reference if c.startswith("large-"))
     assert all(reference[c] > reference["large-required-rack"] for c in reference if not c.startswith("large-"))
 
 
-@needs_anchor
-def test_rangespec_means() -> None:
-    means = perf.read_rangespec(ANCHOR / "rangespec.yaml")
+def test_rangespec_means(kueue_files: tuple[Path, Path]) -> None:
+    means = perf.read_rangespec(kueue_files[1])
     assert means.wall_ms == 401_472
     assert means.usage_pct == {"cq": 62.41}
     assert means.avg_time_to_admission_ms["large-balanced-rack"] == 37_862
