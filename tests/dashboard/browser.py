@@ -94,11 +94,18 @@ class Watcher:
         self.handlers = {
             "console": lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
             "pageerror": lambda e: self.errors.append(f"page error: {e}"),
-            "requestfailed": lambda r: self.errors.append(f"request failed: {r.url} {r.failure}"),
+            "requestfailed": self.request_failed,
             "requestfinished": lambda r: self.requests.append(r),
         }
         for event, handler in self.handlers.items():
             page.on(event, handler)
+
+    def request_failed(self, request) -> None:
+        # The browser fetches the favicon on its own, after the page; the next navigation
+        # aborts that fetch when it comes first. That is the browser, not the page failing.
+        if request.url.endswith("/favicon.svg") and "ERR_ABORTED" in str(request.failure):
+            return
+        self.errors.append(f"request failed: {request.url} {request.failure}")
 
     def detach(self) -> None:
         for event, handler in self.handlers.items():
