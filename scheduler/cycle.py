@@ -14,7 +14,7 @@ by default, as a Kueue scheduling cycle does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -142,15 +142,13 @@ class SchedulingCycle:
                 self.parked += len(moved)
         return self.decided
 
-    def bulk_results(self, unless: Callable[[str, WorkloadResult], bool] = lambda _k, _r: False,
+    def bulk_results(self, unanswered: Callable[[list[str], WorkloadResult], Iterable[str]] = lambda keys, _r: keys,
                      ) -> dict[str, WorkloadResult]:
-        """The results of the workloads parked with an equivalent one in this cycle (except
-        those `unless` says need none)."""
+        """The results of the workloads parked with an equivalent one in this cycle (only those
+        `unanswered` says need one)."""
         out = {}
         for result, keys in self.bulk:
-            for key in keys:
-                if unless(key, result):
-                    continue
+            for key in unanswered(keys, result):
                 wl = self.state.workload(key)
                 if wl is not None:
                     out[key] = equivalent_result(result, wl)

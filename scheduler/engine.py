@@ -81,7 +81,6 @@ class Engine:
         # masked): a workload parked again with its equivalents under the same answer gets no
         # new result (thousands can be parked and requeued at every release of quota)
         self.answered: dict[str, tuple[str, str]] = {}
-        self._answers: dict[int, tuple[WorkloadResult, tuple[str, str]]] = {}  # the last result's answer
         self.sync(None)
 
     @classmethod
@@ -196,7 +195,7 @@ class Engine:
             outcome.cycles += 1
             outcome.decided.update(decided)
             if bulk_results:
-                outcome.decided.update(cycle.bulk_results(unless=self._answered_already))
+                outcome.decided.update(cycle.bulk_results(unanswered=self._unanswered))
             for key, result in decided.items():
                 self.answered[key] = (result.status, message_shape(result.message))
             outcome.parked += cycle.parked
@@ -205,17 +204,15 @@ class Engine:
             if not decided or (cycle.admitted == 0 and cycle.parked == 0):
                 break
 
-    def _answered_already(self, key: str, result: WorkloadResult) -> bool:
-        """Whether `result` gives `key` the answer it was given last; if not, it is given now."""
-        answer = self._answers.get(id(result))
-        if answer is None or answer[0] is not result:
-            answer = (result, (result.status, message_shape(result.message)))
-            self._answers = {id(result): answer}
-        answer = answer[1]
-        if self.answered.get(key) == answer:
-            return True
-        self.answered[key] = answer
-        return False
+    def _unanswered(self, keys: list[str], result: WorkloadResult) -> list[str]:
+        """Those of `keys` to whom `result` gives another answer than the last they were given
+        (they are given it now)."""
+        answer = (result.status, message_shape(result.message))
+        answered = self.answered
+        out = [key for key in keys if answered.get(key) != answer]
+        for key in out:
+            answered[key] = answer
+        return out
 
     def _ungate(self, outcome: PassOutcome) -> None:
         state = self.state

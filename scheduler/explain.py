@@ -335,7 +335,7 @@ class _RunningWorkloads:
         if rows.shape[1] < usage.shape[1]:  # columns added since (by a fit test): none of our usage is there
             rows = np.hstack([rows, np.zeros((rows.shape[0], usage.shape[1] - rows.shape[1]), dtype=np.int64)])
         np.add.at(usage, leaves, rows if sign > 0 else -rows)
-        self.snap.usage_changed()  # what placement keeps of the old usage is stale
+        self.snap.usage_changed(leaves)  # what placement keeps of the old usage is stale
 
 
 def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest,

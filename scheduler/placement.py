@@ -20,7 +20,7 @@ the order of the Python sorts (same keys, same tie-break by rank), which later p
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,11 +29,9 @@ import numpy as np
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import NO_EXECUTE, NO_SCHEDULE, NodeAffinity, PodSet, Taint, Toleration, TopologyRequest
+from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, visited_leaves
+from scheduler.phase1 import Counts as Phase1Counts
 from scheduler.snapshot import TASFlavorSnapshot
-
-MAX_INT32 = 2**31 - 1
-_NO_CONTRIBUTOR = np.int64(2**62)
-
 
 # ---------------------------------------------------------------- inputs and results
 
@@ -205,21 +203,33 @@ class _Params:
     multi_layer: tuple = ()
 
 
-_COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+class _Overlay:
+    """One counter of one placement run: reads fall through to the phase-1 list the snapshot
+    keeps (shared by every placement of that shape), writes and appended clones stay here."""
 
+    __slots__ = ("base", "over", "size")
 
-class _LevelArrays(dict):
-    """Phase-1 counters over the whole tree, joined from the per-level arrays only for the
-    counters asked for (a placement on a large tree reads a few of them)."""
+    def __init__(self, base: list[int]) -> None:
+        self.base = base
+        self.over: dict[int, int] = {}
+        self.size = len(base)
 
-    def __init__(self, per_level: list[dict[str, np.ndarray]]) -> None:
-        super().__init__()
-        self.per_level = per_level
+    def __getitem__(self, d: int) -> int:
+        value = self.over.get(d)
+        return self.base[d] if value is None else value
 
-    def __missing__(self, name: str) -> np.ndarray:
-        joined = np.concatenate([level[name] for level in self.per_level])
-        self[name] = joined
-        return joined
+    def __setitem__(self, d: int, value: int) -> None:
+        self.over[d] = value
+
+    def append(self, value: int) -> None:
+        self.over[self.size] = value
+        self.size += 1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        return (self[d] for d in range(self.size))
 
 
 class _Counts:
@@ -228,37 +238,38 @@ class _Counts:
     `state`: pods that fit (phase 1), then pods assigned (phase 2); `slice`: slices that fit;
     `*_wl`: the same with room kept for the leader; `leader`: whether the leader fits.
 
-    Phase 1 leaves numpy arrays; each counter becomes a Python list (which phase 2 reads
-    and writes) only when first used, since converting every domain of a large tree costs
-    more than a vectorised placement that never needs most of them.
+    Phase 1 leaves numpy arrays (kept by the snapshot per request shape); phase 2 reads and
+    writes each counter as a list-like overlay of them, made when first used.
     """
 
-    __slots__ = ("_arrays", "_listed", *_COUNTERS)
+    state: _Overlay
+    state_wl: _Overlay
+    slice: _Overlay
+    slice_wl: _Overlay
+    leader: _Overlay
+    affinity: _Overlay
 
-    state: list[int]
-    state_wl: list[int]
-    slice: list[int]
-    slice_wl: list[int]
-    leader: list[int]
-    affinity: list[int]
+    def __init__(self, phase1: Phase1Counts) -> None:
+        self._phase1 = phase1
+        self._generation = phase1.generation
+        self._overlays: dict[str, _Overlay] = {}
 
-    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
-        self._arrays = arrays
-        self._listed = False
-
-    def __getattr__(self, name: str) -> list[int]:
-        # Only reached while the counter's slot is still unset.
-        if name not in _COUNTERS:
+    def __getattr__(self, name: str) -> _Overlay:
+        # Only reached while the counter's attribute is still unset.
+        if name not in COUNTERS:
             raise AttributeError(name)
-        values: list[int] = self._arrays[name].tolist()
+        if self._phase1.generation != self._generation:
+            raise RuntimeError("the snapshot's capacity changed during a placement")
+        values = _Overlay(self._phase1.as_list(name))
         setattr(self, name, values)
-        self._listed = True
+        self._overlays[name] = values
         return values
 
     def phase1_arrays(self) -> dict[str, np.ndarray] | None:
-        """The phase-1 counters as arrays while they are still exact: before any counter became
-        a list, nothing can have changed them."""
-        return None if self._listed else self._arrays
+        """The phase-1 counters as arrays while they are still exact: until phase 2 writes."""
+        if self._phase1.generation != self._generation or any(o.over for o in self._overlays.values()):
+            return None
+        return self._phase1.arrays
 
 
 Field = Literal["state", "state_wl", "slice", "slice_wl"]
@@ -345,88 +356,30 @@ class Placer:
     # ------------------------------------------------------------ phase 1
 
     def fill_in_counts(
-        self,
-        requests: np.ndarray,
-        leader_requests: np.ndarray | None,
-        match: NodeMatch | None,
-        remaining: np.ndarray,
-        in_domain: np.ndarray | None,
-        params: _Params,
+        self, shape: Shape, match: NodeMatch | None, assumed: Mapping[int, np.ndarray] | None = None,
+        in_domain: np.ndarray | None = None,
     ) -> None:
-        snap, tree = self.snap, self.tree
-        n = tree.leaf_count
-        self.stats.total_nodes += n
-        visited = np.ones(n, dtype=bool)
+        """Phase 1: the snapshot's counters for this request shape, less the `assumed` usage per
+        leaf; within `in_domain` (the leaves a replacement must stay in), counters computed
+        for this run alone."""
+        snap = self.snap
+        self.stats.total_nodes += snap.tree.leaf_count
         if match is not None:
-            visited &= ~match.excluded
             self.stats.taints.update(match.taints)
             self.stats.node_selector += match.node_selector
             self.stats.affinity += match.affinity
-        if in_domain is not None:
+        if in_domain is None:
+            counts = kept_counts(snap, shape, match, assumed)
+        else:
+            remaining = snap.remaining(simulate_empty=shape.simulate_empty).copy()
+            for leaf, usage in (assumed or {}).items():
+                remaining[leaf] -= usage
+            visited = visited_leaves(snap, match)
             self.stats.topology_domain += int((visited & ~in_domain).sum())
             visited &= in_domain
-        state, limiting = count_in(requests, remaining, snap.resources.names)
-        state[~visited] = 0
-        starved = visited & (state == 0) & (limiting >= 0)
-        if starved.any():
-            for col, num in zip(*np.unique(limiting[starved], return_counts=True), strict=True):
-                self.stats.resources[snap.resources.names[int(col)]] += int(num)
-        if leader_requests is not None:
-            leader_fits, _ = count_in(leader_requests, remaining, snap.resources.names)
-            leader = (leader_fits > 0) & visited
-            after_leader = remaining - np.where(leader[:, None], leader_requests[None, :], 0)
-            state_wl, _ = count_in(requests, after_leader, snap.resources.names)
-            state_wl[~visited] = 0
-            leader = leader.astype(np.int64)
-        else:
-            leader = np.zeros(n, dtype=np.int64)
-            state_wl = state.copy()
-        affinity = np.zeros(n, dtype=np.int64)
-        if match is not None and match.affinity_score is not None:
-            affinity = np.where(visited, match.affinity_score, 0)
-        self.counts = _Counts(self._roll_up(state, state_wl, leader, affinity, params))
-
-    def _roll_up(
-        self, state: np.ndarray, state_wl: np.ndarray, leader: np.ndarray, affinity: np.ndarray, params: _Params
-    ) -> dict[str, np.ndarray]:
-        """Leaf counters -> counters of every domain, bottom-up (fillInCountsHelper)."""
-        tree = self.tree
-        depth = tree.depth
-        lowest = depth - 1
-        per_level: list[dict[str, np.ndarray]] = [{} for _ in range(depth)]
-        if params.slice_level == lowest:
-            slice_, slice_wl = state // params.slice_size, state_wl // params.slice_size
-        else:
-            slice_, slice_wl = np.zeros_like(state), np.zeros_like(state)
-        per_level[lowest] = dict(state=state, state_wl=state_wl, slice=slice_, slice_wl=slice_wl,
-                                 leader=leader, affinity=affinity)
-        leader_required = params.leader_count > 0
-        for lvl in range(lowest - 1, -1, -1):
-            child = per_level[lvl + 1]
-            starts = tree.levels[lvl].child_start[:-1]
-            c_state, c_state_wl = child["state"], child["state_wl"]
-            inner = params.slice_size_at_level.get(lvl + 1)
-            if inner:
-                c_state = c_state // inner * inner
-                c_state_wl = c_state_wl // inner * inner
-            contributor = child["leader"] > 0 if leader_required else np.ones(len(c_state), dtype=bool)
-            min_diff = np.minimum.reduceat(np.where(contributor, c_state - c_state_wl, _NO_CONTRIBUTOR), starts)
-            min_slice_diff = np.minimum.reduceat(
-                np.where(contributor, child["slice"] - child["slice_wl"], _NO_CONTRIBUTOR), starts)
-            has = np.maximum.reduceat(contributor.astype(np.int8), starts) > 0
-            d_state = np.add.reduceat(c_state, starts)
-            slice_cap = np.add.reduceat(child["slice"], starts)
-            d_state_wl = np.where(has, d_state - min_diff, 0)
-            d_slice_wl = np.where(has, slice_cap - min_slice_diff, 0)
-            if lvl == params.slice_level:
-                slice_cap = d_state // params.slice_size
-                d_slice_wl = d_state_wl // params.slice_size
-            per_level[lvl] = dict(
-                state=d_state, state_wl=d_state_wl, slice=slice_cap, slice_wl=d_slice_wl,
-                leader=np.maximum.reduceat(child["leader"], starts),
-                affinity=np.add.reduceat(child["affinity"], starts),
-            )
-        return _LevelArrays(per_level)
+            counts = compute(self.tree, shape, match, remaining, visited, snap.resources.names)
+        self.stats.resources.update(counts.resources)
+        self.counts = _Counts(counts)
 
     # ------------------------------------------------------------ ordering
 
@@ -450,10 +403,12 @@ class Placer:
         return sorted(domains, key=lambda d: (-leader[d], sign * slices[d], state[d], rank[d]))
 
     def _level_order_keys(
-        self, arrays: dict[str, np.ndarray], level: int, unconstrained: bool, with_leader: bool
+        self, arrays: dict[str, np.ndarray], level: int, unconstrained: bool, with_leader: bool,
+        leader_key: bool = True,
     ) -> list[np.ndarray]:
         """The keys of `sorted_domains` (`sorted_domains_with_leader` when `with_leader`) for every
-        domain of `level`, most significant first, as arrays indexed by position in the level.
+        domain of `level`, most significant first, as arrays indexed by position in the level
+        (without the leader's key, which is 0 everywhere, when not `leader_key`).
 
         The level's `rank` orders its domains as `rank_of` does (both follow the sorted values),
         which holds while no domain has been cloned.
@@ -465,7 +420,7 @@ class Placer:
         keys = [sign * arrays[slices][window], arrays[state][window], tree.levels[level].rank]
         if self.affinity_first:
             keys.insert(0, -arrays["affinity"][window])
-        if with_leader:
+        if with_leader and leader_key:
             keys.insert(0, -arrays["leader"][window])
         return keys
 
@@ -601,9 +556,8 @@ class Placer:
         every slice (and the leaders), the first of the fewest free units that still does
         (`sorted_domains_with_leader` then `best_fit_for_slices`, without listing the level)."""
         start = self.tree.offsets[level]
-        keys = self._level_order_keys(arrays, level, p.unconstrained, with_leader=True)
-        first = lex_smallest(keys, 1)
-        top = int(first[0])
+        keys = self._level_order_keys(arrays, level, p.unconstrained, with_leader=True, leader_key=p.leader_count > 0)
+        top = lex_first(keys)
         window = slice(start, start + len(self.tree.levels[level]))
         slice_wl, leader = arrays["slice_wl"][window], arrays["leader"][window]
         if slice_wl[top] < slice_count or leader[top] < p.leader_count:
@@ -616,8 +570,7 @@ class Placer:
         least = units[fitting].min()
         tied = fitting[units[fitting] == least]
         # the first of them in the order: the smallest by the order's keys
-        chosen = tied[lex_smallest([key[tied] for key in keys], 1)]
-        return start + int(chosen[0])
+        return start + int(tied[lex_first([key[tied] for key in keys])])
 
     def _walks_a_prefix(self, p: _Params, slice_count: int) -> bool:
         """Whether phase 2a is LeastFreeCapacity's plain walk in order (no leader to place first,
@@ -646,8 +599,7 @@ class Placer:
         fits = np.flatnonzero(capacity >= slice_count)
         if fits.size:
             keys = self._level_order_keys(arrays, level, True, with_leader=True)
-            first = fits[lex_smallest([key[fits] for key in keys], 1)]
-            return level, [start + int(first[0])], ""
+            return level, [start + int(fits[lex_first([key[fits] for key in keys])])], ""
         usable = np.flatnonzero(capacity > 0)
         keys = self._level_order_keys(arrays, level, True, with_leader=False)
         # Every usable domain holds at least one slice, so the first `slice_count` always suffice.
@@ -839,6 +791,20 @@ class Placer:
 # ---------------------------------------------------------------- vector helpers
 
 
+def lex_first(keys: Sequence[np.ndarray]) -> int:
+    """The position a stable sort by `keys` (most significant first) puts first: `lex_smallest(keys, 1)`,
+    narrowing to the rows holding each key's least value in turn."""
+    pool: np.ndarray | None = None
+    for key in keys:
+        values = key if pool is None else key[pool]
+        hits = np.flatnonzero(values == values.min())
+        pool = hits if pool is None else pool[hits]
+        if len(pool) == 1:
+            break
+    assert pool is not None and len(pool), "no keys, or no rows"
+    return int(pool[0])
+
+
 def lex_smallest(keys: Sequence[np.ndarray], k: int) -> np.ndarray:
     """Positions of the `k` rows a stable sort by `keys` (most significant first) puts first, in
     that order; rows equal in every key keep their position order.
@@ -868,27 +834,3 @@ def lex_smallest(keys: Sequence[np.ndarray], k: int) -> np.ndarray:
         pool = pool[:need]
     chosen = np.sort(np.concatenate([*taken, pool]))
     return chosen[np.lexsort([key[chosen] for key in reversed(keys)])]
-
-
-def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """How many times `requests` fits in each row of `capacity`, and, for the rows where it
-    does not fit at all, the limiting column (-1 elsewhere).
-
-    Ties between resources go to the alphabetically first name, as in Kueue's
-    CountInWithLimitingResource; a row limited by nothing reports -1.
-    """
-    cols = [i for i in np.flatnonzero(requests).tolist()]
-    cols.sort(key=lambda i: names[i])
-    n = capacity.shape[0]
-    if not cols:
-        return np.full(n, MAX_INT32, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    per_resource = np.maximum(capacity[:, cols] // requests[cols], 0)
-    np.minimum(per_resource, MAX_INT32, out=per_resource)
-    counts = per_resource.min(axis=1)
-    # the limiting resource matters only where nothing fits (the failure message counts it);
-    # elsewhere it is reported as -1
-    limiting = np.full(n, -1, dtype=np.int64)
-    empty = np.flatnonzero(counts == 0)
-    if empty.size:
-        limiting[empty] = np.asarray(cols, dtype=np.int64)[np.argmin(per_resource[empty], axis=1)]
-    return counts, limiting

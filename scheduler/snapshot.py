@@ -8,6 +8,7 @@ how many pods fit in every leaf with a few vector operations.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +18,8 @@ from scheduler.assignment import TopologyAssignment
 from scheduler.model import Node, ResourceFlavor, Taint, Toleration, Topology
 from scheduler.quantity import PODS
 from scheduler.tree import TopologyTree
+
+JOURNAL_KEPT = 256  # recent changes whose leaves are kept
 
 
 @dataclass(slots=True)
@@ -69,7 +72,12 @@ class TASFlavorSnapshot:
         # a placement computed at the same versions is the same placement
         self.version = 0
         self.free_version = 0
+        # the leaves each recent change touched (None: any), for what is kept per version
+        # to catch up with only those: (version, free_version, free changed, leaves)
+        self._journal: list[tuple[int, int, bool, np.ndarray | None]] = []
+        self._journal_floor = (0, 0)  # the versions before the oldest change kept
         self.placement_cache: dict[tuple, tuple] = {}
+        self.phase1_cache: OrderedDict[tuple, object] = OrderedDict()  # scheduler.phase1.Counts per shape
         self._remaining: dict[bool, tuple[int, np.ndarray]] = {}
 
     # ------------------------------------------------------------ identity
@@ -112,7 +120,7 @@ class TASFlavorSnapshot:
         for name in missing:
             self.resources.add(name)
         pad = np.zeros((self.free.shape[0], len(missing)), dtype=np.int64)
-        self._changed(free=True)
+        self._changed(None, free=True)  # every row gets wider
         self.free = np.hstack([self.free, pad])
         self.tas_usage = np.hstack([self.tas_usage, pad])
         self.non_tas_usage = np.hstack([self.non_tas_usage, pad])
@@ -164,7 +172,7 @@ class TASFlavorSnapshot:
                     delta[i, col] = value
         if sign < 0:
             delta = -delta
-        self._changed(free=True)
+        self._changed(np.asarray(leaves, dtype=np.intp), free=True)
         self.free[leaves] -= delta
         self.non_tas_usage[leaves] += delta
 
@@ -176,7 +184,7 @@ class TASFlavorSnapshot:
         usage = self.vector(requests)
         usage *= count
         usage[self.resources.column[PODS]] += count
-        self._changed()
+        self._changed(np.asarray([leaf], dtype=np.intp))
         self.tas_usage[leaf] += sign * usage
         return True
 
@@ -193,33 +201,69 @@ class TASFlavorSnapshot:
                 counts.append(dom.count)
         if not leaves:
             return
-        self._changed()
+        self._changed(np.asarray(leaves, dtype=np.intp))
         per_pod = self.vector(requests, pods=1)
         if len(leaves) == 1:
             self.tas_usage[leaves[0]] += (sign * counts[0]) * per_pod
             return
         np.add.at(self.tas_usage, leaves, np.outer(np.asarray(counts, dtype=np.int64) * sign, per_pod))
 
-    def _changed(self, *, free: bool = False) -> None:
+    def _changed(self, leaves: np.ndarray | None, *, free: bool = False) -> None:
         self.version += 1
         if free:
             self.free_version += 1
+        journal = self._journal
+        journal.append((self.version, self.free_version, free, leaves))
+        if len(journal) > 2 * JOURNAL_KEPT:
+            dropped = journal[-JOURNAL_KEPT - 1]
+            self._journal_floor = (dropped[0], dropped[1])
+            del journal[:-JOURNAL_KEPT]
 
-    def usage_changed(self) -> None:
-        """The TAS usage matrix was changed in place by a caller: what was computed from it
-        (the remaining capacity, placements) must be computed again."""
-        self._changed()
+    def usage_changed(self, leaves: Sequence[int] | np.ndarray | None = None) -> None:
+        """The TAS usage matrix was changed in place by a caller, on `leaves` (None: anywhere):
+        what was computed from it (the remaining capacity, placements) must catch up."""
+        self._changed(None if leaves is None else np.unique(np.asarray(leaves, dtype=np.intp)))
+
+    def changed_leaves(self, since: int, *, simulate_empty: bool = False) -> np.ndarray | None:
+        """The leaves (sorted, unique) whose remaining capacity may differ from what it was at
+        version `since` (`free_version` when `simulate_empty`); None when that is not known:
+        a change of unknown reach, or one older than what the journal keeps."""
+        position = 1 if simulate_empty else 0
+        if since < self._journal_floor[position]:
+            return None
+        touched: list[np.ndarray] = []
+        for entry in reversed(self._journal):
+            if entry[position] <= since:
+                break
+            if simulate_empty and not entry[2]:
+                continue
+            if entry[3] is None:
+                return None
+            touched.append(entry[3])
+        if not touched:
+            return np.zeros(0, dtype=np.intp)
+        return np.unique(np.concatenate(touched)) if len(touched) > 1 else np.unique(touched[0])
 
     def remaining(self, *, simulate_empty: bool = False) -> np.ndarray:
         """Free capacity minus TAS usage (or only free capacity when simulating an empty cluster).
 
-        Read-only, and kept until the capacity or the usage changes: every placement of a cycle
-        reads it, and computing it anew costs as much as a placement on a large tree. A caller
-        that adjusts it works on a copy."""
+        Read-only and shared: every placement of a cycle reads it, and computing it anew costs
+        as much as a placement on a large tree. It is valid until the capacity or the usage
+        changes, then brought up to date in place on the leaves that changed. A caller that
+        adjusts it, or keeps it across changes, works on a copy."""
         version = self.free_version if simulate_empty else self.version
         cached = self._remaining.get(simulate_empty)
         if cached is not None and cached[0] == version:
             return cached[1]
+        if cached is not None and cached[1].shape == self.free.shape:
+            leaves = self.changed_leaves(cached[0], simulate_empty=simulate_empty)
+            if leaves is not None and len(leaves) * 4 <= self.tree.leaf_count:
+                value = cached[1]
+                value.flags.writeable = True
+                value[leaves] = self.free[leaves] if simulate_empty else self.free[leaves] - self.tas_usage[leaves]
+                value.flags.writeable = False
+                self._remaining[simulate_empty] = (version, value)
+                return value
         value = self.free.copy() if simulate_empty else self.free - self.tas_usage
         value.flags.writeable = False
         self._remaining[simulate_empty] = (version, value)

@@ -18,6 +18,7 @@ from scheduler import balanced
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import TopologyRequest
+from scheduler.phase1 import Shape
 from scheduler.placement import (
     NodeMatch,
     Placer,
@@ -163,18 +164,19 @@ def prepare_placement(
         requested_level=requested_level, slice_level=slice_level, required=required,
         unconstrained=unconstrained, slice_size_at_level=sizes, multi_layer=multi_layer,
     )
+    if leader is not None:  # columns for every resource either asks for, before either vector is made
+        snap.request_vector(leader.single_pod_requests)
     requests = snap.request_vector(workers.single_pod_requests)
     leader_requests = snap.request_vector(leader.single_pod_requests) if leader else None
-    remaining = snap.remaining(simulate_empty=simulate_empty)
-    if assumed_usage:
-        remaining = remaining.copy()  # the snapshot's is shared and read-only
+    shape = Shape(requests, leader_requests, slice_level, slice_size, sizes, simulate_empty)
+    in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
+    assumed: dict[int, np.ndarray] = {}
     index = snap.tree.leaves.index_by_id
     for leaf_id, usage in (assumed_usage or {}).items():
         leaf = index.get(leaf_id)
         if leaf is not None:
-            remaining[leaf] -= snap.vector(usage)
-    in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
-    placer.fill_in_counts(requests, leader_requests, match, remaining, in_domain, params)
+            assumed[leaf] = snap.vector(usage)
+    placer.fill_in_counts(shape, match, assumed, in_domain)
     placer.params = params
     return placer, params, ""
 

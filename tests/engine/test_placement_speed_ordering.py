@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import topology_assignment
-from scheduler.placement import _COUNTERS, Placer, _Counts, _Params, lex_smallest
+from scheduler.phase1 import COUNTERS
+from scheduler.placement import Placer, _Params, lex_first, lex_smallest
 from scheduler.snapshot import TASFlavorSnapshot
-from scheduler.topology_assignment import find_leader_and_workers, find_topology_assignment
+from scheduler.topology_assignment import find_leader_and_workers, find_topology_assignment, prepare_placement
 
 from .factories import (
     BLOCK,
@@ -52,7 +53,7 @@ class OldOrderingPlacer(Placer):
 
     def fill_in_counts(self, *args, **kwargs) -> None:
         super().fill_in_counts(*args, **kwargs)
-        for name in _COUNTERS:  # lists from the start: no phase-1 arrays to take shortcuts with
+        for name in COUNTERS:  # lists from the start: no phase-1 arrays to take shortcuts with
             getattr(self.counts, name)
 
     def sorted_domains(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
@@ -362,13 +363,27 @@ def test_lex_smallest_is_a_stable_sort_prefix(data):
     k = data.draw(st.integers(0, n + 2))
     expected = sorted(range(n), key=lambda i: tuple(int(key[i]) for key in keys))[:k]
     assert lex_smallest(keys, k).tolist() == expected
+    if n:
+        assert lex_first(keys) == sorted(range(n), key=lambda i: tuple(int(key[i]) for key in keys))[0]
 
 
-def test_counters_become_lists_on_first_use():
-    arrays = {name: np.arange(3, dtype=np.int64) + i for i, name in enumerate(_COUNTERS)}
-    counts = _Counts(arrays)
-    assert counts.phase1_arrays() is arrays
+def test_counters_are_read_from_the_kept_ones_and_written_apart():
+    snap = many_nodes()
+    pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request={"unconstrained": True})]
+    (workers,) = tas_requests(workload("w", pod_sets=pod_sets))
+    placer, _, _ = prepare_placement(snap, workers, None, gates=gates())
+    counts = placer.counts
+    arrays = counts.phase1_arrays()
+    assert arrays is not None
     state = counts.state
-    assert state == arrays["state"].tolist()
+    assert list(state) == arrays["state"].tolist()
     assert counts.state is state  # made once, then read and written as a list
-    assert counts.phase1_arrays() is None  # a list may change, so the arrays are no longer exact
+    assert counts.phase1_arrays() is arrays  # reading leaves the arrays exact
+    leaf = snap.tree.offsets[-1]
+    state[leaf] = state[leaf] + 1
+    state.append(7)
+    assert counts.phase1_arrays() is None  # a counter was written: the arrays no longer describe this run
+    assert (state[leaf], state[len(state) - 1]) == (arrays["state"][leaf] + 1, 7)
+    again, _, _ = prepare_placement(snap, workers, None, gates=gates())
+    assert again.counts.state[leaf] == arrays["state"][leaf]  # the first run's writes stayed its own
+    assert len(again.counts.state) == snap.tree.size

@@ -1,0 +1,295 @@
+"""Phase 1 of placement: how many pods and slices fit in every domain of a flavor's tree.
+
+Leaves count from their remaining capacity; every other domain from its children
+(Kueue's fillInCounts). The counters depend on the capacity and on a few properties of the
+request (its per-pod requests, the leader's, the nodes it may use, the slice sizes), not on
+how many pods it asks for. So the snapshot keeps them per such request shape, and when
+capacity or usage changes on a few leaves (an admission, a finished workload, a pod), it
+counts those leaves again and recomputes only their ancestors instead of the whole tree:
+on a large cluster that is the difference between counting 50,000 leaves and counting four.
+
+The counters are numpy arrays indexed by global domain index (one window per level).
+Placement reads them as arrays while ordering a whole level and as Python lists while it
+walks down the tree; the lists are made the first time a counter is read that way and
+then kept in step with the arrays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from scheduler.placement import NodeMatch
+    from scheduler.snapshot import TASFlavorSnapshot
+    from scheduler.tree import TopologyTree
+
+MAX_INT32 = 2**31 - 1
+_NO_CONTRIBUTOR = np.int64(2**62)
+
+COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+
+# Shapes kept per snapshot; each costs a few arrays (and lists) the size of the tree.
+SHAPES_KEPT = 16
+# Past this share of the leaves, counting every leaf again is cheaper than patching.
+PATCH_LIMIT = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What phase 1 depends on besides capacity (not the pod count)."""
+
+    requests: np.ndarray
+    leader_requests: np.ndarray | None
+    slice_level: int
+    slice_size: int
+    slice_size_at_level: Mapping[int, int]
+    simulate_empty: bool = False
+
+    def key(self, match: NodeMatch | None) -> tuple:
+        return (self.requests.tobytes(), None if self.leader_requests is None else self.leader_requests.tobytes(),
+                self.slice_level, self.slice_size, tuple(sorted(self.slice_size_at_level.items())),
+                self.simulate_empty, id(match))
+
+
+@dataclass(slots=True)
+class Counts:
+    """Phase-1 counters of every domain for one request shape on one snapshot."""
+
+    shape: Shape
+    match: NodeMatch | None
+    visited: np.ndarray  # bool per leaf: the leaves the request may use
+    arrays: dict[str, np.ndarray]  # counter -> int64 per global domain index
+    limiting: np.ndarray  # per leaf: the resource column that leaves it without a pod (-1: none)
+    resources: Counter  # leaves the request may use that hold no pod, per limiting resource name
+    version: int = -1  # the snapshot version the counters describe (-1: not kept)
+    assumed: np.ndarray | None = None  # leaves counted with assumed usage taken off
+    generation: int = 0  # bumped whenever the counters change in place
+    lists: dict[str, list[int]] = field(default_factory=dict)
+
+    def as_list(self, name: str) -> list[int]:
+        """The counter as a Python list (shared: read it, copy before writing)."""
+        values = self.lists.get(name)
+        if values is None:
+            values = self.lists[name] = self.arrays[name].tolist()
+        return values
+
+
+# ---------------------------------------------------------------- computing
+
+
+def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """How many times `requests` fits in each row of `capacity`, and, for the rows where it
+    does not fit at all, the limiting column (-1 elsewhere).
+
+    Ties between resources go to the alphabetically first name, as in Kueue's
+    CountInWithLimitingResource; a row limited by nothing reports -1.
+    """
+    cols = np.flatnonzero(requests).tolist()
+    cols.sort(key=lambda i: names[i])
+    n = capacity.shape[0]
+    if not cols:
+        return np.full(n, MAX_INT32, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    per_resource = np.maximum(capacity[:, cols] // requests[cols], 0)
+    np.minimum(per_resource, MAX_INT32, out=per_resource)
+    counts = per_resource.min(axis=1)
+    # the limiting resource matters only where nothing fits (the failure message counts it);
+    # elsewhere it is reported as -1
+    limiting = np.full(n, -1, dtype=np.int64)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        limiting[empty] = np.asarray(cols, dtype=np.int64)[np.argmin(per_resource[empty], axis=1)]
+    return counts, limiting
+
+
+def _leaf_counters(shape: Shape, remaining: np.ndarray, visited: np.ndarray, affinity: np.ndarray | None,
+                   names: Sequence[str], lowest_is_slice_level: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The counters of some leaves (`remaining`, `visited` and `affinity` rows of those leaves)."""
+    state, limiting = count_in(shape.requests, remaining, names)
+    state[~visited] = 0
+    if shape.leader_requests is not None:
+        leader_requests = shape.leader_requests
+        if len(leader_requests) < remaining.shape[1]:  # resources added since: it asks for none of them
+            leader_requests = np.pad(leader_requests, (0, remaining.shape[1] - len(leader_requests)))
+        leader_fits, _ = count_in(leader_requests, remaining, names)
+        leader_mask = (leader_fits > 0) & visited
+        after_leader = remaining - np.where(leader_mask[:, None], leader_requests[None, :], 0)
+        state_wl, _ = count_in(shape.requests, after_leader, names)
+        state_wl[~visited] = 0
+        leader = leader_mask.astype(np.int64)
+    else:
+        leader = np.zeros(len(state), dtype=np.int64)
+        state_wl = state.copy()
+    affinity = np.zeros(len(state), dtype=np.int64) if affinity is None else np.where(visited, affinity, 0)
+    if lowest_is_slice_level:
+        slice_, slice_wl = state // shape.slice_size, state_wl // shape.slice_size
+    else:
+        slice_, slice_wl = np.zeros_like(state), np.zeros_like(state)
+    counters = dict(state=state, state_wl=state_wl, slice=slice_, slice_wl=slice_wl, leader=leader,
+                    affinity=affinity)
+    return counters, limiting
+
+
+def _roll_level(shape: Shape, level: int, child: Mapping[str, np.ndarray], starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Counters of domains at `level` from their children's (`child`, grouped by parent, each
+    group starting at `starts`) -- fillInCountsHelper for one level."""
+    c_state, c_state_wl = child["state"], child["state_wl"]
+    inner = shape.slice_size_at_level.get(level + 1)
+    if inner:
+        c_state = c_state // inner * inner
+        c_state_wl = c_state_wl // inner * inner
+    leader_required = shape.leader_requests is not None
+    contributor = child["leader"] > 0 if leader_required else np.ones(len(c_state), dtype=bool)
+    min_diff = np.minimum.reduceat(np.where(contributor, c_state - c_state_wl, _NO_CONTRIBUTOR), starts)
+    min_slice_diff = np.minimum.reduceat(
+        np.where(contributor, child["slice"] - child["slice_wl"], _NO_CONTRIBUTOR), starts)
+    has = np.maximum.reduceat(contributor.astype(np.int8), starts) > 0
+    d_state = np.add.reduceat(c_state, starts)
+    slice_cap = np.add.reduceat(child["slice"], starts)
+    d_state_wl = np.where(has, d_state - min_diff, 0)
+    d_slice_wl = np.where(has, slice_cap - min_slice_diff, 0)
+    if level == shape.slice_level:
+        slice_cap = d_state // shape.slice_size
+        d_slice_wl = d_state_wl // shape.slice_size
+    return dict(state=d_state, state_wl=d_state_wl, slice=slice_cap, slice_wl=d_slice_wl,
+                leader=np.maximum.reduceat(child["leader"], starts),
+                affinity=np.add.reduceat(child["affinity"], starts))
+
+
+def _window(tree: TopologyTree, level: int) -> slice:
+    start = tree.offsets[level]
+    return slice(start, start + len(tree.levels[level]))
+
+
+def _starved(visited: np.ndarray, state: np.ndarray, limiting: np.ndarray, names: Sequence[str]) -> Counter:
+    starved = np.flatnonzero(visited & (state == 0) & (limiting >= 0))
+    out: Counter = Counter()
+    if len(starved) <= 64:
+        for col in limiting[starved].tolist():
+            out[names[col]] += 1
+    else:
+        for col, num in zip(*np.unique(limiting[starved], return_counts=True), strict=True):
+            out[names[int(col)]] += int(num)
+    return out
+
+
+def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining: np.ndarray,
+            visited: np.ndarray, names: Sequence[str]) -> Counts:
+    """Every domain's counters from the leaves' remaining capacity."""
+    lowest = tree.depth - 1
+    affinity = match.affinity_score if match is not None else None
+    leaf, limiting = _leaf_counters(shape, remaining, visited, affinity, names, shape.slice_level == lowest)
+    arrays = {name: np.empty(tree.size, dtype=np.int64) for name in COUNTERS}
+    window = _window(tree, lowest)
+    for name in COUNTERS:
+        arrays[name][window] = leaf[name]
+    for lvl in range(lowest - 1, -1, -1):
+        child_window = _window(tree, lvl + 1)
+        child = {name: arrays[name][child_window] for name in COUNTERS}
+        rolled = _roll_level(shape, lvl, child, tree.levels[lvl].child_start[:-1])
+        window = _window(tree, lvl)
+        for name in COUNTERS:
+            arrays[name][window] = rolled[name]
+    return Counts(shape, match, visited, arrays, limiting, _starved(visited, leaf["state"], limiting, names))
+
+
+def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.ndarray, names: Sequence[str]) -> None:
+    """Count `leaves` (sorted local leaf indices) again, from their remaining capacity `rows`,
+    and recompute their ancestors."""
+    shape, arrays, lists = counts.shape, counts.arrays, counts.lists
+    lowest = tree.depth - 1
+    visited = counts.visited[leaves]
+    affinity = counts.match.affinity_score if counts.match is not None else None
+    leaf, limiting = _leaf_counters(shape, rows, visited,
+                                    None if affinity is None else affinity[leaves], names, shape.slice_level == lowest)
+    window = tree.offsets[lowest] + leaves
+    counts.resources.subtract(_starved(visited, arrays["state"][window], counts.limiting[leaves], names))
+    counts.resources.update(_starved(visited, leaf["state"], limiting, names))
+    counts.resources += Counter()  # drop the resources no leaf is starved of any more
+    counts.limiting[leaves] = limiting
+    _store(arrays, lists, window, leaf)
+    changed = leaves
+    for lvl in range(lowest - 1, -1, -1):
+        parents = np.unique(tree.levels[lvl + 1].parent[changed])
+        child_start = tree.levels[lvl].child_start
+        first, stop = child_start[parents], child_start[parents + 1]
+        sizes = stop - first
+        starts = np.zeros(len(parents), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        members = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts - first, sizes)
+        members += tree.offsets[lvl + 1]
+        child = {name: arrays[name][members] for name in COUNTERS}
+        _store(arrays, lists, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
+        changed = parents
+    counts.generation += 1
+
+
+def _store(arrays: dict[str, np.ndarray], lists: dict[str, list[int]], at: np.ndarray,
+           values: Mapping[str, np.ndarray]) -> None:
+    positions: list[int] | None = None
+    for name in COUNTERS:
+        arrays[name][at] = values[name]
+        listed = lists.get(name)
+        if listed is not None:
+            if positions is None:
+                positions = at.tolist()
+            for i, v in zip(positions, values[name].tolist(), strict=True):
+                listed[i] = v
+
+
+# ---------------------------------------------------------------- kept per snapshot
+
+
+def visited_leaves(snap: TASFlavorSnapshot, match: NodeMatch | None) -> np.ndarray:
+    visited = np.ones(snap.tree.leaf_count, dtype=bool)
+    if match is not None:
+        visited &= ~match.excluded
+    return visited
+
+
+def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
+                assumed: Mapping[int, np.ndarray] | None = None) -> Counts:
+    """The snapshot's counters for this shape, brought up to date with its capacity and usage,
+    less `assumed` usage per leaf (PodSets of the same workload placed before this one).
+
+    The leaves that carry assumed usage are counted again from the real capacity the next
+    time the counters are asked for."""
+    cache: OrderedDict[tuple, Counts] = snap.phase1_cache
+    key = shape.key(match)
+    version = snap.free_version if shape.simulate_empty else snap.version
+    counts = cache.get(key)
+    assumed_leaves = np.fromiter(sorted(assumed), dtype=np.intp, count=len(assumed)) if assumed else None
+    if counts is not None and counts.match is match:
+        cache.move_to_end(key)
+        if counts.version == version and counts.assumed is None and assumed_leaves is None:
+            return counts
+        leaves = snap.changed_leaves(counts.version, simulate_empty=shape.simulate_empty)
+        if leaves is not None:
+            extra = [a for a in (counts.assumed, assumed_leaves) if a is not None]
+            if extra:
+                leaves = np.unique(np.concatenate([leaves, *extra]))
+            if len(leaves) <= PATCH_LIMIT * snap.tree.leaf_count:
+                if len(leaves):
+                    rows = snap.remaining(simulate_empty=shape.simulate_empty)[leaves]
+                    if assumed:
+                        positions = np.searchsorted(leaves, assumed_leaves)
+                        rows[positions] -= np.stack([assumed[int(leaf)] for leaf in assumed_leaves])
+                    refresh(counts, snap.tree, leaves, rows, snap.resources.names)
+                counts.version, counts.assumed = version, assumed_leaves
+                return counts
+    remaining = snap.remaining(simulate_empty=shape.simulate_empty)
+    if assumed:
+        remaining = remaining.copy()  # the snapshot's is shared
+        for leaf, usage in assumed.items():
+            remaining[leaf] -= usage
+    counts = compute(snap.tree, shape, match, remaining, visited_leaves(snap, match), snap.resources.names)
+    counts.version, counts.assumed = version, assumed_leaves
+    cache[key] = counts
+    cache.move_to_end(key)
+    while len(cache) > SHAPES_KEPT:
+        cache.popitem(last=False)
+    return counts
