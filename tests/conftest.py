@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -19,3 +20,4 @@ def fresh_scheduler_runtime() -> Iterator[None]:
     runtime_discard("a new test")
     yield
     runtime_discard("the test ended")
+    gc.unfreeze()  # what a pass left out of garbage collections is the next test's garbage

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -99,6 +100,12 @@ class DomainPaths:
             if topology in topologies:
                 self.levels_by_flavor[flavor] = list(topologies[topology])
         self._labels: dict[str, Mapping[str, str]] = {}
+        self._lookup: Callable[[str], EngineNode | None] | None = None
+
+    def look_up_in(self, node_for_hostname: Callable[[str], EngineNode | None]) -> None:
+        """Take the labels of nodes from the pass's own state (by hostname, or name) before
+        reading the database, and only for the nodes asked about."""
+        self._lookup = node_for_hostname
 
     def labels_of(self, hostname: str) -> Mapping[str, str] | None:
         self.prefetch([hostname])
@@ -112,6 +119,15 @@ class DomainPaths:
 
     def prefetch(self, hostnames: Iterable[str]) -> None:
         wanted = [h for h in set(hostnames) if h not in self._labels]
+        if self._lookup is not None and wanted:
+            missing = []
+            for hostname in wanted:
+                node = self._lookup(hostname)
+                if node is None:
+                    missing.append(hostname)
+                else:
+                    self._labels[hostname] = node.labels
+            wanted = missing
         for start in range(0, len(wanted), 2000):
             chunk = wanted[start:start + 2000]
             for hostname, name, labels in cluster.Node.objects.filter(hostname__in=chunk).values_list(
@@ -302,12 +318,16 @@ class PassRecorder:
             scheduling_pass=self.scheduling_pass))
 
     def load_rows(self, result: PassResult) -> None:
-        keys = {(w.workload.namespace, w.workload.name) for w in result.workloads}
-        names = sorted({name for _, name in keys})
-        # locked until the pass commits: no writer slips in between this check and the write
-        for start in range(0, len(names), ROW_CHUNK):
-            for row in cluster.Workload.objects.select_for_update().filter(name__in=names[start:start + ROW_CHUNK]):
-                if (row.namespace, row.name) in keys:
+        by_namespace: dict[str, set[str]] = defaultdict(set)
+        for w in result.workloads:
+            by_namespace[w.workload.namespace].add(w.workload.name)
+        # by (namespace, name), as the index is; locked until the pass commits: no writer
+        # slips in between this check and the write
+        for namespace, names in sorted(by_namespace.items()):
+            ordered = sorted(names)
+            for start in range(0, len(ordered), ROW_CHUNK):
+                for row in cluster.Workload.objects.select_for_update().filter(
+                        namespace=namespace, name__in=ordered[start:start + ROW_CHUNK]):
                     self.rows[row.key] = row
         if self.read_versions is not None:
             self.stale = {key for key, row in self.rows.items()
@@ -537,7 +557,7 @@ def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, sta
             record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
                                                    workloads_seen=len(engine.state.workload_map))
             recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
-            recorder.paths.remember(engine.state.nodes.values())
+            recorder.paths.look_up_in(engine.state.node_for_hostname)
             recorder.record(result)
             if before_commit is not None:
                 before_commit(record)

@@ -249,6 +249,9 @@ TAS_SCHEDULER_QUEUE = env_str("TAS_SCHEDULER_QUEUE") or "scheduler"
 CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
 TAS_SCHEDULER_LOCK_WAIT = env_int("TAS_SCHEDULER_LOCK_WAIT", 2)
 TAS_SCHEDULER_DEBOUNCE = env_int("TAS_SCHEDULER_DEBOUNCE", 1)
+# The scheduler process leaves its long-lived state out of garbage collections and collects
+# it in full this often (seconds).
+TAS_SCHEDULER_FULL_COLLECTION_SECONDS = env_int("TAS_SCHEDULER_FULL_COLLECTION_SECONDS", 600)
 
 # --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------
 

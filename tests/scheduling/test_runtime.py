@@ -4,7 +4,9 @@ to a state built from scratch from the same rows."""
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -146,6 +148,33 @@ class TestIncrementalPasses:
         rt.change_log_prune()
         assert not cluster.MirrorChange.objects.filter(name="late", deleted=False).exclude(
             id__gt=rt.runtime_current().cursor).exists()
+
+
+class _Cycle:
+    """An object in a reference cycle: only the cyclic garbage collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+class TestGarbageCollection:
+    def test_what_outlives_a_pass_is_left_out_of_collections_until_the_periodic_one(self, settings):
+        settings.TAS_SCHEDULER_FULL_COLLECTION_SECONDS = 3600
+        import_example_cluster()
+        services.scheduling_pass_run()
+        before = gc.get_freeze_count()
+        gc.disable()  # no collection may free it before the pass ends
+        try:
+            garbage = weakref.ref(_Cycle())  # unreachable at once, but kept alive by its cycle
+            services.scheduling_pass_run()
+        finally:
+            gc.enable()
+        assert gc.get_freeze_count() > before
+        gc.collect()
+        assert garbage() is not None  # frozen: ordinary collections leave it
+        settings.TAS_SCHEDULER_FULL_COLLECTION_SECONDS = 0
+        services.scheduling_pass_run()
+        assert garbage() is None  # the periodic full collection freed it
 
 
 def test_the_state_stays_equal_to_a_rebuild_through_a_busy_simulated_cluster():
