@@ -232,6 +232,11 @@ class _Overlay:
         return (self[d] for d in range(self.size))
 
 
+# Below this many domains a counter is copied for each run (a list copy costs less than the
+# overlay's reads); above it, phase 2 reads through an overlay.
+COPY_BELOW = 16384
+
+
 class _Counts:
     """Per-domain counters of one placement run, indexed by global domain index.
 
@@ -239,36 +244,41 @@ class _Counts:
     `*_wl`: the same with room kept for the leader; `leader`: whether the leader fits.
 
     Phase 1 leaves numpy arrays (kept by the snapshot per request shape); phase 2 reads and
-    writes each counter as a list-like overlay of them, made when first used.
+    writes each counter as a list of its own (small trees) or as a list-like overlay of the
+    kept list (large trees), made when first used.
     """
 
-    state: _Overlay
-    state_wl: _Overlay
-    slice: _Overlay
-    slice_wl: _Overlay
-    leader: _Overlay
-    affinity: _Overlay
+    state: list[int] | _Overlay
+    state_wl: list[int] | _Overlay
+    slice: list[int] | _Overlay
+    slice_wl: list[int] | _Overlay
+    leader: list[int] | _Overlay
+    affinity: list[int] | _Overlay
 
     def __init__(self, phase1: Phase1Counts) -> None:
         self._phase1 = phase1
         self._generation = phase1.generation
-        self._overlays: dict[str, _Overlay] = {}
+        self._made: dict[str, list[int] | _Overlay] = {}
 
-    def __getattr__(self, name: str) -> _Overlay:
+    def __getattr__(self, name: str) -> list[int] | _Overlay:
         # Only reached while the counter's attribute is still unset.
         if name not in COUNTERS:
             raise AttributeError(name)
         if self._phase1.generation != self._generation:
             raise RuntimeError("the snapshot's capacity changed during a placement")
-        values = _Overlay(self._phase1.as_list(name))
+        base = self._phase1.as_list(name)
+        values: list[int] | _Overlay = list(base) if len(base) < COPY_BELOW else _Overlay(base)
         setattr(self, name, values)
-        self._overlays[name] = values
+        self._made[name] = values
         return values
 
     def phase1_arrays(self) -> dict[str, np.ndarray] | None:
         """The phase-1 counters as arrays while they are still exact: until phase 2 writes."""
-        if self._phase1.generation != self._generation or any(o.over for o in self._overlays.values()):
+        if self._phase1.generation != self._generation:
             return None
+        for name, values in self._made.items():
+            if values.over if isinstance(values, _Overlay) else values != self._phase1.lists[name]:
+                return None
         return self._phase1.arrays
 
 

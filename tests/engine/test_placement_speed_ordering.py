@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler import topology_assignment
+from scheduler import placement, topology_assignment
 from scheduler.phase1 import COUNTERS
 from scheduler.placement import Placer, _Params, lex_first, lex_smallest
 from scheduler.snapshot import TASFlavorSnapshot
@@ -319,6 +319,17 @@ def test_same_placement_as_the_python_ordering(case: Case):
     assert assignments == expected
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_same_placement_through_overlays_as_through_copies(case: Case):
+    """Large trees read the kept counters through overlays, small ones copy them: same placements."""
+    with mock.patch.object(placement, "COPY_BELOW", 0):
+        assignments, reason = run(case)
+    expected, expected_reason = run(case)
+    assert reason == expected_reason
+    assert assignments == expected
+
+
 @functools.cache
 def many_nodes() -> TASFlavorSnapshot:
     """960 nodes with few distinct free capacities (many ties, some nodes full)."""
@@ -367,7 +378,9 @@ def test_lex_smallest_is_a_stable_sort_prefix(data):
         assert lex_first(keys) == sorted(range(n), key=lambda i: tuple(int(key[i]) for key in keys))[0]
 
 
-def test_counters_are_read_from_the_kept_ones_and_written_apart():
+@pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
+def test_counters_are_read_from_the_kept_ones_and_written_apart(copy_below, monkeypatch):
+    monkeypatch.setattr(placement, "COPY_BELOW", copy_below)
     snap = many_nodes()
     pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request={"unconstrained": True})]
     (workers,) = tas_requests(workload("w", pod_sets=pod_sets))
