@@ -232,6 +232,14 @@ class _Overlay:
         return (self[d] for d in range(self.size))
 
 
+def _readable(values: list[int] | _Overlay, domains: Sequence[int]) -> list[int] | _Overlay:
+    """What to read `domains` of a counter from: the kept list itself when the run wrote none
+    of them (plain list reads, for sorting), else the counter."""
+    if isinstance(values, _Overlay) and (not values.over or values.over.keys().isdisjoint(domains)):
+        return values.base
+    return values
+
+
 # Below this many domains a counter is copied for each run (a list copy costs less than the
 # overlay's reads); above it, phase 2 reads through an overlay.
 COPY_BELOW = 16384
@@ -396,29 +404,28 @@ class Placer:
     def sorted_domains(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
         """BestFit: most slices first; LeastFreeCapacity: fewest first; then fewest pods, then values."""
         c, rank = self.counts, self.rank
-        slices, state = c.slice, c.state
+        slices, state = _readable(c.slice, domains), _readable(c.state, domains)
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
-            affinity = c.affinity
+            affinity = _readable(c.affinity, domains)
             return sorted(domains, key=lambda d: (-affinity[d], sign * slices[d], state[d], rank[d]))
         return sorted(domains, key=lambda d: (sign * slices[d], state[d], rank[d]))
 
     def sorted_domains_with_leader(self, domains: Sequence[int], unconstrained: bool) -> list[int]:
         c, rank = self.counts, self.rank
-        leader, slices, state = c.leader, c.slice_wl, c.state_wl
+        leader, slices = _readable(c.leader, domains), _readable(c.slice_wl, domains)
+        state = _readable(c.state_wl, domains)
         sign = 1 if self.least_free(unconstrained) else -1
         if self.affinity_first:
-            affinity = c.affinity
+            affinity = _readable(c.affinity, domains)
             return sorted(domains, key=lambda d: (-leader[d], -affinity[d], sign * slices[d], state[d], rank[d]))
         return sorted(domains, key=lambda d: (-leader[d], sign * slices[d], state[d], rank[d]))
 
     def _level_order_keys(
-        self, arrays: dict[str, np.ndarray], level: int, unconstrained: bool, with_leader: bool,
-        leader_key: bool = True,
+        self, arrays: dict[str, np.ndarray], level: int, unconstrained: bool, with_leader: bool
     ) -> list[np.ndarray]:
         """The keys of `sorted_domains` (`sorted_domains_with_leader` when `with_leader`) for every
-        domain of `level`, most significant first, as arrays indexed by position in the level
-        (without the leader's key, which is 0 everywhere, when not `leader_key`).
+        domain of `level`, most significant first, as arrays indexed by position in the level.
 
         The level's `rank` orders its domains as `rank_of` does (both follow the sorted values),
         which holds while no domain has been cloned.
@@ -430,7 +437,7 @@ class Placer:
         keys = [sign * arrays[slices][window], arrays[state][window], tree.levels[level].rank]
         if self.affinity_first:
             keys.insert(0, -arrays["affinity"][window])
-        if with_leader and leader_key:
+        if with_leader:
             keys.insert(0, -arrays["leader"][window])
         return keys
 
@@ -566,21 +573,29 @@ class Placer:
         every slice (and the leaders), the first of the fewest free units that still does
         (`sorted_domains_with_leader` then `best_fit_for_slices`, without listing the level)."""
         start = self.tree.offsets[level]
-        keys = self._level_order_keys(arrays, level, p.unconstrained, with_leader=True, leader_key=p.leader_count > 0)
-        top = lex_first(keys)
         window = slice(start, start + len(self.tree.levels[level]))
         slice_wl, leader = arrays["slice_wl"][window], arrays["leader"][window]
+        # the order: most leaders (when there is one), most slices, fewest pods, then the rank,
+        # which is the position in the level
+        keys = [slice_wl, arrays["state_wl"][window]]
+        largest = [True, False]
+        if p.leader_count > 0:
+            keys.insert(0, leader)
+            largest.insert(0, True)
+        top = lex_first(keys, largest)
         if slice_wl[top] < slice_count or leader[top] < p.leader_count:
             return start + top
         units = (arrays["slice_wl"] if p.leader_count > 0 else arrays["slice"])[window]
-        ok = (units >= slice_count) & (units < MAX_INT32) & (leader >= p.leader_count)
+        ok = (units >= slice_count) & (units < MAX_INT32)
+        if p.leader_count > 0:
+            ok &= leader >= p.leader_count
         fitting = np.flatnonzero(ok)
         if not fitting.size:
             return start + top
-        least = units[fitting].min()
-        tied = fitting[units[fitting] == least]
-        # the first of them in the order: the smallest by the order's keys
-        return start + int(tied[lex_first([key[tied] for key in keys])])
+        fitting_units = units[fitting]
+        tied = fitting[fitting_units == fitting_units.min()]
+        # the first of them in the order
+        return start + int(tied[lex_first([key[tied] for key in keys], largest)])
 
     def _walks_a_prefix(self, p: _Params, slice_count: int) -> bool:
         """Whether phase 2a is LeastFreeCapacity's plain walk in order (no leader to place first,
@@ -801,13 +816,14 @@ class Placer:
 # ---------------------------------------------------------------- vector helpers
 
 
-def lex_first(keys: Sequence[np.ndarray]) -> int:
+def lex_first(keys: Sequence[np.ndarray], largest: Sequence[bool] | None = None) -> int:
     """The position a stable sort by `keys` (most significant first) puts first: `lex_smallest(keys, 1)`,
-    narrowing to the rows holding each key's least value in turn."""
+    narrowing to the rows holding each key's least value (its greatest, where `largest`) in turn."""
     pool: np.ndarray | None = None
-    for key in keys:
+    for i, key in enumerate(keys):
         values = key if pool is None else key[pool]
-        hits = np.flatnonzero(values == values.min())
+        target = values.max() if largest is not None and largest[i] else values.min()
+        hits = np.flatnonzero(values == target)
         pool = hits if pool is None else pool[hits]
         if len(pool) == 1:
             break

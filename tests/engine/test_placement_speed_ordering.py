@@ -376,6 +376,9 @@ def test_lex_smallest_is_a_stable_sort_prefix(data):
     assert lex_smallest(keys, k).tolist() == expected
     if n:
         assert lex_first(keys) == sorted(range(n), key=lambda i: tuple(int(key[i]) for key in keys))[0]
+        largest = data.draw(st.lists(st.booleans(), min_size=columns, max_size=columns))
+        signed = [-key if big else key for key, big in zip(keys, largest, strict=True)]
+        assert lex_first(keys, largest) == lex_smallest(signed, 1)[0]
 
 
 @pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
