@@ -63,8 +63,7 @@ class Counts:
     shape: Shape
     match: NodeMatch | None
     visited: np.ndarray  # bool per leaf: the leaves the request may use
-    matrix: np.ndarray  # int64, one row per counter (in COUNTERS' order), one column per global domain index
-    arrays: dict[str, np.ndarray]  # counter -> its row of `matrix`
+    arrays: dict[str, np.ndarray]  # counter -> int64 per global domain index
     limiting: np.ndarray  # per leaf: the resource column that leaves it without a pod (-1: none)
     resources: Counter  # leaves the request may use that hold no pod, per limiting resource name
     version: int = -1  # the snapshot version the counters describe (-1: not kept)
@@ -184,8 +183,7 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
     lowest = tree.depth - 1
     affinity = match.affinity_score if match is not None else None
     leaf, limiting = _leaf_counters(shape, remaining, visited, affinity, names, shape.slice_level == lowest)
-    matrix = np.empty((len(COUNTERS), tree.size), dtype=np.int64)
-    arrays = dict(zip(COUNTERS, matrix, strict=True))
+    arrays = {name: np.empty(tree.size, dtype=np.int64) for name in COUNTERS}
     window = _window(tree, lowest)
     for name in COUNTERS:
         arrays[name][window] = leaf[name]
@@ -196,13 +194,13 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
         window = _window(tree, lvl)
         for name in COUNTERS:
             arrays[name][window] = rolled[name]
-    return Counts(shape, match, visited, matrix, arrays, limiting, _starved(visited, leaf["state"], limiting, names))
+    return Counts(shape, match, visited, arrays, limiting, _starved(visited, leaf["state"], limiting, names))
 
 
 def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.ndarray, names: Sequence[str]) -> None:
     """Count `leaves` (sorted local leaf indices) again, from their remaining capacity `rows`,
     and recompute their ancestors."""
-    shape, arrays = counts.shape, counts.arrays
+    shape, arrays, lists = counts.shape, counts.arrays, counts.lists
     lowest = tree.depth - 1
     visited = counts.visited[leaves]
     affinity = counts.match.affinity_score if counts.match is not None else None
@@ -213,7 +211,7 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
     counts.resources.update(_starved(visited, leaf["state"], limiting, names))
     counts.resources += Counter()  # drop the resources no leaf is starved of any more
     counts.limiting[leaves] = limiting
-    _store(counts, window, leaf)
+    _store(arrays, lists, window, leaf)
     changed = leaves
     for lvl in range(lowest - 1, -1, -1):
         parents = np.unique(tree.levels[lvl + 1].parent[changed])
@@ -224,22 +222,23 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
         np.cumsum(sizes[:-1], out=starts[1:])
         members = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts - first, sizes)
         members += tree.offsets[lvl + 1]
-        child = dict(zip(COUNTERS, counts.matrix[:, members], strict=True))
-        _store(counts, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
+        child = {name: arrays[name][members] for name in COUNTERS}
+        _store(arrays, lists, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
         changed = parents
     counts.generation += 1
 
 
-def _store(counts: Counts, at: np.ndarray, values: Mapping[str, np.ndarray]) -> None:
-    stacked = np.stack([values[name] for name in COUNTERS])
-    counts.matrix[:, at] = stacked
-    if counts.lists:
-        positions = at.tolist()
-        for name, row in zip(COUNTERS, stacked.tolist(), strict=True):
-            listed = counts.lists.get(name)
-            if listed is not None:
-                for i, v in zip(positions, row, strict=True):
-                    listed[i] = v
+def _store(arrays: dict[str, np.ndarray], lists: dict[str, list[int]], at: np.ndarray,
+           values: Mapping[str, np.ndarray]) -> None:
+    positions: list[int] | None = None
+    for name in COUNTERS:
+        arrays[name][at] = values[name]
+        listed = lists.get(name)
+        if listed is not None:
+            if positions is None:
+                positions = at.tolist()
+            for i, v in zip(positions, values[name].tolist(), strict=True):
+                listed[i] = v
 
 
 # ---------------------------------------------------------------- kept per snapshot
