@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 MAX_INT32 = 2**31 - 1
 _NO_CONTRIBUTOR = np.int64(2**62)
+_FIRST = np.zeros(1, dtype=np.int64)  # the segment starts of one group
 
 COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
 
@@ -207,21 +208,29 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
     leaf, limiting = _leaf_counters(shape, rows, visited,
                                     None if affinity is None else affinity[leaves], names, shape.slice_level == lowest)
     window = tree.offsets[lowest] + leaves
-    counts.resources.subtract(_starved(visited, arrays["state"][window], counts.limiting[leaves], names))
-    counts.resources.update(_starved(visited, leaf["state"], limiting, names))
-    counts.resources += Counter()  # drop the resources no leaf is starved of any more
+    before = arrays["state"][window]
+    if (visited & ((before == 0) | (leaf["state"] == 0))).any():  # a leaf was or is starved
+        counts.resources.subtract(_starved(visited, before, counts.limiting[leaves], names))
+        counts.resources.update(_starved(visited, leaf["state"], limiting, names))
+        counts.resources += Counter()  # drop the resources no leaf is starved of any more
     counts.limiting[leaves] = limiting
     _store(arrays, lists, window, leaf)
     changed = leaves
     for lvl in range(lowest - 1, -1, -1):
         parents = np.unique(tree.levels[lvl + 1].parent[changed])
         child_start = tree.levels[lvl].child_start
-        first, stop = child_start[parents], child_start[parents + 1]
-        sizes = stop - first
-        starts = np.zeros(len(parents), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
-        members = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts - first, sizes)
-        members += tree.offsets[lvl + 1]
+        below = tree.offsets[lvl + 1]
+        if len(parents) == 1:  # the common case: every change under one domain
+            parent = int(parents[0])
+            members = np.arange(below + int(child_start[parent]), below + int(child_start[parent + 1]))
+            starts = _FIRST
+        else:
+            first, stop = child_start[parents], child_start[parents + 1]
+            sizes = stop - first
+            starts = np.zeros(len(parents), dtype=np.int64)
+            np.cumsum(sizes[:-1], out=starts[1:])
+            members = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts - first, sizes)
+            members += below
         child = {name: arrays[name][members] for name in COUNTERS}
         _store(arrays, lists, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
         changed = parents
