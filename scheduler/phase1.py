@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scheduler.snapshot import TASFlavorSnapshot, worth_patching
+
 if TYPE_CHECKING:
     from scheduler.placement import NodeMatch
-    from scheduler.snapshot import TASFlavorSnapshot
     from scheduler.tree import TopologyTree
 
 MAX_INT32 = 2**31 - 1
@@ -36,8 +37,6 @@ COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
 
 # Shapes kept per snapshot; each costs a few arrays (and lists) the size of the tree.
 SHAPES_KEPT = 16
-# Past this share of the leaves, counting every leaf again is cheaper than patching.
-PATCH_LIMIT = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +259,17 @@ def visited_leaves(snap: TASFlavorSnapshot, match: NodeMatch | None) -> np.ndarr
     return visited
 
 
+def remaining_less(snap: TASFlavorSnapshot, shape: Shape, assumed: Mapping[int, np.ndarray] | None) -> np.ndarray:
+    """The leaves' remaining capacity for this shape, less the `assumed` usage per leaf (a copy
+    then: the snapshot's is shared)."""
+    remaining = snap.remaining(simulate_empty=shape.simulate_empty)
+    if assumed:
+        remaining = remaining.copy()
+        for leaf, usage in assumed.items():
+            remaining[leaf] -= usage
+    return remaining
+
+
 def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
                 assumed: Mapping[int, np.ndarray] | None = None) -> Counts:
     """The snapshot's counters for this shape, brought up to date with its capacity and usage,
@@ -281,7 +291,7 @@ def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
             extra = [a for a in (counts.assumed, assumed_leaves) if a is not None]
             if extra:
                 leaves = np.unique(np.concatenate([leaves, *extra]))
-            if len(leaves) <= PATCH_LIMIT * snap.tree.leaf_count:
+            if worth_patching(len(leaves), snap.tree.leaf_count):
                 if len(leaves):
                     rows = snap.remaining(simulate_empty=shape.simulate_empty)[leaves]
                     if assumed:
@@ -290,12 +300,8 @@ def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
                     refresh(counts, snap.tree, leaves, rows, snap.resources.names)
                 counts.version, counts.assumed = version, assumed_leaves
                 return counts
-    remaining = snap.remaining(simulate_empty=shape.simulate_empty)
-    if assumed:
-        remaining = remaining.copy()  # the snapshot's is shared
-        for leaf, usage in assumed.items():
-            remaining[leaf] -= usage
-    counts = compute(snap.tree, shape, match, remaining, visited_leaves(snap, match), snap.resources.names)
+    counts = compute(snap.tree, shape, match, remaining_less(snap, shape, assumed), visited_leaves(snap, match),
+                     snap.resources.names)
     counts.version, counts.assumed = version, assumed_leaves
     cache[key] = counts
     cache.move_to_end(key)

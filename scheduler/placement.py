@@ -20,7 +20,7 @@ the order of the Python sorts (same keys, same tie-break by rank), which later p
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,7 +29,7 @@ import numpy as np
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
 from scheduler.model import NO_EXECUTE, NO_SCHEDULE, NodeAffinity, PodSet, Taint, Toleration, TopologyRequest
-from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, visited_leaves
+from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, remaining_less, visited_leaves
 from scheduler.phase1 import Counts as Phase1Counts
 from scheduler.snapshot import TASFlavorSnapshot
 
@@ -228,9 +228,6 @@ class _Overlay:
     def __len__(self) -> int:
         return self.size
 
-    def __iter__(self) -> Iterator[int]:
-        return (self[d] for d in range(self.size))
-
 
 def _readable(values: list[int] | _Overlay, domains: Sequence[int]) -> list[int] | _Overlay:
     """What to read `domains` of a counter from: the kept list itself when the run wrote none
@@ -389,13 +386,11 @@ class Placer:
         if in_domain is None:
             counts = kept_counts(snap, shape, match, assumed)
         else:
-            remaining = snap.remaining(simulate_empty=shape.simulate_empty).copy()
-            for leaf, usage in (assumed or {}).items():
-                remaining[leaf] -= usage
             visited = visited_leaves(snap, match)
             self.stats.topology_domain += int((visited & ~in_domain).sum())
             visited &= in_domain
-            counts = compute(self.tree, shape, match, remaining, visited, snap.resources.names)
+            counts = compute(self.tree, shape, match, remaining_less(snap, shape, assumed), visited,
+                             snap.resources.names)
         self.stats.resources.update(counts.resources)
         self.counts = _Counts(counts)
 

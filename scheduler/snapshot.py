@@ -20,6 +20,12 @@ from scheduler.quantity import PODS
 from scheduler.tree import TopologyTree
 
 JOURNAL_KEPT = 256  # recent changes whose leaves are kept
+PATCH_SHARE = 0.25  # past this share of the leaves, computing afresh is cheaper than patching
+
+
+def worth_patching(changed: int, leaves: int) -> bool:
+    """Whether what is kept per leaf is brought up to date on the `changed` leaves only."""
+    return changed <= PATCH_SHARE * leaves
 
 
 @dataclass(slots=True)
@@ -257,7 +263,7 @@ class TASFlavorSnapshot:
             return cached[1]
         if cached is not None and cached[1].shape == self.free.shape:
             leaves = self.changed_leaves(cached[0], simulate_empty=simulate_empty)
-            if leaves is not None and len(leaves) * 4 <= self.tree.leaf_count:
+            if leaves is not None and worth_patching(len(leaves), self.tree.leaf_count):
                 value = cached[1]
                 value.flags.writeable = True
                 value[leaves] = self.free[leaves] if simulate_empty else self.free[leaves] - self.tas_usage[leaves]
