@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("files", nargs="+", metavar="FILE")
     sim.add_argument("--feature-gates", default="", metavar="K=V,...")
     sim.add_argument("--now", default=None, metavar="RFC3339")
+    sim.add_argument("--config", default=None, metavar="FILE",
+                     help="Kueue's manager Configuration (config.kueue.x-k8s.io): resource transformations, "
+                          "excluded resource prefixes, fair sharing, waitForPodsReady")
     sim.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="json")
     sim.add_argument("--cycles", default="1", metavar="N|all",
                      help="scheduling cycles to run (a cycle admits at most one workload per ClusterQueue, "
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from scheduler.config import read_configuration
     from scheduler.loader import read_objects
     from scheduler.output import render
     from scheduler.simulate import simulate
@@ -68,13 +72,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     gates = FeatureGates.parse(args.feature_gates)
     now = _parse_now(args.now)
     cycles = _parse_cycles(args.cycles)
+    config = read_configuration(args.config) if args.config else None
     objects: list[tuple[str, dict]] = []
     # a one-shot run of objects read, parsed and kept until the end: the cyclic garbage
     # collector would only walk them again and again (a third of a 15,000-workload pass)
     gc.disable()
     for path in args.files:
         objects.extend((path, obj) for obj in read_objects(path))
-    result = simulate(objects, gates=gates, now=now, cycles=cycles,
+    result = simulate(objects, gates=gates, now=now, cycles=cycles, config=config,
                       warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
     sys.stdout.write(render(result, args.output, by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix))
     for problem in result.problems:

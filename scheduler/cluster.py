@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
+from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.features import FeatureGates
 from scheduler.model import (
     NO_EXECUTE,
@@ -148,8 +149,10 @@ class Changes:
 
 class ClusterState:
     def __init__(self, parsed: ParsedObjects | None = None, gates: FeatureGates | None = None,
-                 warn: Callable[[str], None] = lambda _msg: None) -> None:
+                 warn: Callable[[str], None] = lambda _msg: None, *,
+                 config: Configuration | None = None) -> None:
         self.gates = gates or FeatureGates()
+        self.config = config or NO_CONFIGURATION
         self.warn = warn
         self.nodes: dict[str, Node] = {}
         self.nodes_by_hostname: dict[str, Node] = {}
@@ -401,7 +404,7 @@ class ClusterState:
             count = psa.count if psa.count is not None else (ps.count if ps else 0)
             usage: Mapping[str, int] = psa.resource_usage
             if not usage and ps is not None:
-                usage = {r: v * count for r, v in ps.spec.requests.items()}
+                usage = {r: v * count for r, v in self.config.quota_requests(ps.spec.requests).items()}
             elif ps is not None and 0 < ps.count < count:
                 # the PodSet now asks for fewer pods than were admitted (scaled down): as in
                 # Kueue, the admitted usage is scaled to the pods that remain, per pod first

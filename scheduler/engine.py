@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
+from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle
 from scheduler.features import FeatureGates
 from scheduler.model import (
@@ -73,8 +74,8 @@ class PassOutcome:
 
 class Engine:
     def __init__(self, gates: FeatureGates | None = None, warn: Callable[[str], None] = lambda _m: None,
-                 *, state: ClusterState | None = None) -> None:
-        self.state = state if state is not None else ClusterState(None, gates, warn)
+                 *, state: ClusterState | None = None, config: Configuration | None = None) -> None:
+        self.state = state if state is not None else ClusterState(None, gates, warn, config=config)
         self.queues = QueueManager(self.state)
         self.passes = 0
         # per waiting workload, the answer last given for it (status and reason with numbers
@@ -85,9 +86,10 @@ class Engine:
 
     @classmethod
     def from_parsed(cls, parsed: ParsedObjects, gates: FeatureGates,
-                    warn: Callable[[str], None] = lambda _m: None) -> Engine:
+                    warn: Callable[[str], None] = lambda _m: None, *,
+                    config: Configuration | None = None) -> Engine:
         """The cold start: every object at once; what needs a second pass gets it in the next pass."""
-        return cls(state=ClusterState(parsed, gates, warn))
+        return cls(state=ClusterState(parsed, gates, warn, config=config))
 
     @property
     def gates(self) -> FeatureGates:

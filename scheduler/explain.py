@@ -111,7 +111,7 @@ def quota_lines(state: ClusterState, assigner: FlavorAssigner, wl: Workload) -> 
     tree = state.quota
     totals: dict[str, int] = {}
     for ps in wl.pod_sets:
-        for resource, value in pod_set_needs(ps, ps.count).items():
+        for resource, value in pod_set_needs(ps, ps.count, state.config).items():
             totals[resource] = totals.get(resource, 0) + value
     lines = []
     for resource, requested in totals.items():

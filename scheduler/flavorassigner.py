@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from scheduler.cluster import ClusterState
+from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
@@ -211,9 +212,10 @@ def flavor_matches_node_constraints(ps: PodSet, flavor: ResourceFlavor, allowed_
     return any(all(r.matches(labels) for r in term) for term in terms)
 
 
-def pod_set_needs(ps: PodSet, count: int) -> dict[str, int]:
-    """Total requests of `count` pods of the PodSet, with Kueue's implicit `pods` resource."""
-    needs = {r: v * count for r, v in ps.spec.requests.items()}
+def pod_set_needs(ps: PodSet, count: int, config: Configuration = NO_CONFIGURATION) -> dict[str, int]:
+    """Total requests of `count` pods of the PodSet as quota sees them (the Configuration's
+    excluded resources and transformations applied), with Kueue's implicit `pods` resource."""
+    needs = {r: v * count for r, v in config.quota_requests(ps.spec.requests).items()}
     needs[PODS] = count
     return needs
 
@@ -319,7 +321,7 @@ class FlavorAssigner:
         for ps in self.wl.pod_sets:
             count = counts.get(ps.name, ps.count) if counts else ps.count
             psf = PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps))
-            self._assign_pod_set(psf, pod_set_needs(ps, count), pending)
+            self._assign_pod_set(psf, pod_set_needs(ps, count, self.state.config), pending)
             result.append(psf)
             if psf.mode == NO_FIT:
                 break

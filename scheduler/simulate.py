@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from scheduler.codec import decode_assignment
+from scheduler.config import Configuration
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
@@ -52,10 +53,11 @@ def simulate(
     now: datetime,
     warn: Callable[[str], None] = lambda _msg: None,
     cycles: int | None = 1,
+    config: Configuration | None = None,
 ) -> PassResult:
     """One pass over objects read from files: `(file, object)` pairs."""
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
-    return simulate_parsed(parsed, gates=gates, now=now, warn=warn, cycles=cycles)
+    return simulate_parsed(parsed, gates=gates, now=now, warn=warn, cycles=cycles, config=config)
 
 
 def simulate_parsed(
@@ -65,13 +67,14 @@ def simulate_parsed(
     now: datetime,
     warn: Callable[[str], None] = lambda _msg: None,
     cycles: int | None = 1,
+    config: Configuration | None = None,
 ) -> PassResult:
     """One pass over already parsed objects, with `cycles` scheduling cycles (None: as many
     as it takes until nothing more is admitted): a cold-started engine, one pass, every
     workload's result. The pass updates the Workload and Pod objects in place (admissions,
     conditions, unhealthy nodes), so give it objects of its own."""
     result = PassResult(problems=unknown_level_problems(parsed))
-    engine = Engine.from_parsed(parsed, gates, warn)
+    engine = Engine.from_parsed(parsed, gates, warn, config=config)
     outcome = engine.run_pass(now, cycles=cycles, result=result)
     result.workloads = engine.results_for(engine.state.workload_map, outcome)
     annotate_failures(result.workloads, outcome.replacement_failures)

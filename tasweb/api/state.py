@@ -36,7 +36,7 @@ from scheduler.parse import ParsedObjects
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import SchedulingPass
 from tasweb.scheduling.selectors import engine_inputs
-from tasweb.scheduling.services import feature_gates
+from tasweb.scheduling.services import engine_settings_key, feature_gates, kueue_configuration
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ def mirror_version() -> tuple:
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts))
         row = cursor.fetchone()
-    return (*row, getattr(settings, "TAS_FEATURE_GATES", ""))
+    return (*row, engine_settings_key())
 
 
 @dataclass(eq=False)
@@ -114,7 +114,7 @@ def _fresh(view: EngineView | None, version: tuple) -> bool:
 
 def build_view(version: tuple) -> EngineView:
     parsed = engine_inputs()
-    state = ClusterState(parsed, feature_gates(), lambda _message: None)
+    state = ClusterState(parsed, feature_gates(), lambda _message: None, config=kueue_configuration()[1])
     return EngineView(version=version, built_at=time.monotonic(), parsed=parsed, state=state,
                       workloads={w.key: w for w in state.workloads})
 

@@ -30,7 +30,7 @@ from tasweb.api.selectors import explanation_json
 from tasweb.api.state import EngineView, engine_view
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.selectors import active_workload_rows, engine_pods
-from tasweb.scheduling.services import feature_gates
+from tasweb.scheduling.services import feature_gates, kueue_configuration
 
 BODY = "request body"
 MAX_OBJECTS = 5_000
@@ -128,11 +128,12 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
                   cluster.Workload.objects.values_list("namespace", "name", "status"))
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
+    config = kueue_configuration()[1]
     result: PassResult = simulate_parsed(inputs, gates=feature_gates(), now=now or timezone.now(),
-                                         warn=warnings.append, cycles=None)
+                                         warn=warnings.append, cycles=None, config=config)
     posted_keys = {w.key for w in posted.workloads}
     # the cluster after the pass: placements name its nodes, explanations count its usage
-    after = ClusterState(inputs, feature_gates(), lambda _message: None)
+    after = ClusterState(inputs, feature_gates(), lambda _message: None, config=config)
     workloads, changes = [], []
     for wr in result.workloads:
         if wr.key in posted_keys:

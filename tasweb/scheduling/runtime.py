@@ -7,7 +7,7 @@ changes. Before each pass it applies the changes noted since, and nothing else; 
 then works on the state in memory and writes what it decided. The database stays the
 record, so the runtime is rebuilt from it (the cold start) whenever memory may disagree:
 
-* at the first pass of the process, or when the feature gates changed;
+* at the first pass of the process, or when the feature gates or Kueue's Configuration changed;
 * when another process ran a pass since this one's last (another leader decided meanwhile);
 * when a pass did not commit (its decisions are in memory, not in the database);
 * when a table was emptied, or the change log was pruned past what this runtime applied.
@@ -32,6 +32,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Max, Q
 
+from scheduler.config import Configuration
 from scheduler.engine import Engine
 from scheduler.features import FeatureGates
 from scheduler.results import message_shape
@@ -110,7 +111,7 @@ def _made_to_keep(many: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def runtime_build(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntime:
+def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration | None = None) -> SchedulerRuntime:
     """The cold start: the engine from every table of the mirror. The change-log position is
     read first, so a change committed while the tables are read is applied again later
     (applying a change twice changes nothing)."""
@@ -122,7 +123,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntime:
     # after. It waits until they are built, and then leaves them out of its collections.
     with _made_to_keep():
         parsed = engine_inputs(versions)
-        engine = Engine.from_parsed(parsed, gates)
+        engine = Engine.from_parsed(parsed, gates, config=config)
         # what the database says of each waiting workload is the answer already given
         waiting = (cluster.WorkloadStatus.PENDING, cluster.WorkloadStatus.INADMISSIBLE)
         for namespace, name, status, message in cluster.Workload.objects.filter(status__in=waiting).values_list(
@@ -194,7 +195,7 @@ def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
     if runtime is None:
         return "first pass of this process"
     if runtime.gates != gates_text:
-        return "feature gates changed"
+        return "feature gates or Kueue Configuration changed"
     if _latest_pass() != runtime.last_pass:
         return "another process ran a pass"
     if time.monotonic() - runtime.applied_at > _retention_seconds() / 2:
@@ -204,7 +205,8 @@ def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
     return ""
 
 
-def runtime_for_pass(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntime:
+def runtime_for_pass(*, gates_text: str, gates: FeatureGates, config: Configuration | None = None
+                     ) -> SchedulerRuntime:
     """The engine state for the pass about to run: the process's runtime brought up to date
     with the mirror, or built afresh when it cannot be trusted."""
     global _runtime
@@ -228,7 +230,7 @@ def runtime_for_pass(*, gates_text: str, gates: FeatureGates) -> SchedulerRuntim
                     runtime.applied_at = time.monotonic()
         if reason:
             logger.info("scheduler state: building it from the mirror (%s)", reason)
-            runtime = runtime_build(gates_text=gates_text, gates=gates)
+            runtime = runtime_build(gates_text=gates_text, gates=gates, config=config)
         _runtime = runtime
         return runtime
 

@@ -7,6 +7,7 @@ state, and running the pass again redoes the same decisions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -25,10 +26,13 @@ from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
+from scheduler.config import NO_CONFIGURATION, Configuration, parse_configuration_text
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
+from scheduler.loader import read_text
 from scheduler.model import Node as EngineNode
+from scheduler.model import Workload as EngineWorkload
 from scheduler.quantity import format_value
 from scheduler.replacement import annotate_failures
 from scheduler.results import (
@@ -84,6 +88,34 @@ WAITING = {WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE}
 
 def feature_gates() -> FeatureGates:
     return FeatureGates.parse(getattr(settings, "TAS_FEATURE_GATES", ""))
+
+
+_configurations: dict[tuple[str, int, int], tuple[str, Configuration]] = {}
+
+
+def kueue_configuration() -> tuple[str, Configuration]:
+    """Kueue's manager Configuration the engine follows (the file `TAS_KUEUE_CONFIG` names;
+    none: Kueue's defaults), with a digest of the file: a changed file rebuilds the engine.
+    A bad file raises InputError naming the file and the field."""
+    path = getattr(settings, "TAS_KUEUE_CONFIG", "") or ""
+    if not path:
+        return "", NO_CONFIGURATION
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key not in _configurations:
+        text = read_text(path)
+        config = parse_configuration_text(text, file=path)
+        _configurations.clear()
+        _configurations[key] = (hashlib.sha256(text.encode()).hexdigest()[:16], config)
+    return _configurations[key]
+
+
+def engine_settings_key() -> str:
+    """What the engine was built with: the feature gates and the Configuration's digest."""
+    return f"{getattr(settings, 'TAS_FEATURE_GATES', '')}|{kueue_configuration()[0]}"
 
 
 # ---------------------------------------------------------------- topology paths
@@ -248,16 +280,28 @@ def _time(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
-def pod_set_assignment_json(ps: PodSetResult, requests: Mapping[str, int]) -> dict[str, Any]:
+def pod_set_assignment_json(ps: PodSetResult, usage: Mapping[str, int]) -> dict[str, Any]:
+    """One PodSetAssignment of the admission; `usage` is what the PodSet is charged in total
+    (resource transformations applied), per resource."""
     out: dict[str, Any] = {"name": ps.name, "flavors": dict(ps.flavors), "count": ps.count}
-    usage = {r: format_value(r, v * ps.count) for r, v in requests.items() if r in ps.flavors}
-    if usage:
-        out["resourceUsage"] = usage
+    charged = {r: format_value(r, v) for r, v in usage.items() if r in ps.flavors}
+    if charged:
+        out["resourceUsage"] = charged
     if ps.assignment is not None:
         out["topologyAssignment"] = encode_assignment(ps.assignment)
     if ps.delayed_topology_request:
         out["delayedTopologyRequest"] = ps.delayed_topology_request
     return out
+
+
+def _charged_usage(wl: EngineWorkload, ps: PodSetResult) -> Mapping[str, int]:
+    """The admission's usage of a PodSet, or its requests times its count where it has none."""
+    assert wl.admission is not None
+    psa = next((a for a in wl.admission.pod_set_assignments if a.name == ps.name), None)
+    if psa is not None and psa.resource_usage:
+        return psa.resource_usage
+    spec = wl.pod_set(ps.name)
+    return {r: v * ps.count for r, v in spec.spec.requests.items()} if spec else {}
 
 
 def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
@@ -270,10 +314,7 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
     if wl.admission is not None:
         status["admission"] = {
             "clusterQueue": wl.admission.cluster_queue,
-            "podSetAssignments": [
-                pod_set_assignment_json(ps, (wl.pod_set(ps.name).spec.requests if wl.pod_set(ps.name) else {}))
-                for ps in result.pod_sets
-            ],
+            "podSetAssignments": [pod_set_assignment_json(ps, _charged_usage(wl, ps)) for ps in result.pod_sets],
         }
     if result.unhealthy_nodes:
         status["unhealthyNodes"] = [{"name": n} for n in result.unhealthy_nodes]
@@ -548,8 +589,8 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
 
 def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
-    gates_text = getattr(settings, "TAS_FEATURE_GATES", "")
-    runtime = runtime_for_pass(gates_text=gates_text, gates=feature_gates())
+    runtime = runtime_for_pass(gates_text=engine_settings_key(), gates=feature_gates(),
+                               config=kueue_configuration()[1])
     engine = runtime.engine
     try:
         result = engine_pass_run(engine, now)
@@ -596,7 +637,7 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     read_versions: dict[str, int] = {}
     parsed = engine_inputs(read_versions)
-    result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None)
+    result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None, config=kueue_configuration()[1])
     with transaction.atomic():
         record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
                                                workloads_seen=len(result.workloads))

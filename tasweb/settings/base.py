@@ -237,6 +237,9 @@ TAS_CLUSTER_SOURCE = env_str("TAS_CLUSTER_SOURCE") or "simulator"
 TAS_MODE = env_str("TAS_MODE") or "observe"
 # Kueue feature gates in Kueue's syntax, e.g. "TASBalancedPlacement=true".
 TAS_FEATURE_GATES = env_str("TAS_FEATURE_GATES")
+# Kueue's manager Configuration (config.kueue.x-k8s.io), a YAML or JSON file: resource
+# transformations, excluded resource prefixes, fair sharing, waitForPodsReady. Empty: Kueue's defaults.
+TAS_KUEUE_CONFIG = env_str("TAS_KUEUE_CONFIG")
 # The scheduler's leader lock (tasweb/scheduling/leader.py): a dead leader's lock lapses
 # after LOCK_TTL seconds; a triggered pass waits up to LOCK_WAIT seconds for it, and a burst
 # of changes is answered by one pass DEBOUNCE seconds after its first change.

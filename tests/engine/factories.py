@@ -14,6 +14,7 @@ from typing import Any
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
+from scheduler.config import Configuration
 from scheduler.engine import Engine, PassOutcome
 from scheduler.features import DEFAULT_GATES, FeatureGates
 from scheduler.parse import ParsedObjects, parse_objects
@@ -537,11 +538,12 @@ def domains(assignment: TopologyAssignment | None) -> list[tuple[str, int]]:
 
 
 def run(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
-        warnings: list[str] | None = None, cycles: int | None = None) -> PassResult:
+        warnings: list[str] | None = None, cycles: int | None = None,
+        config: Configuration | None = None) -> PassResult:
     """One pass; by default with as many scheduling cycles as it takes (as the service runs)."""
     sink = warnings if warnings is not None else []
     return simulate([(FILE, obj) for obj in objects], gates=feature_gates, now=NOW, warn=sink.append,
-                    cycles=cycles)
+                    cycles=cycles, config=config)
 
 
 def run_passes(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,

@@ -1,0 +1,307 @@
+"""Kueue's manager Configuration (`config.kueue.x-k8s.io` `Configuration`), for what it says
+about scheduling.
+
+Read: `resources.transformations` and `resources.excludeResourcePrefixes` (how a PodSet's
+requests become the resources it is charged for in quota), `fairSharing` (ordering and
+preemption across a cohort) and `waitForPodsReady` (blocked admission, eviction of
+workloads whose pods do not become ready, requeueing with backoff). Every other field is
+Kueue's business and ignored; a bad value in a read field is an error naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any
+
+from scheduler.errors import InputError
+from scheduler.quantity import CPU, QuantityError, to_fraction
+
+API_GROUP = "config.kueue.x-k8s.io"
+API_VERSIONS = ("v1beta1", "v1beta2")
+RETAIN, REPLACE = "Retain", "Replace"
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+PREEMPTION_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+EVICTION, CREATION = "Eviction", "Creation"
+
+
+@dataclass(frozen=True)
+class ResourceTransformation:
+    """One input resource turned into outputs (per unit of input), kept (Retain) or dropped (Replace)."""
+
+    input: str
+    strategy: str = RETAIN
+    outputs: Mapping[str, Fraction] = field(default_factory=dict)  # per whole unit of input
+    multiply_by: str = ""
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    preemption_strategies: tuple[str, ...] = PREEMPTION_STRATEGIES
+
+
+@dataclass(frozen=True)
+class RequeuingStrategy:
+    timestamp: str = EVICTION
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class WaitForPodsReady:
+    timeout_seconds: float = 300.0
+    block_admission: bool = False
+    requeuing_strategy: RequeuingStrategy = field(default_factory=RequeuingStrategy)
+    recovery_timeout_seconds: float | None = None  # None: the timeout; 0: not checked
+
+
+@dataclass(frozen=True)
+class Configuration:
+    transformations: Mapping[str, ResourceTransformation] = field(default_factory=dict)
+    exclude_resource_prefixes: tuple[str, ...] = ()
+    fair_sharing: FairSharing | None = None
+    wait_for_pods_ready: WaitForPodsReady | None = None
+
+    @property
+    def changes_requests(self) -> bool:
+        return bool(self.transformations or self.exclude_resource_prefixes)
+
+    def quota_requests(self, requests: Mapping[str, int]) -> Mapping[str, int]:
+        """One pod's requests as Kueue charges them to quota: excluded prefixes dropped, then
+        the transformations applied (Kueue's dropExcludedResources, applyResourceTransformations)."""
+        if not self.changes_requests:
+            return requests
+        kept = {name: value for name, value in requests.items()
+                if not name.startswith(self.exclude_resource_prefixes)}
+        if not any(name in self.transformations for name in kept):
+            return kept
+        out: dict[str, int] = {}
+        produced: dict[str, Fraction] = {}  # outputs, exact until summed (Quantity arithmetic)
+        for name, value in kept.items():
+            rule = self.transformations.get(name)
+            if rule is None:
+                produced[name] = produced.get(name, Fraction(0)) + as_amount(name, value)
+                continue
+            units = whole_units(name, value)
+            if rule.multiply_by and rule.multiply_by in kept:
+                units *= whole_units(rule.multiply_by, kept[rule.multiply_by])
+            for output, per_unit in rule.outputs.items():
+                produced[output] = produced.get(output, Fraction(0)) + per_unit * units
+            if rule.strategy == RETAIN:
+                produced[name] = produced.get(name, Fraction(0)) + as_amount(name, value)
+        for name, amount in produced.items():
+            out[name] = integer_value(name, amount)
+        return out
+
+
+NO_CONFIGURATION = Configuration()
+
+
+def integer_value(name: str, amount: Fraction) -> int:
+    """Kueue's integer value of an amount: milli-units for cpu, whole units otherwise, rounded up."""
+    scaled = amount * 1000 if name == CPU else amount
+    return -((-scaled.numerator) // scaled.denominator)
+
+
+def as_amount(name: str, value: int) -> Fraction:
+    return Fraction(value, 1000) if name == CPU else Fraction(value)
+
+
+def whole_units(name: str, value: int) -> int:
+    """A resource value in whole units, rounded up, as Quantity.Value() gives it."""
+    return -(-value // 1000) if name == CPU else value
+
+
+# ---------------------------------------------------------------- parsing
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(raw: object, where: str) -> float:
+    """A Go duration ("5m", "1h30m", "90s", "0") in seconds."""
+    if not isinstance(raw, str) or not raw:
+        raise InputError(f"must be a duration such as \"5m\" or \"90s\", got {raw!r}", field=where)
+    text = raw.strip()
+    if text == "0":
+        return 0.0
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    parts = _DURATION_PART.findall(body)
+    if not parts or "".join(n + u for n, u in parts) != body:
+        raise InputError(f"{raw!r} is not a duration (e.g. \"5m\", \"1h30m\", \"90s\")", field=where)
+    seconds = sign * sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds < 0:
+        raise InputError(f"{raw!r} must not be negative", field=where)
+    return seconds
+
+
+def _mapping(doc: Mapping, key: str, where: str) -> Mapping | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InputError(f"must be a mapping, got {type(value).__name__}", field=f"{where}{key}")
+    return value
+
+
+def _list(doc: Mapping, key: str, where: str) -> list:
+    value = doc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"must be a list, got {type(value).__name__}", field=f"{where}{key}")
+    return value
+
+
+def _bool(doc: Mapping, key: str, where: str, default: bool) -> bool:
+    value = doc.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InputError(f"must be true or false, got {value!r}", field=f"{where}{key}")
+    return value
+
+
+def _int(doc: Mapping, key: str, where: str, default: int | None, *, minimum: int = 0) -> int | None:
+    value = doc.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= 2**31 - 1:
+        raise InputError(f"must be an integer from {minimum} to 2147483647, got {value!r}", field=f"{where}{key}")
+    return value
+
+
+def _resource_name(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"must be a resource name, got {value!r}", field=where)
+    return value
+
+
+def _transformation(doc: object, where: str) -> ResourceTransformation:
+    if not isinstance(doc, Mapping):
+        raise InputError("must be a mapping with input, strategy and outputs", field=where)
+    name = _resource_name(doc.get("input"), f"{where}.input")
+    strategy = doc.get("strategy") or RETAIN
+    if strategy not in (RETAIN, REPLACE):
+        raise InputError(f"must be Retain or Replace, got {strategy!r}", field=f"{where}.strategy")
+    multiply_by = doc.get("multiplyBy") or ""
+    if multiply_by:
+        _resource_name(multiply_by, f"{where}.multiplyBy")
+    outputs: dict[str, Fraction] = {}
+    for output, quantity in (_mapping(doc, "outputs", f"{where}.") or {}).items():
+        field_name = f"{where}.outputs.{output}"
+        _resource_name(output, field_name)
+        try:
+            amount = to_fraction(quantity)
+        except QuantityError as exc:
+            raise InputError(str(exc), field=field_name) from None
+        if amount < 0:
+            raise InputError(f"{quantity!r} must not be negative", field=field_name)
+        outputs[output] = amount
+    return ResourceTransformation(name, strategy, MappingProxyType(outputs), multiply_by)
+
+
+def _resources(doc: Mapping) -> tuple[dict[str, ResourceTransformation], tuple[str, ...]]:
+    transformations: dict[str, ResourceTransformation] = {}
+    for i, item in enumerate(_list(doc, "transformations", "resources.")):
+        rule = _transformation(item, f"resources.transformations[{i}]")
+        if rule.input in transformations:
+            raise InputError(f"input {rule.input!r} is transformed twice",
+                             field=f"resources.transformations[{i}].input")
+        transformations[rule.input] = rule
+    prefixes = []
+    for i, prefix in enumerate(_list(doc, "excludeResourcePrefixes", "resources.")):
+        if not isinstance(prefix, str) or not prefix:
+            raise InputError(f"must be a non-empty string, got {prefix!r}",
+                             field=f"resources.excludeResourcePrefixes[{i}]")
+        prefixes.append(prefix)
+    return transformations, tuple(prefixes)
+
+
+def _fair_sharing(doc: Mapping | None, version: str) -> FairSharing | None:
+    if doc is None:
+        return None
+    # v1beta1 has an `enable` switch; in v1beta2 the section being there enables it
+    if not _bool(doc, "enable", "fairSharing.", version != "v1beta1"):
+        return None
+    strategies = _list(doc, "preemptionStrategies", "fairSharing.")
+    for i, s in enumerate(strategies):
+        if s not in PREEMPTION_STRATEGIES:
+            raise InputError(f"must be one of {', '.join(PREEMPTION_STRATEGIES)}, got {s!r}",
+                             field=f"fairSharing.preemptionStrategies[{i}]")
+    if len(set(strategies)) != len(strategies):
+        raise InputError("lists a strategy twice", field="fairSharing.preemptionStrategies")
+    return FairSharing(tuple(strategies) or PREEMPTION_STRATEGIES)
+
+
+def _requeuing(doc: Mapping | None) -> RequeuingStrategy:
+    if doc is None:
+        return RequeuingStrategy()
+    where = "waitForPodsReady.requeuingStrategy."
+    timestamp = doc.get("timestamp") or EVICTION
+    if timestamp not in (EVICTION, CREATION):
+        raise InputError(f"must be Eviction or Creation, got {timestamp!r}", field=f"{where}timestamp")
+    base = _int(doc, "backoffBaseSeconds", where, 60)
+    maximum = _int(doc, "backoffMaxSeconds", where, 3600, minimum=1)
+    return RequeuingStrategy(timestamp, _int(doc, "backoffLimitCount", where, None), int(base or 0), int(maximum or 1))
+
+
+def _wait_for_pods_ready(doc: Mapping | None, version: str) -> WaitForPodsReady | None:
+    if doc is None:
+        return None
+    where = "waitForPodsReady."
+    if not _bool(doc, "enable", where, version != "v1beta1"):
+        return None
+    timeout = parse_duration(doc["timeout"], f"{where}timeout") if doc.get("timeout") is not None else 300.0
+    recovery = doc.get("recoveryTimeout")
+    return WaitForPodsReady(
+        timeout_seconds=timeout,
+        # v1beta1 blocked admission unless told otherwise; v1beta2 does not
+        block_admission=_bool(doc, "blockAdmission", where, version == "v1beta1"),
+        requeuing_strategy=_requeuing(_mapping(doc, "requeuingStrategy", where)),
+        recovery_timeout_seconds=None if recovery is None else parse_duration(recovery, f"{where}recoveryTimeout"),
+    )
+
+
+def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
+    """A Configuration document, checked; errors name the file and the field."""
+    try:
+        if not isinstance(doc, Mapping):
+            raise InputError(f"expected a Configuration (a mapping), got {type(doc).__name__}")
+        api_version, kind = doc.get("apiVersion"), doc.get("kind")
+        group, _, version = str(api_version or "").partition("/")
+        if kind != "Configuration" or group != API_GROUP or version not in API_VERSIONS:
+            raise InputError(f"expected kind Configuration of {API_GROUP}/v1beta1 or /v1beta2, "
+                             f"got kind {kind!r} of {api_version!r}")
+        transformations, prefixes = _resources(_mapping(doc, "resources", "") or {})
+        return Configuration(
+            transformations=MappingProxyType(transformations),
+            exclude_resource_prefixes=prefixes,
+            fair_sharing=_fair_sharing(_mapping(doc, "fairSharing", ""), version),
+            wait_for_pods_ready=_wait_for_pods_ready(_mapping(doc, "waitForPodsReady", ""), version),
+        )
+    except InputError as exc:
+        raise exc.located(file=file, obj="Configuration") from None
+
+
+def parse_configuration_text(text: str, *, file: str = "") -> Configuration:
+    """The Configuration in YAML or JSON text (one document)."""
+    from scheduler.loader import parse_text
+
+    documents = parse_text(text, file=file)
+    if len(documents) != 1:
+        raise InputError(f"expected one Configuration document, found {len(documents)}", file=file)
+    return parse_configuration(documents[0], file=file)
+
+
+def read_configuration(path: str) -> Configuration:
+    """The Configuration in a YAML or JSON file."""
+    from scheduler.loader import read_text
+
+    return parse_configuration_text(read_text(path), file=path)

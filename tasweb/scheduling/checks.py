@@ -1,0 +1,25 @@
+"""Start-up checks of the scheduling settings: a bad Kueue Configuration or feature gate is
+reported when the service starts (`manage.py check`, runserver, the workers), naming the
+file and the field, instead of failing every pass later."""
+
+from __future__ import annotations
+
+from django.core.checks import Error, register
+
+from scheduler.errors import FlagError, InputError
+
+
+@register()
+def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
+    from tasweb.scheduling.services import feature_gates, kueue_configuration
+
+    errors = []
+    try:
+        feature_gates()
+    except FlagError as exc:
+        errors.append(Error(f"TAS_FEATURE_GATES: {exc}", id="scheduling.E001"))
+    try:
+        kueue_configuration()
+    except InputError as exc:
+        errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
+    return errors

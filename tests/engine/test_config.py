@@ -1,0 +1,256 @@
+"""Kueue's manager Configuration: reading it, and what its resource section does to quota."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scheduler.cli import main
+from scheduler.config import (
+    LESS_THAN_INITIAL_SHARE,
+    NO_CONFIGURATION,
+    PREEMPTION_STRATEGIES,
+    parse_configuration,
+    parse_duration,
+)
+from scheduler.errors import InputError
+
+from .factories import (
+    CLUSTER_QUEUE,
+    FLAVOR,
+    V1BETA2,
+    admitted,
+    domains_json,
+    grid,
+    local_queue,
+    node,
+    pod_set,
+    resource_flavor,
+    result_of,
+    run,
+    topology,
+    workload,
+)
+
+HOST = "kubernetes.io/hostname"
+
+
+def configuration(version: str = "v1beta2", **sections) -> dict:
+    return {"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration", **sections}
+
+
+def credits(strategy: str = "Retain", per_cpu: str = "1", **extra) -> dict:
+    return configuration(resources={"transformations": [
+        {"input": "cpu", "strategy": strategy, "outputs": {"example.com/credits": per_cpu}, **extra}]})
+
+
+class TestReading:
+    def test_defaults_and_ignored_fields(self):
+        config = parse_configuration(configuration(manageJobsWithoutQueueName=True, integrations={"frameworks": []}))
+        assert config == NO_CONFIGURATION
+
+    def test_every_scheduling_section(self):
+        config = parse_configuration(configuration(
+            resources={"excludeResourcePrefixes": ["example.com/"],
+                       "transformations": [{"input": "nvidia.com/mig-1g.5gb", "strategy": "Replace",
+                                            "outputs": {"example.com/accelerator-memory": "5Gi"}}]},
+            fairSharing={"preemptionStrategies": [LESS_THAN_INITIAL_SHARE]},
+            waitForPodsReady={"timeout": "10m", "blockAdmission": True,
+                              "requeuingStrategy": {"timestamp": "Creation", "backoffLimitCount": 3,
+                                                    "backoffBaseSeconds": 10, "backoffMaxSeconds": 100}},
+        ))
+        rule = config.transformations["nvidia.com/mig-1g.5gb"]
+        assert rule.strategy == "Replace" and rule.outputs["example.com/accelerator-memory"] == 5 * 2**30
+        assert config.exclude_resource_prefixes == ("example.com/",)
+        assert config.fair_sharing is not None
+        assert config.fair_sharing.preemption_strategies == (LESS_THAN_INITIAL_SHARE,)
+        wfpr = config.wait_for_pods_ready
+        assert wfpr is not None and wfpr.timeout_seconds == 600 and wfpr.block_admission
+        assert wfpr.requeuing_strategy.timestamp == "Creation"
+        assert wfpr.requeuing_strategy.backoff_limit_count == 3
+        assert (wfpr.requeuing_strategy.backoff_base_seconds, wfpr.requeuing_strategy.backoff_max_seconds) == (10, 100)
+
+    def test_v1beta1_switches(self):
+        off = parse_configuration(configuration("v1beta1", fairSharing={"enable": False},
+                                                waitForPodsReady={"enable": False}))
+        assert off.fair_sharing is None and off.wait_for_pods_ready is None
+        on = parse_configuration(configuration("v1beta1", fairSharing={"enable": True},
+                                               waitForPodsReady={"enable": True}))
+        assert on.fair_sharing is not None and on.fair_sharing.preemption_strategies == PREEMPTION_STRATEGIES
+        # v1beta1 blocks admission unless told otherwise; v1beta2 does not
+        assert on.wait_for_pods_ready is not None and on.wait_for_pods_ready.block_admission
+        v2 = parse_configuration(configuration(waitForPodsReady={"timeout": "5m"}))
+        assert v2.wait_for_pods_ready is not None and not v2.wait_for_pods_ready.block_admission
+
+    @pytest.mark.parametrize("doc, field, reason", [
+        (credits(strategy="Keep"), "resources.transformations[0].strategy", "must be Retain or Replace"),
+        (credits(per_cpu="lots"), "resources.transformations[0].outputs.example.com/credits", "not a valid quantity"),
+        (credits(per_cpu="-1"), "resources.transformations[0].outputs.example.com/credits", "must not be negative"),
+        (configuration(resources={"transformations": [{"strategy": "Retain"}]}),
+         "resources.transformations[0].input", "must be a resource name"),
+        (configuration(resources={"transformations": [{"input": "cpu"}, {"input": "cpu"}]}),
+         "resources.transformations[1].input", "transformed twice"),
+        (configuration(resources={"excludeResourcePrefixes": "example.com/"}),
+         "resources.excludeResourcePrefixes", "must be a list"),
+        (configuration(fairSharing={"preemptionStrategies": ["Always"]}),
+         "fairSharing.preemptionStrategies[0]", "must be one of"),
+        (configuration(waitForPodsReady={"timeout": "five minutes"}), "waitForPodsReady.timeout", "not a duration"),
+        (configuration(waitForPodsReady={"blockAdmission": "yes"}), "waitForPodsReady.blockAdmission",
+         "must be true or false"),
+        (configuration(waitForPodsReady={"requeuingStrategy": {"timestamp": "Admission"}}),
+         "waitForPodsReady.requeuingStrategy.timestamp", "must be Eviction or Creation"),
+        (configuration(waitForPodsReady={"requeuingStrategy": {"backoffBaseSeconds": -1}}),
+         "waitForPodsReady.requeuingStrategy.backoffBaseSeconds", "must be an integer"),
+    ])
+    def test_bad_values_name_the_field(self, doc, field, reason):
+        with pytest.raises(InputError) as err:
+            parse_configuration(doc, file="kueue.yaml")
+        assert err.value.field == field
+        assert reason in err.value.reason
+        assert str(err.value).startswith("kueue.yaml: Configuration: ")
+
+    def test_not_a_configuration(self):
+        with pytest.raises(InputError, match="expected kind Configuration"):
+            parse_configuration({"apiVersion": "v1", "kind": "ConfigMap"})
+
+    def test_durations(self):
+        assert parse_duration("1h30m", "f") == 5400
+        assert parse_duration("90s", "f") == 90
+        assert parse_duration("0", "f") == 0
+        assert parse_duration("1.5m", "f") == 90
+        with pytest.raises(InputError):
+            parse_duration("-5m", "f")
+        with pytest.raises(InputError):
+            parse_duration("5", "f")
+
+
+class TestQuotaRequests:
+    def test_retain_adds_outputs_per_whole_unit(self):
+        config = parse_configuration(credits(per_cpu="2"))
+        # 1500m of cpu is 2 whole units (rounded up, as Quantity.Value() does)
+        assert config.quota_requests({"cpu": 1500, "memory": 10}) == {"cpu": 1500, "memory": 10,
+                                                                       "example.com/credits": 4}
+
+    def test_replace_drops_the_input(self):
+        config = parse_configuration(credits(strategy="Replace"))
+        assert config.quota_requests({"cpu": 3000}) == {"example.com/credits": 3}
+
+    def test_replace_without_outputs_ignores_the_resource(self):
+        config = parse_configuration(configuration(resources={"transformations": [
+            {"input": "example.com/nic", "strategy": "Replace"}]}))
+        assert config.quota_requests({"cpu": 1000, "example.com/nic": 2}) == {"cpu": 1000}
+
+    def test_multiply_by(self):
+        config = parse_configuration(configuration(resources={"transformations": [
+            {"input": "example.com/gpu", "strategy": "Replace", "multiplyBy": "example.com/slices",
+             "outputs": {"example.com/gpu-slices": "1"}}]}))
+        assert config.quota_requests({"example.com/gpu": 2, "example.com/slices": 4}) == {
+            "example.com/slices": 4, "example.com/gpu-slices": 8}
+
+    def test_outputs_to_cpu_are_milli(self):
+        config = parse_configuration(configuration(resources={"transformations": [
+            {"input": "example.com/vcpu", "strategy": "Replace", "outputs": {"cpu": "500m"}}]}))
+        assert config.quota_requests({"example.com/vcpu": 3}) == {"cpu": 1500}
+
+    def test_excluded_prefixes_first(self):
+        config = parse_configuration(configuration(resources={
+            "excludeResourcePrefixes": ["example.com/"],
+            "transformations": [{"input": "example.com/x", "outputs": {"other.io/y": "1"}}]}))
+        assert config.quota_requests({"cpu": 1000, "example.com/x": 5}) == {"cpu": 1000}
+
+    def test_no_configuration_is_the_identity(self):
+        requests = {"cpu": 1000}
+        assert NO_CONFIGURATION.quota_requests(requests) is requests
+
+
+def credits_cluster(*, cpu_quota: str = "8", credit_quota: str = "2", node_extra: dict | None = None) -> list[dict]:
+    """A TAS flavor for cpu and a flavor without topology for the credits cpu is charged in."""
+    cq = {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE}, "spec": {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {"coveredResources": ["cpu"],
+             "flavors": [{"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu_quota}]}]},
+            {"coveredResources": ["example.com/credits"],
+             "flavors": [{"name": "credits", "resources": [{"name": "example.com/credits",
+                                                              "nominalQuota": credit_quota}]}]},
+        ]}}
+    return [topology(levels=[HOST]), resource_flavor(), resource_flavor("credits", topology_name=None), cq,
+            local_queue(), *(node(f"x{i}", labels={}, cpu="4", extra=node_extra) for i in (1, 2))]
+
+
+class TestQuotaInTheCycle:
+    def test_transformed_resource_is_charged_and_placed_by_the_pod_spec(self):
+        config = parse_configuration(credits())
+        result = run([*credits_cluster(), workload("a", count=2, cpu="1", required=HOST)], config=config)
+        wl = result_of(result, "a")
+        assert wl.status == "Admitted", wl.message
+        assert wl.pod_sets[0].flavors == {"cpu": FLAVOR, "example.com/credits": "credits"}
+        assert wl.workload.admission is not None
+        assert dict(wl.workload.admission.pod_set_assignments[0].resource_usage) == {
+            "cpu": 2000, "example.com/credits": 2}
+
+    def test_the_output_quota_limits_admission(self):
+        config = parse_configuration(credits())
+        result = run([*credits_cluster(credit_quota="2"), workload("a", count=3, cpu="1", required=HOST)],
+                     config=config)
+        wl = result_of(result, "a")
+        assert wl.status == "Inadmissible"
+        assert "insufficient quota for example.com/credits in flavor credits" in wl.message
+        assert "current podset request (3) > maximum capacity (2)" in wl.message
+
+    def test_without_the_configuration_the_credits_are_not_asked_for(self):
+        result = run([*credits_cluster(credit_quota="2"), workload("a", count=3, cpu="1", required=HOST)])
+        assert result_of(result, "a").status == "Admitted"
+
+    def test_admitted_usage_without_resource_usage_is_transformed(self):
+        """An admission written without resourceUsage is charged what Kueue charges: the
+        transformed requests. With 2 credits of 2 held, the next workload must wait."""
+        config = parse_configuration(credits())
+        holder = admitted(workload("holder", count=2, cpu="1", required=HOST),
+                          assignments={"main": domains_json([HOST], [("x1", 2)])})
+        holder["status"]["admission"]["podSetAssignments"][0]["flavors"] = {
+            "cpu": FLAVOR, "example.com/credits": "credits"}
+        result = run([*credits_cluster(credit_quota="2"), holder, workload("next", cpu="1", required=HOST)],
+                     config=config)
+        wl = result_of(result, "next")
+        assert wl.status != "Admitted"
+        assert "example.com/credits" in wl.message
+
+    def test_excluded_resource_needs_no_quota(self):
+        """Quota ignores it; the nodes still have to have it (placement reads the pod spec)."""
+        config = parse_configuration(configuration(resources={"excludeResourcePrefixes": ["example.com/"]}))
+        nic = {"example.com/nic": "1"}
+        objects = [*credits_cluster(node_extra=nic),
+                   workload("a", pod_sets=[pod_set(cpu="1", required=HOST, extra=nic)])]
+        assert "unavailable in ClusterQueue" in result_of(run(objects), "a").message
+        assert result_of(run(objects, config=config), "a").status == "Admitted"
+
+
+class TestCommandLine:
+    def test_config_flag(self, tmp_path: Path, capsys):
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump_all(
+            [*credits_cluster(credit_quota="1"), workload("a", count=2, cpu="1", required=HOST)]))
+        config = tmp_path / "kueue.yaml"
+        config.write_text(yaml.safe_dump(credits()))
+        assert main(["simulate", str(cluster), "--now", "2025-06-01T12:00:00Z"]) == 0
+        assert json.loads(capsys.readouterr().out)["workloads"][0]["status"] == "Admitted"
+        assert main(["simulate", str(cluster), "--config", str(config), "--now", "2025-06-01T12:00:00Z"]) == 0
+        out = json.loads(capsys.readouterr().out)["workloads"][0]
+        assert out["status"] == "Inadmissible"
+        assert "example.com/credits" in out["message"]
+
+    def test_bad_config_is_one_clear_line(self, tmp_path: Path, capsys):
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump_all(grid(cpu="4")))
+        config = tmp_path / "kueue.yaml"
+        config.write_text(yaml.safe_dump(credits(strategy="Keep")))
+        assert main(["simulate", str(cluster), "--config", str(config)]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err == (f"error: {config}: Configuration: resources.transformations[0].strategy: "
+                       "must be Retain or Replace, got 'Keep'")
+        assert main(["simulate", str(cluster), "--config", str(tmp_path / "missing.yaml")]) == 1
+        assert "missing.yaml: no such file" in capsys.readouterr().err

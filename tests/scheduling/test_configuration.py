@@ -1,0 +1,87 @@
+"""The service follows Kueue's manager Configuration named by TAS_KUEUE_CONFIG: passes charge
+quota as it says, what a pass writes carries the charged usage (so a rebuild from the
+database charges the same), a changed file rebuilds the engine, and a bad file is reported
+at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.checks import run_checks
+
+from tasweb.cluster import models as cluster
+from tasweb.cluster.services import object_upsert
+from tasweb.scheduling import runtime as rt
+from tasweb.scheduling import services
+from tests.engine.factories import HOSTNAME, workload
+from tests.engine.test_config import credits, credits_cluster
+from tests.engine.test_incremental_state import quota_view
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def seed(*objects: dict) -> None:
+    for obj in objects:
+        object_upsert(kind=obj["kind"], obj=obj)
+
+
+@pytest.fixture
+def kueue_config(tmp_path: Path, settings):
+    def write(doc: dict) -> Path:
+        path = tmp_path / "kueue-config.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        settings.TAS_KUEUE_CONFIG = str(path)
+        return path
+
+    yield write
+    services._configurations.clear()
+
+
+def stored(name: str) -> cluster.Workload:
+    return cluster.Workload.objects.get(name=name)
+
+
+class TestConfigurationInPasses:
+    def test_transformed_quota_is_charged_written_and_rebuilt(self, kueue_config):
+        kueue_config(credits())
+        seed(*credits_cluster(credit_quota="3"),
+             workload("first", count=2, cpu="1", required=HOSTNAME, created=0),
+             workload("second", count=2, cpu="1", required=HOSTNAME, created=10))
+        services.scheduling_pass_run()
+        first, second = stored("first"), stored("second")
+        assert first.status == cluster.WorkloadStatus.ADMITTED
+        psa = first.raw["status"]["admission"]["podSetAssignments"][0]
+        assert psa["resourceUsage"] == {"cpu": "2", "example.com/credits": "2"}
+        assert psa["flavors"] == {"cpu": "tas-flavor", "example.com/credits": "credits"}
+        assert second.status == cluster.WorkloadStatus.INADMISSIBLE
+        assert "insufficient unused quota for example.com/credits in flavor credits, 1 more needed" in second.message
+        # the state built afresh from the database charges what the pass charged
+        warm = rt.runtime_current()
+        assert warm is not None
+        fresh = rt.runtime_build(gates_text=services.engine_settings_key(), gates=services.feature_gates(),
+                                 config=services.kueue_configuration()[1])
+        assert quota_view(fresh.engine.state) == quota_view(warm.engine.state)
+
+    def test_a_changed_file_rebuilds_the_engine_with_it(self, kueue_config):
+        path = kueue_config(credits())
+        seed(*credits_cluster(credit_quota="1"), workload("w", count=2, cpu="1", required=HOSTNAME))
+        services.scheduling_pass_run()
+        assert stored("w").status == cluster.WorkloadStatus.INADMISSIBLE
+        before = rt.runtime_current()
+        path.write_text(yaml.safe_dump(credits(per_cpu="0m")))  # a credit costs nothing now
+        services.scheduling_pass_run()
+        assert rt.runtime_current() is not before
+        assert stored("w").status == cluster.WorkloadStatus.ADMITTED
+
+    def test_a_bad_file_is_reported_at_start_up(self, kueue_config):
+        kueue_config(credits(strategy="Keep"))
+        errors = [e for e in run_checks() if e.id == "scheduling.E002"]
+        assert len(errors) == 1
+        assert "resources.transformations[0].strategy: must be Retain or Replace, got 'Keep'" in errors[0].msg
+
+    def test_no_file_is_kueues_defaults(self, settings):
+        settings.TAS_KUEUE_CONFIG = ""
+        assert services.kueue_configuration()[1] == services.NO_CONFIGURATION
+        assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
