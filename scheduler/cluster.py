@@ -367,6 +367,11 @@ class ClusterState:
         tas = {f for f in psa.flavors.values() if f in snapshots}
         return next(iter(tas)) if len(tas) == 1 else None
 
+    def holders(self) -> Iterator[Workload]:
+        """Every workload holding quota, ClusterQueue by ClusterQueue."""
+        for holders in self.holding.values():
+            yield from holders.values()
+
     def holders_in(self, cq_name: str) -> Iterator[Workload]:
         """Workloads holding quota in the ClusterQueue."""
         return iter(self.holding.get(cq_name, {}).values())

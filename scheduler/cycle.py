@@ -29,6 +29,7 @@ from scheduler.flavorassigner import (
 )
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
+from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready
 from scheduler.preemption import Preemptor, Target, preemption_message
 from scheduler.queues import (
     REQUEUE_IMMEDIATE,
@@ -107,6 +108,9 @@ class SchedulingCycle:
         self.held: list[Charge] = []  # usage held for this cycle only
         self.admitted = 0
         self.parked = 0
+        # waitForPodsReady blocked admission: a head that fits waits for every admitted
+        # workload's pods to be ready, and nothing more is admitted until then
+        self.blocked = False
         # (the result that stood for them, workloads parked with an equivalent one): their own
         # results are made only when asked for (`bulk_results`), as they can be many
         self.bulk: list[tuple[WorkloadResult, list[str]]] = []
@@ -258,9 +262,19 @@ class SchedulingCycle:
         if e.mode == PREEMPT:
             self.hold(e, e.assignment.usage())
             return self.preempt(e), REQUEUE_IMMEDIATE
+        if self.admission_blocked():
+            self.blocked = True
+            return self.waiting_for_pods_ready(e), REQUEUE_IMMEDIATE
         self.admitted += 1
         return self.admit(e.wl, e.cq.name, e.assignment,
                           {n: p.assignment for n, p in e.assignment.placements.items()}), None
+
+    def admission_blocked(self) -> bool:
+        """waitForPodsReady with blockAdmission, and some workload holding quota is not ready."""
+        config = self.state.config.wait_for_pods_ready
+        if config is None or not config.block_admission:
+            return False
+        return self.blocked or any_not_ready(self.state.holders())
 
     def fits(self, e: Entry) -> str:
         """Whether the entry's quota and TopologyAssignments fit what is left, counting the capacity
@@ -380,6 +394,14 @@ class SchedulingCycle:
         conditions = [Condition("QuotaReserved", "False", cond_reason, message, self.now)]
         return WorkloadResult(wl, cq, status, message, pod_sets, list(wl.unhealthy_nodes), conditions=conditions)
 
+    def waiting_for_pods_ready(self, e: Entry) -> WorkloadResult:
+        """A head that fits, held back by blocked admission (Kueue sets the condition itself,
+        whatever the observability gate says, and emits no event)."""
+        pod_sets = [PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors)) for psf in e.assignment.pod_sets]
+        condition = Condition("QuotaReserved", "False", WAITING_REASON, WAITING_MESSAGE, self.now)
+        return WorkloadResult(e.wl, e.cq.name, PENDING, WAITING_MESSAGE, pod_sets, list(e.wl.unhealthy_nodes),
+                              conditions=[condition])
+
     def admit(self, wl: Workload, cq_name: str, assignment: FlavorAssignment, tas: dict) -> WorkloadResult:
         """The entry's usage is already counted (add_usage): record its admission."""
         cq = self.state.cluster_queues[cq_name]
@@ -430,8 +452,8 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
     evicted = wl.condition("Evicted")
     if wl.is_finished:
         status = FINISHED
-    elif evicted is not None and evicted.status == "True":
-        status = EVICTED
+    elif evicted is not None and evicted.status == "True" and (wl.has_quota_reservation or not wl.active):
+        status = EVICTED  # still holding its quota until its pods are gone (or deactivated for good)
     elif wl.has_quota_reservation:
         status = ADMITTED if wl.is_admitted else QUOTA_RESERVED
     else:

@@ -26,7 +26,7 @@ from datetime import datetime
 
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
-from scheduler.cycle import SchedulingCycle
+from scheduler.cycle import SchedulingCycle, unchanged_result
 from scheduler.features import FeatureGates
 from scheduler.model import (
     AdmissionCheck,
@@ -42,6 +42,7 @@ from scheduler.model import (
 )
 from scheduler.node_failure import NodeFailureController, is_admitted_by_tas, is_evicted
 from scheduler.parse import ParsedObjects
+from scheduler.pods_ready import time_out, timeout_deadline
 from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import PassResult, WorkloadResult, message_shape
@@ -117,7 +118,11 @@ class Engine:
 
     def sync(self, now: datetime | None) -> dict[str, Workload | None]:
         """Bring the queues in line with the cache; keep the second-pass queue current."""
+        if now is not None:
+            self.queues.now = now
         changed = self.queues.sync()
+        if now is not None and self.queues.backoff:
+            self.queues.release_backoff(now)
         for key, wl in changed.items():
             if wl is None or not is_pending(wl):
                 self.answered.pop(key, None)
@@ -141,6 +146,7 @@ class Engine:
         changed: set[str] = set()
         holds: list[Charge] = []
         try:
+            self._pods_ready_timeouts(now, outcome, changed)
             self._node_failures(now, outcome, holds, changed)
             self._second_pass(now, outcome, changed)
             self._cycles(now, outcome, cycles, changed, bulk_results)
@@ -150,6 +156,19 @@ class Engine:
                 self.state.apply_charge(charge, -1)
         outcome.changed = changed | set(outcome.decided)
         return outcome
+
+    def _pods_ready_timeouts(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """waitForPodsReady: evict the admitted workloads whose pods did not get ready in time."""
+        config = self.state.config.wait_for_pods_ready
+        if config is None:
+            return
+        timed_out = [wl for wl in self.state.holders()
+                     if (due := timeout_deadline(wl, config)) is not None and now >= due]
+        for wl in self.state.in_order(w.key for w in timed_out):
+            time_out(wl, config, now, outcome.result)
+            self.state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+        changed |= set(self.sync(now))
 
     def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:
         state = self.state
@@ -203,7 +222,7 @@ class Engine:
             outcome.parked += cycle.parked
             outcome.admitted += cycle.admitted
             changed |= set(self.sync(now))
-            if not decided or (cycle.admitted == 0 and cycle.parked == 0):
+            if not decided or (cycle.admitted == 0 and cycle.parked == 0) or cycle.blocked:
                 break
 
     def _unanswered(self, keys: list[str], result: WorkloadResult) -> list[str]:

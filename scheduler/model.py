@@ -432,6 +432,9 @@ class Workload:
     admission_checks: list[AdmissionCheckState] = field(default_factory=list)
     unhealthy_nodes: list[str] = field(default_factory=list)
     source_api_version: str = "kueue.x-k8s.io/v1beta2"
+    # status.requeueState: evictions for a PodsReady timeout so far, and when it may queue again
+    requeue_count: int = 0
+    requeue_at: datetime | None = None
 
     @property
     def key(self) -> str:

@@ -762,6 +762,11 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
                          if isinstance(n, Mapping) else str(n))
+    requeue = mapping(status, "requeueState", stw)
+    rw = stw.at("requeueState")
+    conditions = parse_conditions(status, stw)
+    # DeactivationTarget=True: Kueue's workload controller is about to set spec.active=false
+    deactivating = any(c.type == "DeactivationTarget" and c.status == "True" for c in conditions)
     priority_class = optional_string(spec, "priorityClassName", sw)
     ref = mapping(spec, "priorityClassRef", sw)
     if ref:
@@ -778,12 +783,14 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         labels=string_map(meta, "labels", mw),
         annotations=string_map(meta, "annotations", mw),
         owner_references=parse_owner_references(meta, mw),
-        active=bool(boolean(spec, "active", sw, default=True)),
+        active=bool(boolean(spec, "active", sw, default=True)) and not deactivating,
         admission=admission,
-        conditions=parse_conditions(status, stw),
+        conditions=conditions,
         admission_checks=checks,
         unhealthy_nodes=unhealthy,
         source_api_version=str(obj.get("apiVersion") or "kueue.x-k8s.io/v1beta2"),
+        requeue_count=integer(requeue, "count", rw, minimum=0) or 0,
+        requeue_at=timestamp(requeue, "requeueAt", rw),
     )
 
 

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler.cluster import Changes, ClusterState, is_pending
 from scheduler.model import ClusterQueue, Workload
+from scheduler.pods_ready import queue_order_time
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _GO_ZERO_SECONDS = _GO_ZERO_TIME.timestamp()
@@ -47,8 +48,11 @@ SECOND_PASS_MAX = timedelta(seconds=30)
 
 
 def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
-    """Kueue's order within a ClusterQueue: priority, then the queue-order timestamp."""
-    ts = wl.creation_timestamp.timestamp() if wl.creation_timestamp is not None else _GO_ZERO_SECONDS
+    """Kueue's order within a ClusterQueue: priority, then the queue-order timestamp (the
+    creation time, or the eviction that sent it back: see pods_ready.queue_order_time)."""
+    at = queue_order_time(wl, state.config.wait_for_pods_ready) if wl.conditions else None
+    at = at or wl.creation_timestamp
+    ts = at.timestamp() if at is not None else _GO_ZERO_SECONDS
     return (-state.priority_of(wl), ts, wl.namespace, wl.name)
 
 
@@ -294,6 +298,10 @@ class QueueManager:
         self.second_pass: dict[str, SecondPassEntry] = {}
         # per workload, where the flavor search resumes (Kueue's LastAssignment)
         self.scan_progress: dict[str, dict] = {}
+        # pending workloads in their requeue backoff (status.requeueState.requeueAt): kept out
+        # of their queue until then; `now` is the pass's clock (None before the first pass)
+        self.backoff: dict[str, datetime] = {}
+        self.now: datetime | None = None
 
     # ------------------------------------------------------------ following the cache
 
@@ -310,6 +318,15 @@ class QueueManager:
         self._requeue(changes)
         return changes.workloads
 
+    def release_backoff(self, now: datetime) -> list[str]:
+        """Queue the workloads whose requeue backoff ran out by `now`."""
+        self.now = now
+        due = [key for key, at in self.backoff.items() if at <= now]
+        for key in due:
+            del self.backoff[key]
+            self.place(key, self.state.workload(key))
+        return due
+
     def _sync_queues(self) -> None:
         """ClusterQueues or LocalQueues changed: queues for new ClusterQueues, strategies
         updated, every pending workload routed again (rare: definitions change seldom)."""
@@ -324,7 +341,7 @@ class QueueManager:
             del self.queues[name]
         # keep the ClusterQueues' definition order
         self.queues = {n: self.queues[n] for n in state.cluster_queues}
-        pending = [*self.assigned, *self.orphans]
+        pending = [*self.assigned, *self.orphans, *self.backoff]
         self.assigned = {k: v for k, v in self.assigned.items() if v in self.queues}
         for key in pending:
             wl = state.workload(key)
@@ -335,10 +352,16 @@ class QueueManager:
         parked and has not changed), an orphan, or nowhere (not pending)."""
         if wl is None or not is_pending(wl):
             self.remove(key)
+            self.backoff.pop(key, None)
             if wl is None:
                 self.second_pass.pop(key, None)
                 self.scan_progress.pop(key, None)
             return
+        if wl.requeue_at is not None and (self.now is None or wl.requeue_at > self.now):
+            self.remove(key)
+            self.backoff[key] = wl.requeue_at
+            return
+        self.backoff.pop(key, None)
         lq = self.state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
         if lq is None:
             self._orphan(key, "", f"LocalQueue {wl.queue_name or chr(34) * 2} doesn't exist")
@@ -485,7 +508,7 @@ class QueueManager:
         return False, moved
 
     def pending_count(self) -> int:
-        return sum(len(q) for q in self.queues.values()) + len(self.orphans)
+        return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)
 
     def parked_count(self) -> int:
         return sum(q.parked_count() for q in self.queues.values())

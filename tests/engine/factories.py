@@ -548,12 +548,12 @@ def run(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
 
 def run_passes(objects: Iterable[dict], *, feature_gates: FeatureGates = DEFAULT_GATES,
                warnings: list[str] | None = None, cycles: int | None = None, passes: int = 2,
-               step: timedelta = timedelta(seconds=1)) -> PassResult:
+               step: timedelta = timedelta(seconds=1), config: Configuration | None = None) -> PassResult:
     """`passes` passes of one long-lived engine, `step` apart from NOW (a node found failed in
     one pass is replaced in the next, once the second-pass backoff of 1 s has run out). The
     result holds every pass's events, decisions and pods, and each workload's latest result."""
     sink = warnings if warnings is not None else []
-    engine = Engine.from_parsed(parse(objects, warnings=sink), feature_gates, sink.append)
+    engine = Engine.from_parsed(parse(objects, warnings=sink), feature_gates, sink.append, config=config)
     merged = PassResult()
     decided: dict[str, WorkloadResult] = {}
     failures: dict[str, tuple[str, str]] = {}
