@@ -376,6 +376,15 @@ class ClusterState:
         """Workloads holding quota in the ClusterQueue."""
         return iter(self.holding.get(cq_name, {}).values())
 
+    def replaced_slice(self, wl: Workload, cq_name: str) -> Workload | None:
+        """The admitted workload slice `wl` replaces, holding quota in the same ClusterQueue and
+        namespace (Kueue's workloadslicing.ReplacedWorkloadSlice); None without one."""
+        key = wl.replacement_for
+        if key is None or not self.gates.ElasticJobsViaWorkloadSlices:
+            return None
+        old = self.holding.get(cq_name, {}).get(key)
+        return old if old is not None and old.namespace == wl.namespace and old.key != wl.key else None
+
     def workloads_on_nodes(self, hostnames: Iterable[str]) -> set[str]:
         out: set[str] = set()
         for hostname in hostnames:

@@ -14,7 +14,8 @@ by default, as a Kueue scheduling cycle does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,7 +31,7 @@ from scheduler.flavorassigner import (
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready
-from scheduler.preemption import Preemptor, Target, preemption_message
+from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
 from scheduler.queues import (
     REQUEUE_IMMEDIATE,
     REQUEUE_NO_CANDIDATES,
@@ -59,6 +60,7 @@ _MAX_GO_DURATION_SECONDS = 9223372036.854775807
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
 _FITS, _NO_QUOTA, _NO_TOPOLOGY = "fits", "quota", "topology"
 
 
@@ -105,7 +107,7 @@ class SchedulingCycle:
         self.admitted_now: set[str] = set()
         self.preemptor = Preemptor(state, now, excluded=self.admitted_now)
         self.preempted: dict[str, Workload] = {}  # targets of preemptions issued in this cycle
-        self.held: list[Charge] = []  # usage held for this cycle only
+        self.held: list[tuple[Charge, int]] = []  # usage held (1) or given back (-1) for this cycle only
         self.admitted = 0
         self.parked = 0
         # waitForPodsReady blocked admission: a head that fits waits for every admitted
@@ -129,8 +131,8 @@ class SchedulingCycle:
                 under_hold = bool(self.held)  # capacity held by an earlier entry may be what it lacks
                 outcomes.append((entry, *self.process(entry), under_hold))
         finally:
-            for charge in reversed(self.held):
-                self.state.apply_charge(charge, -1)
+            for charge, sign in reversed(self.held):
+                self.state.apply_charge(charge, -sign)
             self.held.clear()
         for entry, result, requeue, under_hold in outcomes:
             self.decided[result.key] = result
@@ -173,9 +175,32 @@ class SchedulingCycle:
         self.assign(entry)
         return entry
 
+    @contextmanager
+    def replacing(self, e: Entry) -> Iterator[None]:
+        """The state as the entry's replacement sees it: the workload slice it replaces has given
+        back its quota and TAS usage (its kept pods are counted by the placement) and is no
+        preemption candidate (Kueue charges only the delta and filters the slice out of the targets)."""
+        old = e.assigner.replaced
+        if old is None:
+            yield
+            return
+        excluded = self.preemptor.excluded
+        added = old.key not in excluded
+        excluded.add(old.key)
+        try:
+            with self.preemptor.without([old]):
+                yield
+        finally:
+            if added:
+                excluded.discard(old.key)
+
     def assign(self, e: Entry) -> None:
         """Flavors, TopologyAssignments and, when it takes preemption, the targets (Kueue's getAssignments):
         with every PodSet's full count, else (partial admission) the largest counts that fit."""
+        with self.replacing(e):
+            self._assign(e)
+
+    def _assign(self, e: Entry) -> None:
         assignment, targets = self.try_counts(e, None)
         if not self.admissible(assignment, targets):
             targets = []
@@ -266,6 +291,8 @@ class SchedulingCycle:
             self.blocked = True
             return self.waiting_for_pods_ready(e), REQUEUE_IMMEDIATE
         self.admitted += 1
+        if e.assigner.replaced is not None:
+            self.replace_slice(e.wl, e.assigner.replaced)
         return self.admit(e.wl, e.cq.name, e.assignment,
                           {n: p.assignment for n, p in e.assignment.placements.items()}), None
 
@@ -281,6 +308,8 @@ class SchedulingCycle:
         of every workload being preempted (this cycle's targets and its own) as free."""
         gone = {w.key: w for w in self.preempted.values()}
         gone.update({t.workload.key: t.workload for t in e.targets})
+        if e.assigner.replaced is not None:
+            gone[e.assigner.replaced.key] = e.assigner.replaced
         with self.preemptor.without(list(gone.values())):
             if not e.wl.has_quota_reservation:
                 for fr, value in e.assignment.usage().items():
@@ -323,7 +352,13 @@ class SchedulingCycle:
             if len(tas) == 1:
                 charge.tas.append(TASCharge(tas.pop(), placement.assignment, psf.pod_set.spec.requests))
         self.state.apply_charge(charge, 1)
-        self.held.append(charge)
+        self.held.append((charge, 1))
+        old = e.assigner.replaced
+        if old is not None and old.key in self.state.charges:
+            # the slice it replaces gives its usage back as long as the replacement's is held
+            released = self.state.charges[old.key]
+            self.state.apply_charge(released, -1)
+            self.held.append((released, -1))
 
     def reserve(self, e: Entry) -> None:
         """Hold what a workload that needs preemption but found no targets would use, so that workloads
@@ -375,6 +410,21 @@ class SchedulingCycle:
         result.status, result.message, result.eviction_reason = PREEMPTED, message, message
         result.decided = True
         self.decided[wl.key] = result
+
+    def replace_slice(self, new: Workload, old: Workload) -> None:
+        """The replacement is admitted: the old slice is finished as replaced and gives back its
+        quota and TAS usage (Kueue's Scheduler.replaceWorkloadSlice)."""
+        if old.is_finished:
+            return
+        message = (f"Replaced to accommodate a workload (UID: {new.uid}, JobUID: {new.labels.get(JOB_UID_LABEL, '')}) "
+                   "due to workload slice aggregation")
+        old.conditions = [c for c in old.conditions if c.type != "Finished"] + [
+            Condition("Finished", "True", WORKLOAD_SLICE_REPLACED, message, self.now)]
+        self.state.workload_changed(old)
+        self.result.events.append(Event(old.key, "Normal", WORKLOAD_SLICE_REPLACED, message))
+        result = unchanged_result(self.state, old)
+        result.decided = True
+        self.decided[old.key] = result
 
     def priority_text(self, wl: Workload) -> str:
         value = self.state.priority_of(wl)

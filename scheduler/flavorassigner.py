@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
@@ -233,6 +234,8 @@ class FlavorAssigner:
         # per (PodSet, resource group): the flavor index an earlier attempt stopped at (-1: tried them all)
         self.resume: dict[tuple[str, int], int] = {}
         self.tried: dict[tuple[str, int], int] = {}
+        # the admitted workload slice this one replaces (elastic jobs): its pods keep their places
+        self.replaced = state.replaced_slice(wl, cq.name)
 
     # ------------------------------------------------------------ PodSet <-> flavor compatibility
 
@@ -476,8 +479,16 @@ class FlavorAssigner:
 
     # ------------------------------------------------------------ TAS
 
+    def previous_assignment(self, ps: PodSet) -> TopologyAssignment | None:
+        """The PodSet's TopologyAssignment in the replaced workload slice (getPreviousTopologyAssignment)."""
+        if self.replaced is None or self.replaced.admission is None:
+            return None
+        psa = self.replaced.admission.assignment_for(ps.name)
+        return psa.topology_assignment if psa is not None else None
+
     def tas_requests(self, assignment: FlavorAssignment) -> dict[str, list[TASPodSetRequest]]:
         by_flavor: dict[str, list[TASPodSetRequest]] = {}
+        elastic = self.state.gates.ElasticJobsViaWorkloadSlicesWithTAS
         for psf in assignment.pod_sets:
             if not psf.tas or psf.count == 0:
                 continue
@@ -490,12 +501,31 @@ class FlavorAssigner:
                 continue
             by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
                 pod_set=psf.pod_set, count=psf.count, single_pod_requests=psf.pod_set.spec.requests,
-                flavor=flavor, implied=psf.implied))
+                flavor=flavor, implied=psf.implied,
+                previous_assignment=self.previous_assignment(psf.pod_set) if elastic else None))
         return by_flavor
+
+    def elastic_topology_error(self, assignment: FlavorAssignment) -> tuple[str, str] | None:
+        """(PodSet, Kueue's error) for the first TAS PodSet whose topology request elastic workload
+        slices cannot keep: only unconstrained (or implied) requests are supported."""
+        if not self.state.gates.ElasticJobsViaWorkloadSlicesWithTAS:
+            return None
+        for psf in assignment.pod_sets:
+            tr = psf.pod_set.topology_request
+            if not psf.tas or psf.count == 0 or tr is None:
+                continue
+            if tr.required is not None:
+                return psf.pod_set.name, "required topology is not supported with ElasticJobsViaWorkloadSlices"
+            if tr.preferred is not None:
+                return psf.pod_set.name, "preferred topology is not supported with ElasticJobsViaWorkloadSlices"
+        return None
 
     def place(self, assignment: FlavorAssignment, *, simulate_empty: bool = False) -> dict[str, PodSetPlacement]:
         """TAS placements of every TAS PodSet, flavor by flavor in name order; stops at a failure."""
         gates = self.state.gates
+        error = self.elastic_topology_error(assignment)
+        if error is not None:
+            return {error[0]: PodSetPlacement(failure=error[1])}
         results: dict[str, PodSetPlacement] = {}
         # usage this workload puts on nodes shared by hostname-leaf flavors, keyed by hostname
         shared: dict[str, dict[str, int]] | None = {} if gates.TASHandleOverlappingFlavors else None

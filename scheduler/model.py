@@ -18,6 +18,8 @@ Requests = Mapping[str, int]
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+# set on a new elastic workload slice: "namespace/name" of the admitted slice it replaces
+WORKLOAD_SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -466,6 +468,11 @@ class Workload:
     @property
     def is_finished(self) -> bool:
         return self.condition_true("Finished")
+
+    @property
+    def replacement_for(self) -> str | None:
+        """Key of the workload slice this one replaces (Kueue's workloadslicing.ReplacementForKey)."""
+        return self.annotations.get(WORKLOAD_SLICE_REPLACEMENT_FOR) or None
 
     def pod_set(self, name: str) -> PodSet | None:
         for ps in self.pod_sets:

@@ -318,8 +318,14 @@ def _find_topology_assignments(
     assumed = assumed_usage
     for group in group_requests(requests):
         leader, workers = find_leader_and_workers(group)
-        assignments, reason = find_topology_assignment(
-            snap, workers, leader, gates=gates, assumed_usage=assumed, simulate_empty=simulate_empty)
+        elastic = gates.ElasticJobsViaWorkloadSlicesWithTAS and workers.previous_assignment is not None \
+            and not previous_assignment_stale(snap, workers, leader)
+        if elastic:
+            assignments, reason = find_elastic_assignment(
+                snap, workers, leader, gates=gates, assumed_usage=assumed, simulate_empty=simulate_empty)
+        else:
+            assignments, reason = find_topology_assignment(
+                snap, workers, leader, gates=gates, assumed_usage=assumed, simulate_empty=simulate_empty)
         for req in group:
             result[req.name] = PodSetPlacement(assignments.get(req.name), reason)
         if reason:
@@ -327,6 +333,82 @@ def _find_topology_assignments(
         for req in group:
             add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
     return result
+
+
+# ---------------------------------------------------------------- elastic workload slices
+
+
+def previous_assignment_stale(snap: TASFlavorSnapshot, workers: TASPodSetRequest,
+                              leader: TASPodSetRequest | None) -> bool:
+    """Some domain the replaced slice's pods of the group ran on is gone from the snapshot (node
+    deleted or no longer Ready): the whole group is placed afresh."""
+    leaf_for_values = snap.tree.leaf_for_values
+    for req in (workers, leader):
+        previous = req.previous_assignment if req is not None else None
+        if previous is not None and any(leaf_for_values(d.values) is None for d in previous.domains):
+            return True
+    return False
+
+
+def truncate_assignment(assignment: TopologyAssignment, count: int) -> TopologyAssignment:
+    """The first `count` pods of the assignment, its domains kept in order (Kueue's TruncateAssignment)."""
+    domains: list[DomainAssignment] = []
+    left = count
+    for dom in assignment.domains:
+        if left <= 0:
+            break
+        domains.append(dom if dom.count <= left else DomainAssignment(dom.values, left))
+        left -= dom.count
+    return TopologyAssignment(assignment.levels, tuple(domains))
+
+
+def find_elastic_assignment(
+    snap: TASFlavorSnapshot,
+    workers: TASPodSetRequest,
+    leader: TASPodSetRequest | None,
+    *,
+    gates: FeatureGates,
+    assumed_usage: dict[str, dict[str, int]],
+    simulate_empty: bool = False,
+) -> tuple[dict[str, TopologyAssignment], str]:
+    """Delta-only placement of a group whose replaced slice ran on `previous_assignment`
+    (Kueue's handleElasticWorkload): the pods that keep running stay where they are, a scale-down
+    drops the last ones, a scale-up places only the extra pods on what the kept ones leave.
+
+    The replaced slice's own usage is not in the snapshot (the cycle takes it out while its
+    replacement is evaluated), so the kept pods are counted here, once."""
+    previous = workers.previous_assignment
+    assert previous is not None
+    assignments: dict[str, TopologyAssignment] = {}
+    kept = {leaf: dict(usage) for leaf, usage in assumed_usage.items()}
+    extra = workers.count - previous.pod_count
+    kept_workers = truncate_assignment(previous, workers.count) if extra < 0 else previous
+    add_assumed_usage(kept, kept_workers, workers.single_pod_requests, snap)
+    fresh_leader = None
+    if leader is not None:
+        if leader.previous_assignment is not None and leader.count <= leader.previous_assignment.pod_count:
+            assignments[leader.name] = truncate_assignment(leader.previous_assignment, leader.count)
+            add_assumed_usage(kept, assignments[leader.name], leader.single_pod_requests, snap)
+        else:
+            fresh_leader = replace(leader, previous_assignment=None)  # it did not run before
+    if extra <= 0:
+        assignments[workers.name] = kept_workers
+        if fresh_leader is not None:
+            placed, reason = find_topology_assignment(
+                snap, fresh_leader, None, gates=gates, assumed_usage=kept, simulate_empty=simulate_empty)
+            if reason:
+                return {}, reason
+            assignments[leader.name] = placed[fresh_leader.name]
+        return assignments, ""
+    delta = replace(workers, count=extra, previous_assignment=None)
+    placed, reason = find_topology_assignment(
+        snap, delta, fresh_leader, gates=gates, assumed_usage=kept, simulate_empty=simulate_empty)
+    if reason:
+        return {}, reason
+    assignments[workers.name] = merge_assignments(snap, placed[workers.name], previous)
+    if fresh_leader is not None:
+        assignments[fresh_leader.name] = placed[fresh_leader.name]
+    return assignments, ""
 
 
 # ---------------------------------------------------------------- node replacement
