@@ -318,6 +318,9 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
         }
     if result.unhealthy_nodes:
         status["unhealthyNodes"] = [{"name": n} for n in result.unhealthy_nodes]
+    if wl.requeue_count or wl.requeue_at is not None:
+        status["requeueState"] = {"count": wl.requeue_count, **(
+            {"requeueAt": _time(wl.requeue_at)} if wl.requeue_at is not None else {})}
     return status
 
 
@@ -433,6 +436,8 @@ class PassRecorder:
             raw["status"].pop("unhealthyNodes", None)
         if "admission" not in status_json:
             raw["status"].pop("admission", None)
+        if "requeueState" not in status_json:
+            raw["status"].pop("requeueState", None)
         row.raw = raw
         row.status = new_status
         previous_message, row.message = row.message, message
