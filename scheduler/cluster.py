@@ -72,6 +72,18 @@ def is_tas_pod(pod: Pod) -> bool:
     return any(a in pod.annotations for a in _TAS_POD_ANNOTATIONS)
 
 
+def selected_hostname(pod: Pod) -> str:
+    """The node a pending TAS pod of a workload is pinned to by its `kubernetes.io/hostname`
+    node selector, when it waits there ungated and unbound (Kueue's PodNodeSelectorHostnameKey
+    index, narrowed to the pods its node controller can move to Failed); "" otherwise."""
+    if pod.node_name or pod.phase != "Pending" or pod.gated_by_topology or not pod.annotations:
+        return ""
+    host = pod.spec.node_selector.get(HOSTNAME_LABEL, "") if pod.spec.node_selector else ""
+    if not host or not pod.annotations.get(WORKLOAD_ANNOTATION) or not is_tas_pod(pod):
+        return ""
+    return host
+
+
 def counts_as_non_tas_usage(pod: Pod) -> bool:
     """Bound, not terminal and not TAS: its requests come off the node's free capacity."""
     return bool(pod.node_name) and not pod.terminal and not is_tas_pod(pod)
@@ -185,6 +197,12 @@ class ClusterState:
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
         self.pods_by_workload: dict[str, dict[str, Pod]] = defaultdict(dict)  # by `kueue.x-k8s.io/workload`
         self.gated_owners: dict[tuple[str, str], int] = defaultdict(int)  # gated live pods per owner
+        # pending TAS pods pinned to a node by their hostname selector (see selected_hostname),
+        # per hostname and per workload; and those of them whose pod, workload or node changed
+        # since node-failure handling last looked (scheduler.stray_pods)
+        self.pinned_by_host: dict[str, dict[str, Pod]] = defaultdict(dict)
+        self.pinned_by_workload: dict[str, set[str]] = defaultdict(set)
+        self.pinned_to_check: set[str] = set()
         # (namespace, workload slice name) -> workloads: the owners pods name (see pod_owner)
         self.slice_members: dict[tuple[str, str], set[str]] = defaultdict(set)
         self.non_tas_by_node: dict[str, dict[str, Mapping[str, int]]] = defaultdict(dict)
@@ -579,6 +597,9 @@ class ClusterState:
             if node is None:
                 continue
             for host in {node.labels.get(HOSTNAME_LABEL, node.name), node.name}:
+                pinned = self.pinned_by_host.get(host)
+                if pinned:
+                    self.pinned_to_check.update(pinned)
                 if node_is_healthy(self.node_for_hostname(host)):
                     self.unhealthy_hosts.discard(host)
                 else:
@@ -629,6 +650,11 @@ class ClusterState:
             self.pods_by_owner[owner][pod.key] = pod
             if pod.gated_by_topology and not pod.terminal:
                 self.gated_owners[owner] += 1
+        host = selected_hostname(pod)
+        if host:
+            self.pinned_by_host[host][pod.key] = pod
+            self.pinned_by_workload[f"{pod.namespace}/{pod.annotations[WORKLOAD_ANNOTATION]}"].add(pod.key)
+            self.pinned_to_check.add(pod.key)
         if counts_as_non_tas_usage(pod):
             self.non_tas_by_node[pod.node_name][pod.key] = pod.spec.requests
             self._non_tas_usage(pod, 1)
@@ -652,6 +678,11 @@ class ClusterState:
                 self.gated_owners[owner] -= 1
                 if self.gated_owners[owner] <= 0:
                     del self.gated_owners[owner]
+        host = selected_hostname(pod)
+        if host:
+            _discard(self.pinned_by_host, host, pod.key)
+            _discard(self.pinned_by_workload, f"{pod.namespace}/{pod.annotations[WORKLOAD_ANNOTATION]}", pod.key)
+            self.pinned_to_check.discard(pod.key)
         if counts_as_non_tas_usage(pod):
             on_node = self.non_tas_by_node.get(pod.node_name)
             if on_node is not None:
@@ -673,6 +704,11 @@ class ClusterState:
             snap = self._snapshots.get(name)
             if snap is not None and name not in self._dirty_flavors:
                 snap.add_non_tas_usages([(pod.node_name, pod.spec.requests)], sign=sign)
+
+    def pods_in_order(self, keys: Iterable[str]) -> list[Pod]:
+        """The pods of `keys` that exist, in the order they were first added."""
+        pods, order = self._pods, self._pod_order
+        return [pods[k] for k in sorted(keys, key=lambda k: order.get(k, 0)) if k in pods]
 
     def pods_of(self, key: str) -> list[Pod]:
         """The pods of workload `key` (by their `kueue.x-k8s.io/workload` annotation)."""
@@ -710,6 +746,7 @@ class ClusterState:
             self.with_unhealthy.discard(key)
         if released is not None and not _same_charge(released, new_charge):
             self._released(released)
+        self._recheck_pinned(key)
         self.changes.workloads[key] = wl
         del old
 
@@ -723,7 +760,13 @@ class ClusterState:
         released = self._uncharge(key)
         if released is not None:
             self._released(released)
+        self._recheck_pinned(key)
         self.changes.workloads[key] = None
+
+    def _recheck_pinned(self, key: str) -> None:
+        pinned = self.pinned_by_workload.get(key)
+        if pinned:
+            self.pinned_to_check.update(pinned)
 
     def _released(self, charge: Charge) -> None:
         """A workload gave back (some of) what it held: quota in its cohort, TAS capacity."""
@@ -854,6 +897,19 @@ class ClusterState:
     def take_changes(self) -> Changes:
         changes, self.changes = self.changes, Changes()
         return changes
+
+
+def _discard(index: dict, key: str, member: str) -> None:
+    """Take `member` out of `index[key]` (a dict or set), and the key with its last member."""
+    members = index.get(key)
+    if members is None:
+        return
+    if isinstance(members, dict):
+        members.pop(member, None)
+    else:
+        members.discard(member)
+    if not members:
+        del index[key]
 
 
 def _same_charge(a: Charge | None, b: Charge | None) -> bool:

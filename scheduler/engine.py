@@ -7,7 +7,9 @@ docs/CLI.md lists, on the state as it is, and leaves the state as the pass left 
 
 1. node-failure handling for the admitted TAS workloads on nodes that are not healthy
    (and those already listing unhealthy nodes); a node newly found failed is replaced by
-   a later pass, once the second-pass queue's backoff (1 s at first) has run out;
+   a later pass, once the second-pass queue's backoff (1 s at first) has run out; then
+   pending pods pinned to a node their workload has no assignment on (stray and late
+   pods) are moved to Failed;
 2. the second pass for the workloads whose turn in the second-pass queue has come
    (replacement of an unhealthy node, or a delayed topology request whose checks are Ready);
 3. scheduling cycles over the queues' heads, until one admits and parks nothing (or the
@@ -15,7 +17,8 @@ docs/CLI.md lists, on the state as it is, and leaves the state as the pass left 
 4. the topology ungater for the workloads with gated pods.
 
 Nothing here scans every workload, pod or node: each step starts from an index the cache
-keeps (workloads per node, pods per workload, queue heads, the second-pass queue).
+keeps (workloads per node, pods per workload, pinned pods that changed, queue heads, the
+second-pass queue).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
+from scheduler.stray_pods import StrayPodController
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
 
 
@@ -190,6 +194,7 @@ class Engine:
         for wl in replacer.changed.values():
             state.workload_changed(wl)
         changed |= set(self.sync(now))
+        StrayPodController(state, now, outcome.result).run()
 
     def _second_pass(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         state = self.state

@@ -103,7 +103,7 @@ class PodTermination:
     name: str
     node: str
     reason: str = "UnschedulableOnAssignedNode"
-    message: str = "Pod terminated by Kueue NodeFailureController due to node taint"
+    message: str = "Pod terminated by Kueue NodeController due to node taint"
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from scheduler.cluster import ClusterState, is_pending
 from scheduler.cycle import SchedulingCycle
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
-from scheduler.model import Admission, Condition, Workload
+from scheduler.model import TOPOLOGY_GATE, Admission, Condition, Workload
 from scheduler.parse import ParsedObjects
 from scheduler.results import PassResult
 
@@ -49,6 +49,7 @@ from .factories import (
     resource_flavor,
     topology,
     workload,
+    workload_pod,
 )
 
 QUEUES = ("cq-a", "cq-b", "cq-c")
@@ -146,6 +147,8 @@ def index_view(state: ClusterState) -> dict:
                     for k, c in state.charges.items()},
         "pods_by_workload": {k: set(v) for k, v in state.pods_by_workload.items() if v},
         "gated": {k: v for k, v in state.gated_owners.items() if v},
+        "pinned_by_host": {h: set(p) for h, p in state.pinned_by_host.items() if p},
+        "pinned_by_workload": {k: set(p) for k, p in state.pinned_by_workload.items() if p},
         "non_tas": {n: set(p) for n, p in state.non_tas_by_node.items() if p},
         "failure_candidates": state.failure_candidates(),
         "ranked_holders": {cq: [(p, k) for p, _, k in ranked] for cq, ranked in state.holders_by_priority.items()
@@ -165,6 +168,7 @@ def decisions_view(engine: Engine, now) -> dict:
         "events": [(e.key, e.type, e.reason, e.message) for e in result.events],
         "decisions": [(d.key, d.kind, d.node, d.message) for d in result.decisions],
         "pods": [(p.namespace, p.name, dict(p.node_selector)) for p in result.pods],
+        "terminated": [(t.namespace, t.name, t.node) for t in result.terminated_pods],
     }
 
 
@@ -226,6 +230,27 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
             self.engine.delete("Pod", key)
         else:
             self.engine.upsert(dataclasses.replace(self.state.pod_map()[key], phase="Succeeded"))
+
+    # ------------------------------------------------------------ pods pinned to a node
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data(), host=st.sampled_from(NODE_NAMES), gated=st.booleans())
+    def pin_pod(self, data, host, gated) -> None:
+        """A pod of some workload pinned to a node by its hostname selector (a late or stray
+        pod when the workload has no assignment there), or gated, for the ungater to pin."""
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        name = key.split("/", 1)[1]
+        self.engine.upsert(one([workload_pod(self.fresh_name(f"{name}-pod"), name, phase="Pending",
+                                             node_selector=None if gated else {HOSTNAME: host},
+                                             gates=[TOPOLOGY_GATE] if gated else [])]))
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.pinned_by_host))
+    @rule(data=st.data())
+    def bind_pinned_pod(self, data) -> None:
+        """The kube-scheduler binds a pinned pod to its node."""
+        key = data.draw(st.sampled_from(sorted(k for pods in self.state.pinned_by_host.values() for k in pods)))
+        p = self.state.pod_map()[key]
+        self.engine.upsert(dataclasses.replace(p, node_name=p.spec.node_selector[HOSTNAME], phase="Running"))
 
     # ------------------------------------------------------------ workloads
 
@@ -297,6 +322,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         assert ours == theirs
         self.passes += 1
         event(f"decided in a pass: {min(len(ours['decided']), 5)}+")
+        event(f"pods failed in a pass: {min(len(ours['terminated']), 2)}+")
 
     # ------------------------------------------------------------ checks
 

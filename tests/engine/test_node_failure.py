@@ -350,7 +350,7 @@ class TestPendingPodsTerminated:
             assert out[name]["nodeName"] == "x1"
             assert out[name]["conditions"] == [{
                 "type": "TerminatedByKueue", "status": "True", "reason": "UnschedulableOnAssignedNode",
-                "message": "Pod terminated by Kueue NodeFailureController due to node taint"}]
+                "message": "Pod terminated by Kueue NodeController due to node taint"}]
         terminated = [d for d in result.decisions if d.kind == POD_TERMINATED]
         assert sorted(d.message for d in terminated) == [
             f"pod {NAMESPACE}/bound was pending on x1 and was moved to Failed",
