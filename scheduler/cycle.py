@@ -403,7 +403,7 @@ class SchedulingCycle:
         for ps in wl.pod_sets:
             psf = assignment.pod_set(ps.name) if assignment is not None else None
             flavors = dict(psf.flavors) if psf else {}
-            failure = ", ".join(sorted(psf.reasons)) if psf is not None and psf.reasons else ""
+            failure = psf.failure_reason if psf is not None else ""
             pod_sets.append(PodSetResult(ps.name, ps.count, flavors, failure_reason=failure))
         observable = self.state.gates.UnadmittedWorkloadsObservability and reason
         cond_reason = reason if observable else "Pending"

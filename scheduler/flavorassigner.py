@@ -18,7 +18,7 @@ from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_t
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource, borrowing_height
-from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
+from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level, topology_request_reason
 
 FIT, PREEMPT, NO_FIT = "Fit", "Preempt", "NoFit"
 MODE_ORDER = [NO_FIT, PREEMPT, FIT]  # worse to better
@@ -98,6 +98,8 @@ class FlavorAttempt:
     reasons: list[str] = field(default_factory=list)
     grain: Grain | None = None
     kind: str = ""  # why it does not fit (NoFit attempts)
+    # a flavor whose topology lacks a level the PodSet names: what the TAS placement says of it there
+    placement_reason: str = ""
 
     def describe(self) -> str:
         text = self.grain.describe() if self.grain is not None else self.mode
@@ -128,6 +130,15 @@ class PodSetFlavors:
     @property
     def message(self) -> str:
         return f"couldn't assign flavors to pod set {self.pod_set.name}: {', '.join(sorted(self.reasons))}"
+
+    @property
+    def failure_reason(self) -> str:
+        """Why the PodSet did not fit: when every flavor tried lacks a level it names, the TAS
+        placement's own reason on the first ("no requested topology level for slices: ..."), as
+        Kueue's placement gives it; otherwise the flavor assigner's reasons."""
+        if self.mode == NO_FIT and self.attempts and all(a.placement_reason for a in self.attempts):
+            return self.attempts[0].placement_reason
+        return ", ".join(sorted(self.reasons))
 
 
 @dataclass(slots=True)
@@ -295,6 +306,16 @@ class FlavorAssigner:
             return f"flavor {flavor.name} doesn't match node affinity"
         return None
 
+    def missing_level_reason(self, psf: PodSetFlavors, flavor: str) -> str:
+        """The TAS placement's reason for a PodSet on a TAS flavor whose topology lacks a level
+        the PodSet names; "" for any other flavor."""
+        snap = self.state.tas_snapshots.get(flavor)
+        ps = psf.pod_set
+        if snap is None or not psf.tas or psf.implied or has_level(snap, ps.topology_request, self.state.gates):
+            return ""
+        request = TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=flavor)
+        return topology_request_reason(snap, request, self.state.gates)
+
     def group_label_keys(self, group: ResourceGroup) -> set[str]:
         """The node label keys of every flavor in the group: the only keys a flavor can be judged by."""
         keys: set[str] = set()
@@ -419,7 +440,8 @@ class FlavorAssigner:
                 reasons.append(mismatch)
                 kinds.append(NO_MATCHING_FLAVOR)
                 psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[mismatch], grain=Grain.NO_FIT,
-                                                  kind=NO_MATCHING_FLAVOR))
+                                                  kind=NO_MATCHING_FLAVOR,
+                                                  placement_reason=self.missing_level_reason(psf, fq.name)))
                 continue
             mode = GranularMode(Grain.FIT)
             max_borrow, flavor_reasons, kind = 0, [], ""
