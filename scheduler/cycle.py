@@ -191,9 +191,9 @@ class SchedulingCycle:
     def record_scan_progress(self, e: Entry, *, keep: bool) -> None:
         """Keep where the entry's flavor scan stopped for its next attempt (`keep`), or forget it
         so that the next attempt scans every flavor again."""
-        progress = FlavorScanProgress(dict(e.assignment.tried), e.generation, self.number, self.queues.shape(e.wl))
-        if keep and progress.pending_flavors:
-            self.queues.scan_progress[e.wl.key] = progress
+        if keep and e.assignment.pending_flavors:
+            self.queues.scan_progress[e.wl.key] = FlavorScanProgress(
+                dict(e.assignment.tried), e.generation, self.number, self.queues.shape(e.wl))
         else:
             self.queues.scan_progress.pop(e.wl.key, None)
 
