@@ -212,6 +212,12 @@ class ClusterState:
         self._quota: QuotaTree | None = None
         self._tas_flavor_names: frozenset[str] | None = None
         self.changes = Changes()
+        # Kueue's AllocatableResourceGeneration, in two parts: one per ClusterQueue, advanced when a
+        # workload that held quota there is updated or removed (the cache deletes and adds it again),
+        # and one for every ClusterQueue, advanced when a ClusterQueue or Cohort definition changes
+        # (Kueue advances every ClusterQueue of the cohort tree then; definitions change seldom)
+        self._released_generation: dict[str, int] = defaultdict(int)
+        self._definitions_generation = 0
         if parsed is not None:
             self.load(parsed)
 
@@ -744,8 +750,10 @@ class ClusterState:
             self.with_unhealthy.add(key)
         else:
             self.with_unhealthy.discard(key)
-        if released is not None and not _same_charge(released, new_charge):
-            self._released(released)
+        if released is not None:
+            self._released_generation[released.cluster_queue] += 1
+            if not _same_charge(released, new_charge):
+                self._released(released)
         self._recheck_pinned(key)
         self.changes.workloads[key] = wl
         del old
@@ -759,6 +767,7 @@ class ClusterState:
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:
+            self._released_generation[released.cluster_queue] += 1
             self._released(released)
         self._recheck_pinned(key)
         self.changes.workloads[key] = None
@@ -780,6 +789,11 @@ class ClusterState:
             members.discard(wl.key)
             if not members:
                 del self.slice_members[owner]
+
+    def allocatable_resource_generation(self, cq_name: str) -> int:
+        """Kueue's AllocatableResourceGeneration of a ClusterQueue: it advances whenever something
+        may let more workloads fit there, and a flavor scan recorded at an older generation is stale."""
+        return self._definitions_generation + self._released_generation.get(cq_name, 0)
 
     def workload_changed(self, wl: Workload) -> None:
         """The engine changed the workload in place (admitted, evicted, re-placed)."""
@@ -827,6 +841,7 @@ class ClusterState:
             return
         self.cluster_queues[cq.name] = cq
         self._quota = None
+        self._definitions_generation += 1
         self.changes.cluster_queues.add(cq.name)
         if old is not None and old.cohort != cq.cohort and old.cohort:
             self.changes.requeue_all = True  # the old cohort's ClusterQueues may borrow what it left
@@ -837,6 +852,7 @@ class ClusterState:
         if old is None:
             return
         self._quota = None
+        self._definitions_generation += 1
         self.changes.requeue_all = True
         self.changes.queues_changed = True
 
@@ -855,12 +871,14 @@ class ClusterState:
             return
         self.cohorts[c.name] = c
         self._quota = None
+        self._definitions_generation += 1
         self.changes.requeue_all = True
 
     def delete_cohort(self, name: str) -> None:
         if self.cohorts.pop(name, None) is None:
             return
         self._quota = None
+        self._definitions_generation += 1
         self.changes.requeue_all = True
 
     def upsert_admission_check(self, ac: AdmissionCheck) -> None:

@@ -27,6 +27,7 @@ from scheduler.flavorassigner import (
     WAITING_FOR_QUOTA,
     FlavorAssigner,
     FlavorAssignment,
+    FlavorScanProgress,
 )
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
@@ -80,6 +81,7 @@ class Entry:
     assigner: FlavorAssigner
     assignment: FlavorAssignment
     targets: list[Target] = field(default_factory=list)
+    generation: int = 0  # the ClusterQueue's AllocatableResourceGeneration at nomination
 
     @property
     def mode(self) -> str:
@@ -113,6 +115,8 @@ class SchedulingCycle:
         # waitForPodsReady blocked admission: a head that fits waits for every admitted
         # workload's pods to be ready, and nothing more is admitted until then
         self.blocked = False
+        self.rescans = 0  # heads sent back to their queue to try the flavors they have left
+        self.number = 0  # this cycle's number among the queue manager's cycles
         # (the result that stood for them, workloads parked with an equivalent one): their own
         # results are made only when asked for (`bulk_results`), as they can be many
         self.bulk: list[tuple[WorkloadResult, list[str]]] = []
@@ -120,6 +124,7 @@ class SchedulingCycle:
     # ------------------------------------------------------------ the cycle
 
     def run(self) -> dict[str, WorkloadResult]:
+        self.number = self.queues.next_scheduling_cycle()
         self.report_orphans()
         heads = self.queues.heads()
         entries = [self.nominate(wl, cq) for wl, cq in heads]
@@ -143,6 +148,8 @@ class SchedulingCycle:
             result.status = PENDING if in_heap else INADMISSIBLE
             if not in_heap:
                 self.parked += 1
+            elif self.queues.scan_progress.get(entry.wl.key) is not None:
+                self.rescans += 1
             if moved:
                 self.bulk.append((result, moved))
                 self.parked += len(moved)
@@ -170,8 +177,9 @@ class SchedulingCycle:
 
     def nominate(self, wl: Workload, cq: ClusterQueue) -> Entry:
         assigner = FlavorAssigner(self.state, wl, cq, self.preemptor)
-        assigner.resume = self.queues.scan_progress.get(wl.key, {})
-        entry = Entry(wl, cq, assigner, FlavorAssignment([]))
+        generation = self.state.allocatable_resource_generation(cq.name)
+        assigner.progress = self.current_scan_progress(wl, generation)
+        entry = Entry(wl, cq, assigner, FlavorAssignment([]), generation=generation)
         self.assign(entry)
         return entry
 
@@ -193,6 +201,26 @@ class SchedulingCycle:
         finally:
             if added:
                 excluded.discard(old.key)
+
+    def current_scan_progress(self, wl: Workload, generation: int) -> FlavorScanProgress | None:
+        """Where the workload's last flavor scan stopped, unless that is outdated (then forgotten)."""
+        progress = self.queues.scan_progress.get(wl.key)
+        if progress is None:
+            return None
+        if progress.outdated(generation, self.number, self.queues.shape(wl),
+                             preserve=self.state.gates.FlavorFungibilityPreserveScanProgress):
+            del self.queues.scan_progress[wl.key]
+            return None
+        return progress
+
+    def record_scan_progress(self, e: Entry, *, keep: bool) -> None:
+        """Keep where the entry's flavor scan stopped for its next attempt (`keep`), or forget it
+        so that the next attempt scans every flavor again."""
+        if keep and e.assignment.pending_flavors:
+            self.queues.scan_progress[e.wl.key] = FlavorScanProgress(
+                dict(e.assignment.tried), e.generation, self.number, self.queues.shape(e.wl))
+        else:
+            self.queues.scan_progress.pop(e.wl.key, None)
 
     def assign(self, e: Entry) -> None:
         """Flavors, TopologyAssignments and, when it takes preemption, the targets (Kueue's getAssignments):
@@ -259,12 +287,10 @@ class SchedulingCycle:
             self.assign(e)
             e.assigner.nominated = None
             check = self.fits(e)
-        progress = self.queues.scan_progress
-        progress.pop(e.wl.key, None)
         if e.mode == NO_FIT or (e.mode == PREEMPT and not e.targets):
             # a workload with flavors left to try goes back to its queue at once, to try them next
+            self.record_scan_progress(e, keep=True)
             if e.assignment.pending_flavors:
-                progress[e.wl.key] = {k: i + 1 for k, i in e.assignment.tried.items() if i != -1}
                 requeue = REQUEUE_IMMEDIATE
             else:
                 requeue = REQUEUE_NO_FIT if e.mode == NO_FIT else REQUEUE_NO_CANDIDATES
@@ -276,6 +302,11 @@ class SchedulingCycle:
                 self.reserve(e)  # Kueue's CanAlwaysReclaim is false: hold the capacity for this cycle
             return self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, WAITING_FOR_QUOTA,
                                      assignment=e.assignment), requeue
+        # skipped for what another entry of this cycle took: FlavorFungibilityPreserveScanProgress keeps
+        # the scan's progress (contention within a cycle says nothing of the flavor); preemptions
+        # issued or an admission end the scan
+        skipped = any(t.workload.key in self.preempted for t in e.targets) or check != _FITS
+        self.record_scan_progress(e, keep=skipped and self.state.gates.FlavorFungibilityPreserveScanProgress)
         if any(t.workload.key in self.preempted for t in e.targets):
             return self.not_admitted(e.wl, e.cq.name, OVERLAPPING_TARGETS, PENDING, WAITING_FOR_QUOTA,
                                      assignment=e.assignment), REQUEUE_IMMEDIATE
@@ -436,7 +467,7 @@ class SchedulingCycle:
         for ps in wl.pod_sets:
             psf = assignment.pod_set(ps.name) if assignment is not None else None
             flavors = dict(psf.flavors) if psf else {}
-            failure = ", ".join(sorted(psf.reasons)) if psf is not None and psf.reasons else ""
+            failure = psf.failure_reason if psf is not None else ""
             pod_sets.append(PodSetResult(ps.name, ps.count, flavors, failure_reason=failure))
         observable = self.state.gates.UnadmittedWorkloadsObservability and reason
         cond_reason = reason if observable else "Pending"
@@ -464,7 +495,6 @@ class SchedulingCycle:
             pod_sets.append(PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors), ta, psf.delayed))
         wl.admission = Admission(cq_name, psas)
         self.admitted_now.add(wl.key)
-        self.queues.scan_progress.pop(wl.key, None)
         flavors = {f for psf in assignment.pod_sets for f in psf.flavors.values()}
         needs_checks = any(self.state.checks_on_flavor(cq, f) for f in flavors)
         status = QUOTA_RESERVED if needs_checks else ADMITTED

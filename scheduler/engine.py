@@ -12,8 +12,8 @@ docs/CLI.md lists, on the state as it is, and leaves the state as the pass left 
    pods) are moved to Failed;
 2. the second pass for the workloads whose turn in the second-pass queue has come
    (replacement of an unhealthy node, or a delayed topology request whose checks are Ready);
-3. scheduling cycles over the queues' heads, until one admits and parks nothing (or the
-   number of cycles asked for ran);
+3. scheduling cycles over the queues' heads, until one admits, parks and sends back to
+   try other flavors nothing (or the number of cycles asked for ran);
 4. the topology ungater for the workloads with gated pods.
 
 Nothing here scans every workload, pod or node: each step starts from an index the cache
@@ -227,7 +227,8 @@ class Engine:
             outcome.parked += cycle.parked
             outcome.admitted += cycle.admitted
             changed |= set(self.sync(now))
-            if not decided or (cycle.admitted == 0 and cycle.parked == 0) or cycle.blocked:
+            # a head sent back to try the flavors it has left may be admitted on one of them next cycle
+            if not decided or (cycle.admitted == 0 and cycle.parked == 0 and cycle.rescans == 0) or cycle.blocked:
                 break
 
     def _unanswered(self, keys: list[str], result: WorkloadResult) -> list[str]:

@@ -8,7 +8,7 @@ ClusterQueue) are then placed on their TAS flavor's snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -20,7 +20,7 @@ from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_t
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource, borrowing_height
-from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level
+from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level, topology_request_reason
 
 FIT, PREEMPT, NO_FIT = "Fit", "Preempt", "NoFit"
 MODE_ORDER = [NO_FIT, PREEMPT, FIT]  # worse to better
@@ -100,6 +100,8 @@ class FlavorAttempt:
     reasons: list[str] = field(default_factory=list)
     grain: Grain | None = None
     kind: str = ""  # why it does not fit (NoFit attempts)
+    # a flavor whose topology lacks a level the PodSet names: what the TAS placement says of it there
+    placement_reason: str = ""
 
     def describe(self) -> str:
         text = self.grain.describe() if self.grain is not None else self.mode
@@ -130,6 +132,15 @@ class PodSetFlavors:
     @property
     def message(self) -> str:
         return f"couldn't assign flavors to pod set {self.pod_set.name}: {', '.join(sorted(self.reasons))}"
+
+    @property
+    def failure_reason(self) -> str:
+        """Why the PodSet did not fit: when every flavor tried lacks a level it names, the TAS
+        placement's own reason on the first ("no requested topology level for slices: ..."), as
+        Kueue's placement gives it; otherwise the flavor assigner's reasons."""
+        if self.mode == NO_FIT and self.attempts and all(a.placement_reason for a in self.attempts):
+            return self.attempts[0].placement_reason
+        return ", ".join(sorted(self.reasons))
 
 
 @dataclass(slots=True)
@@ -194,6 +205,38 @@ class FlavorAssignment:
                     self.kind = most_severe(self.kind, psf.kind or NO_MATCHING_FLAVOR)
 
 
+@dataclass(frozen=True, slots=True)
+class FlavorScanProgress:
+    """Where a workload's flavor scan stopped (Kueue's AssignmentClusterQueueState, kept as the
+    workload's LastAssignment): per (PodSet, resource group) the index of the last flavor tried,
+    -1 when the scan went through them all. The next attempt resumes after it, so a workload whose
+    first flavor has quota but no room in its topology gets to the next flavor."""
+
+    last_tried: Mapping[tuple[str, int], int]
+    cluster_queue_generation: int  # the ClusterQueue's AllocatableResourceGeneration then
+    scheduling_cycle: int  # the cycle that recorded it
+    shape: Hashable = None  # the workload's scheduling shape then: the indexes mean nothing for another
+
+    @property
+    def pending_flavors(self) -> bool:
+        """Some resource group has flavors left to try (Kueue's PendingFlavors)."""
+        return any(index != -1 for index in self.last_tried.values())
+
+    def next_flavor(self, key: tuple[str, int]) -> int:
+        """Kueue's NextFlavorToTryForPodSetResource."""
+        return self.last_tried.get(key, -1) + 1
+
+    def outdated(self, generation: int, cycle: int, shape: Hashable, *, preserve: bool) -> bool:
+        """Kueue's lastAssignmentOutdated: the ClusterQueue's generation advanced since (with
+        FlavorFungibilityPreserveScanProgress, only once the progress is older than the previous
+        cycle: on a busy cluster the generation advances every cycle), or the workload changed shape."""
+        if shape != self.shape:
+            return True
+        if generation <= self.cluster_queue_generation:
+            return False
+        return not preserve or self.scheduling_cycle < cycle - 1
+
+
 def flavor_matches_node_constraints(ps: PodSet, flavor: ResourceFlavor, allowed_keys: set[str]) -> bool:
     """The PodSet's nodeSelector and required node affinity, restricted to the label keys flavors
     define, against the flavor's nodeLabels (as kube-scheduler's NodeAffinity filter would)."""
@@ -231,8 +274,8 @@ class FlavorAssigner:
         self.preemptor = preemptor if preemptor is not None else Preemptor(state)
         # flavors chosen at nomination: a recompute within the cycle sticks to them
         self.nominated: dict[str, dict[str, str]] | None = None
-        # per (PodSet, resource group): the flavor index an earlier attempt stopped at (-1: tried them all)
-        self.resume: dict[tuple[str, int], int] = {}
+        # where an earlier attempt's flavor scan stopped: this one resumes after it
+        self.progress: FlavorScanProgress | None = None
         self.tried: dict[tuple[str, int], int] = {}
         # the admitted workload slice this one replaces (elastic jobs): its pods keep their places
         self.replaced = state.replaced_slice(wl, cq.name)
@@ -267,6 +310,16 @@ class FlavorAssigner:
         if not flavor_matches_node_constraints(ps, flavor, self.group_label_keys(group)):
             return f"flavor {flavor.name} doesn't match node affinity"
         return None
+
+    def missing_level_reason(self, psf: PodSetFlavors, flavor: str) -> str:
+        """The TAS placement's reason for a PodSet on a TAS flavor whose topology lacks a level
+        the PodSet names; "" for any other flavor."""
+        snap = self.state.tas_snapshots.get(flavor)
+        ps = psf.pod_set
+        if snap is None or not psf.tas or psf.implied or has_level(snap, ps.topology_request, self.state.gates):
+            return ""
+        request = TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=flavor)
+        return topology_request_reason(snap, request, self.state.gates)
 
     def group_label_keys(self, group: ResourceGroup) -> set[str]:
         """The node label keys of every flavor in the group: the only keys a flavor can be judged by."""
@@ -378,13 +431,13 @@ class FlavorAssigner:
         best: tuple[str, GranularMode] | None = None
         key = (psf.pod_set.name, self.cq.resource_groups.index(group))
         attempted = -1
-        for index in range(self.resume.get(key, 0), len(group.flavors)):
+        for index in range(self.first_flavor(key), len(group.flavors)):
             fq = group.flavors[index]
+            attempted = index
             if self.nominated is not None and fq.name not in self.nominated.get(psf.pod_set.name, {}).values():
                 reasons.append(f"skipping flavor {fq.name} as it is not found in the nomination mapping "
                                f"for resource {resources[0]}")
                 continue
-            attempted = index
             flavor = self.state.flavors.get(fq.name)
             mismatch = f"flavor {fq.name} not found" if flavor is None else \
                 self.flavor_mismatch(psf.pod_set, flavor, group)
@@ -392,7 +445,8 @@ class FlavorAssigner:
                 reasons.append(mismatch)
                 kinds.append(NO_MATCHING_FLAVOR)
                 psf.attempts.append(FlavorAttempt(fq.name, NO_FIT, reasons=[mismatch], grain=Grain.NO_FIT,
-                                                  kind=NO_MATCHING_FLAVOR))
+                                                  kind=NO_MATCHING_FLAVOR,
+                                                  placement_reason=self.missing_level_reason(psf, fq.name)))
                 continue
             mode = GranularMode(Grain.FIT)
             max_borrow, flavor_reasons, kind = 0, [], ""
@@ -427,6 +481,13 @@ class FlavorAssigner:
         if best[1].grain != Grain.FIT:
             psf.reasons.extend(reasons)
         return best
+
+    def first_flavor(self, key: tuple[str, int]) -> int:
+        """The index the scan of a (PodSet, resource group) starts at: after where the last attempt
+        stopped (from the first flavor without FlavorFungibility)."""
+        if self.progress is None or not self.state.gates.FlavorFungibility:
+            return 0
+        return self.progress.next_flavor(key)
 
     def preemption_targets(self, assignment: FlavorAssignment) -> list[Target]:
         """The workloads to preempt for an assignment that fits only by preemption: its quota,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from scheduler.cluster import Changes, ClusterState, is_pending
+from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
 
@@ -296,8 +297,10 @@ class QueueManager:
         self.orders: dict[str, tuple] = {}  # pending workload -> its queue-order key
         self.orphans: dict[str, Orphan] = {}
         self.second_pass: dict[str, SecondPassEntry] = {}
-        # per workload, where the flavor search resumes (Kueue's LastAssignment)
-        self.scan_progress: dict[str, dict] = {}
+        # per pending workload, where its flavor scan resumes (Kueue keeps it in the queue manager's
+        # workload info, in memory: it is lost on restart, and the scan starts from the first flavor)
+        self.scan_progress: dict[str, FlavorScanProgress] = {}
+        self.scheduling_cycle = 0  # cycles started so far (Kueue's scheduler counts them)
         # pending workloads in their requeue backoff (status.requeueState.requeueAt): kept out
         # of their queue until then; `now` is the pass's clock (None before the first pass)
         self.backoff: dict[str, datetime] = {}
@@ -313,7 +316,12 @@ class QueueManager:
             return {}
         if changes.queues_changed:
             self._sync_queues()
+        preserve = self.state.gates.FlavorFungibilityPreserveScanProgress
         for key, wl in changes.workloads.items():
+            if not preserve:
+                # the queue manager's workload info is rebuilt on every update, and its scan progress
+                # with it; with the gate it is carried over (dropped at nomination if the shape changed)
+                self.scan_progress.pop(key, None)
             self.place(key, wl)
         self._requeue(changes)
         return changes.workloads
@@ -462,6 +470,10 @@ class QueueManager:
         return out
 
     # ------------------------------------------------------------ a cycle's heads
+
+    def next_scheduling_cycle(self) -> int:
+        self.scheduling_cycle += 1
+        return self.scheduling_cycle
 
     def heads(self) -> list[tuple[Workload, ClusterQueue]]:
         """Pop the head of every ClusterQueue, in queue order across ClusterQueues."""

@@ -23,7 +23,8 @@ from scheduler.results import PassResult
 
 def unknown_level_problems(parsed: ParsedObjects) -> list[InputError]:
     """Topology requests naming a level no Topology has: Kueue keeps such a workload pending
-    forever ("does not contain the requested level"), which is almost always a typo."""
+    forever ("does not contain the requested level"), which is almost always a typo. The
+    workload is valid all the same (Kueue admits the object), so a pass only warns of them."""
     known = {level for t in parsed.topologies for level in t.levels}
     problems = []
     for wl in parsed.workloads:
@@ -73,7 +74,9 @@ def simulate_parsed(
     as it takes until nothing more is admitted): a cold-started engine, one pass, every
     workload's result. The pass updates the Workload and Pod objects in place (admissions,
     conditions, unhealthy nodes), so give it objects of its own."""
-    result = PassResult(problems=unknown_level_problems(parsed))
+    for problem in unknown_level_problems(parsed):
+        warn(str(problem))
+    result = PassResult()
     engine = Engine.from_parsed(parsed, gates, warn, config=config)
     outcome = engine.run_pass(now, cycles=cycles, result=result)
     result.workloads = engine.results_for(engine.state.workload_map, outcome)

@@ -114,6 +114,40 @@ def leaves_in_domain(snap: TASFlavorSnapshot, domain: str) -> np.ndarray:
                        dtype=bool, count=tree.leaf_count)
 
 
+def requested_levels(
+    snap: TASFlavorSnapshot, placer: Placer, workers: TASPodSetRequest, gates: FeatureGates
+) -> tuple[tuple[int, int, int, dict[int, int]] | None, str]:
+    """The levels a request names, resolved on the snapshot's topology: the outermost slice size,
+    the requested level, the slice level and the slice sizes of inner layers; or Kueue's reason
+    the request cannot be evaluated on this topology (a level it lacks, a missing slice size, ...)."""
+    tr = workers.topology_request
+    slice_size, reason = slice_size_with_single_pod_default(tr)
+    if reason:
+        return None, reason
+    key = placer.level_key_with_implied(workers)
+    if key is None:
+        return None, "topology level not specified"
+    requested_level = snap.tree.level_index(key)
+    if requested_level is None:
+        return None, f"no requested topology level: {key}"
+    slice_key = placer.slice_level_key(tr)
+    slice_level = snap.tree.level_index(slice_key)
+    if slice_level is None:
+        return None, f"no requested topology level for slices: {slice_key}"
+    if requested_level > slice_level:
+        return None, f"podset slice topology {slice_key} is above the podset topology {key}"
+    sizes, reason = slice_size_at_levels(snap, tr, slice_size, slice_level, gates)
+    if reason:
+        return None, reason
+    return (slice_size, requested_level, slice_level, sizes), ""
+
+
+def topology_request_reason(snap: TASFlavorSnapshot, workers: TASPodSetRequest, gates: FeatureGates) -> str:
+    """What the placement says of a request whose levels its topology lacks, before placing
+    anything ("no requested topology level for slices: ..."); "" when it can be evaluated."""
+    return requested_levels(snap, Placer(snap, gates), workers, gates)[1]
+
+
 def prepare_placement(
     snap: TASFlavorSnapshot,
     workers: TASPodSetRequest,
@@ -131,26 +165,12 @@ def prepare_placement(
     """
     placer = Placer(snap, gates)
     tr = workers.topology_request
-    slice_size, reason = slice_size_with_single_pod_default(tr)
-    if reason:
+    levels, reason = requested_levels(snap, placer, workers, gates)
+    if levels is None:
         return None, None, reason
+    slice_size, requested_level, slice_level, sizes = levels
     required = tr is not None and tr.required is not None
     unconstrained = bool(tr is not None and tr.unconstrained) or workers.implied or bool(tr and tr.slice_only)
-    key = placer.level_key_with_implied(workers)
-    if key is None:
-        return None, None, "topology level not specified"
-    requested_level = snap.tree.level_index(key)
-    if requested_level is None:
-        return None, None, f"no requested topology level: {key}"
-    slice_key = placer.slice_level_key(tr)
-    slice_level = snap.tree.level_index(slice_key)
-    if slice_level is None:
-        return None, None, f"no requested topology level for slices: {slice_key}"
-    if requested_level > slice_level:
-        return None, None, f"podset slice topology {slice_key} is above the podset topology {key}"
-    sizes, reason = slice_size_at_levels(snap, tr, slice_size, slice_level, gates)
-    if reason:
-        return None, None, reason
     multi_layer = tr.slice_layers() if sizes and tr is not None else ()
     match = None
     if snap.lowest_is_node:

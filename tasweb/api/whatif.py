@@ -122,7 +122,7 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
     inputs = merged_inputs(view, posted)
     posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
     problems = [p for p in unknown_level_problems(inputs) if p.obj in posted_labels]
-    if problems:  # a level no Topology has: almost always a typo, an error as in the CLI
+    if problems:  # a level no Topology has in what was posted: almost always a typo
         raise problems[0]
     stored = dict(((ns, name), status) for ns, name, status in
                   cluster.Workload.objects.values_list("namespace", "name", "status"))

@@ -175,14 +175,39 @@ class TestBadInput:
         assert_one_error_line(err, str(bad), "expected a Kubernetes object")
 
     def test_level_no_topology_has(self, capsys, tmp_path, cluster_file):
+        # a valid Workload that Kueue keeps pending: a warning, not an error
         wl_file = workloads_file(tmp_path, workload("train", count=2, required="example.com/zone"))
         code, out, err = simulate(capsys, cluster_file, wl_file)
-        assert code == 1
-        assert_one_error_line(err, wl_file, "Workload/default/train",
-                              "spec.podSets[0].topologyRequest.required", "example.com/zone")
-        # the pass still ran: the JSON result is on stdout
+        assert code == 0
+        (line,) = err.splitlines()
+        assert line.startswith("warning: ") and "Traceback" not in err
+        for part in (wl_file, "Workload/default/train", "spec.podSets[0].topologyRequest.required",
+                     "example.com/zone"):
+            assert part in line
         (wl,) = json.loads(out)["workloads"]
-        assert wl["name"] == "train" and wl["status"] != "Admitted"
+        assert (wl["name"], wl["status"]) == ("train", "Inadmissible")
+        assert wl["message"] == ("couldn't assign flavors to pod set main: "
+                                 "Flavor \"tas-flavor\" does not contain the requested level")
+        assert wl["podSets"][0]["failureReason"] == "no requested topology level: example.com/zone"
+
+    def test_slice_level_no_topology_has(self, capsys, tmp_path, cluster_file):
+        wl = workload("train", count=2, required=RACK, slice_topology="example.com/zone", slice_size=1)
+        code, out, _ = simulate(capsys, cluster_file, workloads_file(tmp_path, wl))
+        assert code == 0
+        (got,) = json.loads(out)["workloads"]
+        assert got["status"] == "Inadmissible"
+        assert got["podSets"][0]["failureReason"] == "no requested topology level for slices: example.com/zone"
+
+    def test_flavor_whose_topology_does_not_exist(self, capsys, tmp_path):
+        objects = tas_setup(flavor_kwargs={"topology_name": "missing"}) + grid(cpu="4")
+        objects = [o for o in objects if o["kind"] != "Topology"]
+        cluster = write_yaml(tmp_path / "cluster.yaml", objects)
+        code, out, err = simulate(capsys, cluster, workloads_file(tmp_path, workload("train", required=RACK)))
+        assert code == 0
+        assert "ResourceFlavor/tas-flavor" in err and "spec.topologyName" in err
+        (wl,) = json.loads(out)["workloads"]
+        assert (wl["status"], wl["message"]) == ("Inadmissible", "couldn't assign flavors to pod set main: "
+                                                 "Flavor \"tas-flavor\" information missing in TAS cache")
 
     def test_required_and_preferred(self, capsys, tmp_path, cluster_file):
         wl = workload("train", pod_sets=[pod_set(raw_topology_request={"required": RACK, "preferred": HOSTNAME})])
