@@ -13,8 +13,8 @@ they fit. Everything is mirrored through the cluster services into a fresh datab
 `scheduling_pass_run` must admit every workload and store the results (encoded and
 decoded assignments, history) in its one transaction -- target <= 5 s.
 
-Printed: the pass's phases (reading the mirror into engine objects, the engine's pass,
-writing its results). `--profile` adds a cProfile of the pass, by cumulative time.
+Printed: the pass's phases (building the scheduler's engine state from the mirror, the
+engine's pass, writing its results). `--profile` adds a cProfile of the pass, by cumulative time.
 """
 
 from __future__ import annotations
@@ -163,8 +163,9 @@ def main() -> None:
                     cpu[name] = time.process_time() - started_cpu
             return wrapper
 
-        services.engine_inputs = timed("read", services.engine_inputs)
-        services.simulate_parsed = timed("engine", services.simulate_parsed)
+        # the scheduler process's first pass: it builds its engine state from the mirror
+        services.runtime_for_pass = timed("read", services.runtime_for_pass)
+        services.engine_pass_run = timed("engine", services.engine_pass_run)
         services.PassRecorder.record = timed("write", services.PassRecorder.record)
 
         print("one scheduling pass:")
@@ -178,8 +179,8 @@ def main() -> None:
         total, total_cpu = time.perf_counter() - started, time.process_time() - started_cpu
         timings["rest"] = total - timings["read"] - timings["engine"] - timings["write"]
         cpu["rest"] = total_cpu - cpu["read"] - cpu["engine"] - cpu["write"]
-        for key, label in (("read", "read the mirror into engine objects (engine_inputs)"),
-                           ("engine", "engine pass (simulate_parsed)"),
+        for key, label in (("read", "build the engine state from the mirror (runtime_for_pass)"),
+                           ("engine", "engine pass (engine_pass_run)"),
                            ("write", "write results (PassRecorder.record)"),
                            ("rest", "the pass record, commit")):
             print(f"  {label:58} {timings[key]:8.2f} s  (client CPU {cpu[key]:6.2f} s)")

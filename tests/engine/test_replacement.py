@@ -143,6 +143,20 @@ class TestWhereThePodsGo:
         assert result_of(result, "next").status == "Admitted"
         assert main_domains(result, "next") == [("y1", 2)]
 
+    def test_a_failure_found_in_a_pass_is_replaced_in_a_later_one(self):
+        """x1 is found deleted in the first pass: `train` only lists it then, and the workload
+        already waiting takes x3, the one node of r1 with room. The replacement, a pass later,
+        finds r1 full and the workload is evicted (fail-fast off: replacement failed)."""
+        pending = workload("next", count=2, cpu="2", required=HOSTNAME)
+        first = run([*tas_setup(), *rack_nodes(), train(), pending], passes=1)
+        assert result_of(first, "train").unhealthy_nodes == ["x1"]
+        assert decisions_of(first, NODE_REPLACED) == []
+        assert main_domains(first, "next") == [("x3", 2)]
+        later = run([*tas_setup(), *rack_nodes(), train(), pending], passes=2)
+        assert main_domains(later, "next") == [("x3", 2)]
+        assert decisions_of(later, NODE_REPLACED) == []
+        assert decisions_of(later, REPLACEMENT_FAILED) or decisions_of(later, WORKLOAD_EVICTED)
+
     def test_the_rest_of_the_assignment_is_kept(self):
         # n3 is gone; its two pods go wherever there is room, every other pod stays put
         nodes = [node(f"n{i}", block="b1", rack="r1", cpu="4") for i in (1, 2, 4, 5, 6)]
