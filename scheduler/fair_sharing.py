@@ -177,6 +177,7 @@ class FairSharingIterator(Generic[E]):
             head = self.info[id(e)] = info(e)
             self.pending.setdefault(head.cluster_queue, []).append(e)
         self._drs: dict[tuple[str, int], DRS] = {}
+        self._queue_shares: dict[str, tuple[tuple, DRS]] = {}
 
     def __iter__(self) -> Iterator[E]:
         while self.pending:
@@ -209,13 +210,29 @@ class FairSharingIterator(Generic[E]):
             if not entries:
                 continue
             head = entries[0]
-            with simulated_usage(self.tree, cq_node.name, self.info[id(head)].usage):
-                share = self.shares.of(cq_node)
-                ancestor = cq_node.parent
-                while ancestor is not None:
-                    self._drs[(ancestor.name, id(head))] = share
-                    share = self.shares.of(ancestor)
+            usage = self.info[id(head)].usage
+            parent = cq_node.parent
+            assert parent is not None
+            self._drs[(parent.name, id(head))] = self._queue_share(cq_node, head, usage)
+            if parent.parent is None:
+                continue
+            # a Cohort's usage with the nominee depends on the lending limits below it: add it for real
+            with simulated_usage(self.tree, cq_node.name, usage):
+                ancestor = parent
+                while ancestor.parent is not None:
+                    self._drs[(ancestor.parent.name, id(head))] = self.shares.of(ancestor)
                     ancestor = ancestor.parent
+
+    def _queue_share(self, cq_node: QuotaNode, head: E, usage: Mapping[FlavorResource, int]) -> DRS:
+        """The ClusterQueue's share with its nominee, kept while the ClusterQueue's usage stays the same
+        (other ClusterQueues' admissions leave it alone)."""
+        signature = (id(head), tuple(cq_node.usage.get(fr, 0) for fr in cq_node.subtree))
+        cached = self._queue_shares.get(cq_node.name)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        share = self.shares.of(cq_node, usage)
+        self._queue_shares[cq_node.name] = (signature, share)
+        return share
 
     def _tournament(self, cohort: QuotaNode) -> E | None:
         candidates: list[E] = []
