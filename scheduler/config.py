@@ -237,6 +237,10 @@ def _fair_sharing(doc: Mapping | None, version: str) -> FairSharing | None:
                              field=f"fairSharing.preemptionStrategies[{i}]")
     if len(set(strategies)) != len(strategies):
         raise InputError("lists a strategy twice", field="fairSharing.preemptionStrategies")
+    if strategies == [LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE]:
+        # Kueue accepts either strategy alone, or both with LessThanOrEqualToFinalShare first
+        raise InputError(f"{LESS_THAN_OR_EQUAL_TO_FINAL_SHARE} must come before {LESS_THAN_INITIAL_SHARE}",
+                         field="fairSharing.preemptionStrategies")
     return FairSharing(tuple(strategies) or PREEMPTION_STRATEGIES)
 
 

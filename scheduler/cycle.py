@@ -3,7 +3,8 @@
 One cycle pops the head of every ClusterQueue from the queue manager (the first pending
 workload in priority then creation order), computes an assignment for each against the
 cluster as it was when the cycle began (nomination), then admits them in order: workloads
-that do not borrow first, then higher priority, then older. An entry that no longer fits
+that do not borrow first, then higher priority, then older (with fair sharing on, in Kueue's
+fair-sharing order instead: `scheduler.fair_sharing`). An entry that no longer fits
 after the ones before it took capacity is left pending ("no longer fits after processing
 another workload") unless its TopologyAssignment can be recomputed within the cycle. Heads
 that are not admitted go back to the queue manager, to their heap or parked.
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from scheduler.cluster import Charge, ClusterState, TASCharge
+from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
     FIT,
     NO_FIT,
@@ -31,7 +33,7 @@ from scheduler.flavorassigner import (
 )
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
-from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready
+from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, queue_order_time
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
 from scheduler.queues import (
     REQUEUE_IMMEDIATE,
@@ -128,11 +130,13 @@ class SchedulingCycle:
         self.report_orphans()
         heads = self.queues.heads()
         entries = [self.nominate(wl, cq) for wl, cq in heads]
-        entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl),
-                                    e.wl.creation_timestamp or _GO_ZERO_TIME, e.wl.key))
+        entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl), self.queue_order_time(e.wl), e.wl.key))
+        ordered: Iterable[Entry] = entries
+        if self.state.config.fair_sharing is not None:
+            ordered = self.fair_sharing_order(entries)
         outcomes = []
         try:
-            for entry in entries:
+            for entry in ordered:
                 under_hold = bool(self.held)  # capacity held by an earlier entry may be what it lacks
                 outcomes.append((entry, *self.process(entry), under_hold))
         finally:
@@ -154,6 +158,23 @@ class SchedulingCycle:
                 self.bulk.append((result, moved))
                 self.parked += len(moved)
         return self.decided
+
+    def queue_order_time(self, wl: Workload) -> datetime:
+        """Kueue's FIFO time of a head: its creation, or the eviction that sent it back."""
+        return queue_order_time(wl, self.state.config.wait_for_pods_ready) or wl.creation_timestamp or _GO_ZERO_TIME
+
+    def fair_sharing_order(self, entries: list[Entry]) -> FairSharingIterator[Entry]:
+        """The entries in Kueue's fair-sharing order, shares computed as entries are processed."""
+        gates = self.state.gates
+
+        def info(e: Entry) -> HeadInfo:
+            usage = {} if e.wl.has_quota_reservation else e.assignment.usage()
+            priority = -self.state.priority_of(e.wl) if gates.PrioritySortingWithinCohort else 0
+            return HeadInfo(e.cq.name, usage, (priority, self.queue_order_time(e.wl)))
+
+        return FairSharingIterator(self.state.quota, entries, info,
+                                   prioritize_non_borrowing=gates.FairSharingPrioritizeNonBorrowing,
+                                   shares=self.preemptor.fair_shares)
 
     def bulk_results(self, unanswered: Callable[[list[str], WorkloadResult], Iterable[str]] = lambda keys, _r: keys,
                      ) -> dict[str, WorkloadResult]:

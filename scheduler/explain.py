@@ -401,12 +401,14 @@ def preemption_targets(assigner: FlavorAssigner, assignment: FlavorAssignment) -
     return assigner.preemption_targets(assignment) if assignment.mode == PREEMPT else []
 
 
-def preemption_suggestion(targets: list[Target]) -> Suggestion:
+def preemption_suggestion(targets: list[Target], *, fair_sharing: bool = False) -> Suggestion:
     if not targets:
+        rules = ("the preemption policies (withinClusterQueue, reclaimWithinCohort) of its ClusterQueue and the "
+                 "fair sharing preemption strategies" if fair_sharing else
+                 "the preemption policies (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) of its "
+                 "ClusterQueue and cohort")
         return Suggestion("preemption", "preemption could make room, but no admitted workload may be preempted "
-                          "for it under the preemption policies (withinClusterQueue, reclaimWithinCohort, "
-                          "borrowWithinCohort) of its ClusterQueue and cohort: it waits for workloads to finish",
-                          {"targets": []})
+                          f"for it under {rules}: it waits for workloads to finish", {"targets": []})
     names = ", ".join(f"{t.workload.key} ({HUMAN_READABLE_REASONS.get(t.reason, t.reason)})" for t in targets)
     noun = "workload" if len(targets) == 1 else "workloads"
     return Suggestion("preemption", f"the next scheduling pass preempts {len(targets)} {noun} to make room: {names}",
@@ -429,7 +431,8 @@ def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
         out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
         if assignment.mode == PREEMPT:
-            out.suggestions.append(preemption_suggestion(preemption_targets(assigner, assignment)))
+            out.suggestions.append(preemption_suggestion(preemption_targets(assigner, assignment),
+                                                         fair_sharing=state.config.fair_sharing is not None))
         elif assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",

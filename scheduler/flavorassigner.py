@@ -334,7 +334,11 @@ class FlavorAssigner:
 
     def can_preempt_while_borrowing(self) -> bool:
         borrow = self.cq.preemption.get("borrowWithinCohort") or {}
-        return borrow.get("policy", "Never") != "Never"
+        if borrow.get("policy", "Never") != "Never":
+            return True
+        # fair sharing may preempt in the cohort whatever the preemptor borrows
+        return self.state.config.fair_sharing is not None and \
+            self.cq.preemption.get("reclaimWithinCohort", "Never") != "Never"
 
     def quota_mode(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int]
                    ) -> tuple[GranularMode, str, str]:

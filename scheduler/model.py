@@ -269,6 +269,7 @@ class ClusterQueue:
     flavor_fungibility: Mapping = field(default_factory=dict)
     admission_checks: tuple[AdmissionCheckStrategyRule, ...] = ()
     stop_policy: str = "None"
+    fair_weight: float = 1.0  # spec.fairSharing.weight; 0 is an infinite share when borrowing
 
     def flavor_names(self) -> list[str]:
         return [fq.name for rg in self.resource_groups for fq in rg.flavors]
@@ -290,6 +291,7 @@ class Cohort:
     name: str
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0  # spec.fairSharing.weight
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
@@ -45,7 +46,7 @@ from scheduler.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from scheduler.quantity import QuantityError, resource_value
+from scheduler.quantity import QuantityError, resource_value, to_fraction
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 MAX_TOPOLOGY_LEVELS = 8
@@ -550,6 +551,24 @@ def parse_flavor_fungibility(spec: Mapping, where: Where) -> Mapping:
     return MappingProxyType(out)
 
 
+def parse_fair_weight(spec: Mapping, where: Where) -> float:
+    """spec.fairSharing.weight (default 1): a non-negative quantity, 0 or above 1n as Kueue's
+    validation requires (smaller weights collapse to 0 in its arithmetic)."""
+    fw = where.at("fairSharing")
+    raw = mapping(spec, "fairSharing", where).get("weight")
+    if raw is None:
+        return 1.0
+    try:
+        weight = to_fraction(raw)
+    except QuantityError as exc:
+        raise fw.at("weight").error(str(exc)) from None
+    if weight < 0:
+        raise fw.at("weight").error(f"must be greater than or equal to 0, got {raw!r}")
+    if 0 < weight <= Fraction(1, 10**9):
+        raise fw.at("weight").error(f"when not 0, must be greater than 1n, got {raw!r}")
+    return float(weight)
+
+
 def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
@@ -575,6 +594,7 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         flavor_fungibility=parse_flavor_fungibility(spec, sw),
         admission_checks=tuple(checks),
         stop_policy=string(spec, "stopPolicy", sw, default="None") or "None",
+        fair_weight=parse_fair_weight(spec, sw),
     )
 
 
@@ -590,7 +610,7 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
     parent = optional_string(spec, "parentName", sw) or optional_string(spec, "parent", sw)
-    return Cohort(name, parent or None, parse_resource_groups(spec, sw))
+    return Cohort(name, parent or None, parse_resource_groups(spec, sw), parse_fair_weight(spec, sw))
 
 
 def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:

@@ -8,6 +8,8 @@ the ClusterQueue's policies allow it to preempt: lower priority ones in its own 
 order (already evicted first, other ClusterQueues before the own one, lower priority first,
 most recently admitted first), until the preemptor fits its quota and its TopologyAssignment;
 then every removed workload that is not needed after all is put back.
+
+With fair sharing on, `scheduler.fair_preemption` chooses the targets instead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 
 from scheduler.cluster import ClusterState
+from scheduler.fair_sharing import FairShares
 from scheduler.model import ClusterQueue, Workload
 from scheduler.quota import (
     FlavorResource,
@@ -38,9 +41,11 @@ _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
 HUMAN_READABLE_REASONS = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
     IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
     IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
 }
 
@@ -100,6 +105,7 @@ class Preemptor:
         self.now = now or datetime.now(UTC)
         # workloads admitted during this cycle: their usage counts, but they are not candidates
         self.excluded = excluded if excluded is not None else set()
+        self.fair_shares = FairShares()  # what cohorts can lend, for fair preemption
 
     # ------------------------------------------------------------ snapshot edits
 
@@ -157,6 +163,12 @@ class Preemptor:
     def get_targets(self, wl: Workload, cq: ClusterQueue, usage: Mapping[FlavorResource, int],
                     frs_need: set[FlavorResource], tas_fits: Callable[[], bool] | None = None) -> list[Target]:
         """The workloads to evict for `wl` to fit `usage` (and, through `tas_fits`, its topology)."""
+        fair_sharing = self.state.config.fair_sharing
+        if fair_sharing is not None:
+            from scheduler.fair_preemption import FairSearch  # it builds on _Search below
+
+            return FairSearch(self, wl, cq, dict(usage), frs_need, tas_fits,
+                              strategies=fair_sharing.preemption_strategies, shares=self.fair_shares).run()
         search = _Search(self, wl, cq, dict(usage), frs_need, tas_fits)
         return search.run()
 

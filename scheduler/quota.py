@@ -38,6 +38,7 @@ class QuotaNode:
     children: list[QuotaNode] = field(default_factory=list)
     subtree: dict[FlavorResource, int] = field(default_factory=lambda: defaultdict(int))
     usage: dict[FlavorResource, int] = field(default_factory=lambda: defaultdict(int))
+    fair_weight: float = 1.0
 
     def local_quota(self, fr: FlavorResource) -> int:
         """Capacity this subtree keeps to itself because of a lending limit."""
@@ -63,11 +64,12 @@ class QuotaTree:
     def __init__(self, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort]) -> None:
         self.cohorts: dict[str, QuotaNode] = {}
         for c in cohorts:
-            self.cohorts[c.name] = QuotaNode(c.name, True, _quotas(c.resource_groups))
+            self.cohorts[c.name] = QuotaNode(c.name, True, _quotas(c.resource_groups), fair_weight=c.fair_weight)
         parents = {c.name: c.parent for c in cohorts}
         self.queues: dict[str, QuotaNode] = {}
         for cq in cluster_queues:
-            node = self.queues[cq.name] = QuotaNode(cq.name, False, _quotas(cq.resource_groups))
+            node = self.queues[cq.name] = QuotaNode(cq.name, False, _quotas(cq.resource_groups),
+                                                    fair_weight=cq.fair_weight)
             if cq.cohort:
                 self._link(node, self._cohort(cq.cohort))
         for name, parent in parents.items():
@@ -197,6 +199,11 @@ def node_path(node: QuotaNode) -> str:
     """"/root/.../name", as Kueue names a ClusterQueue's place in its cohort tree."""
     names = [node.name] + [n.name for n in path_to_root(node)]
     return "/" + "/".join(reversed(names))
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """What the node could use of `fr` with nothing used anywhere (Kueue's potentialAvailable)."""
+    return _potential(node, fr)
 
 
 def is_borrowing_with(node: QuotaNode, fr: FlavorResource, value: int) -> bool:
