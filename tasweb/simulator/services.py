@@ -29,10 +29,11 @@ from django.db.models import Count, Max, QuerySet
 from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL
+from scheduler.errors import InputError
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import KINDS, WorkloadStatus
 from tasweb.cluster.services import _row_values, object_delete, object_uid, object_upsert, rows_insert
-from tasweb.scheduling.services import workload_observed
+from tasweb.scheduling.services import kueue_configuration, workload_observed
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.config import SimulatorSettings, simulator_settings
 from tasweb.simulator.models import SimulatorState
@@ -343,6 +344,7 @@ class Tick:
         self.recover_nodes()
         self.requeue_evicted()
         self.bind_ungated_pods()
+        self.track_pods_ready()
         self.finish_completed()
         self.fail_nodes()
         self.drain_nodes()
@@ -570,6 +572,40 @@ class Tick:
         # in bulk: a burst of admissions brings thousands of pods in one tick
         self.report.pods_created += self.writer.create_all("Pod", created)
 
+    def track_pods_ready(self) -> None:
+        """The job controller's PodsReady condition: True once every pod of an admitted workload
+        runs, False while they start or after one failed. Written only when Kueue's
+        Configuration has waitForPodsReady, the one thing that reads it (it costs a write a
+        workload otherwise)."""
+        try:
+            enabled = kueue_configuration()[1].wait_for_pods_ready is not None
+        except InputError:
+            enabled = False  # reported at start-up; the scheduling pass fails on it
+        workloads = self.admitted_workloads() if enabled else []
+        if not workloads:
+            return
+        running = {(row["namespace"], row["workload_name"]): row["n"] for row in
+                   self.pods_of(workloads).filter(phase="Running")
+                   .values("namespace", "workload_name").annotate(n=Count("id"))}
+        for wl in workloads:
+            status = wl.raw.get("status") or {}
+            expected = sum(int(psa.get("count") or 0) for psa in (status.get("admission") or {}).get(
+                "podSetAssignments") or [])
+            current = _condition(status, "PodsReady")
+            if expected and running.get((wl.namespace, wl.name), 0) >= expected:
+                wanted = ("True", "PodsReady", "All pods reached readiness and the workload is running")
+            elif current is not None and current.get("status") == "True":
+                wanted = ("False", "WaitForRecovery", "At least one pod has failed, waiting for recovery")
+            elif current is None:
+                wanted = ("False", "WaitForStart", "Not all pods are ready or succeeded")
+            else:
+                continue
+            if current is not None and (current.get("status"), current.get("reason")) == wanted[:2]:
+                continue
+            raw = copy.deepcopy(wl.raw)
+            set_condition(raw.setdefault("status", {}), "PodsReady", *wanted, self.now)
+            self.put_workload(wl, raw)
+
     def finish_completed(self) -> None:
         """A workload whose pods all run and whose runtime has passed since admission finishes:
         its pods succeed and Kueue marks it Finished (its quota and capacity are free again)."""
@@ -621,6 +657,9 @@ class Tick:
                 if condition and condition.get("status") == "True":
                     set_condition(status, kind, "False", "Requeued", f"Previously: {condition.get('message', '')}",
                                   self.now)
+            if _condition(status, "PodsReady") is not None:  # its pods are gone
+                set_condition(status, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded",
+                              self.now)
             status.pop("admission", None)
             status.pop("unhealthyNodes", None)
             self.put_workload(wl, raw)

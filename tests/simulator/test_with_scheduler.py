@@ -192,3 +192,44 @@ def test_pods_of_an_admitted_workload_land_on_every_node_of_its_assignment(run_t
             placed[key] = placed.get(key, 0) + 1
             assert pod.node_name == key[1]
         assert placed == counts, wl.key
+
+
+@pytest.fixture
+def wait_for_pods_ready(tmp_path, settings):
+    path = tmp_path / "kueue-config.yaml"
+    path.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                    "waitForPodsReady:\n  timeout: 5m\n  blockAdmission: true\n")
+    settings.TAS_KUEUE_CONFIG = str(path)
+    yield
+    from tasweb.scheduling import services
+
+    services._configurations.clear()
+
+
+def test_with_wait_for_pods_ready_one_workload_starts_at_a_time(run_ticks, wait_for_pods_ready):
+    """The job controller marks PodsReady once every pod runs; until then, blocked admission
+    keeps the next workload waiting with Kueue's reason, and then admits it."""
+    config = quiet(nodes_per_rack=4, blocks=1, racks_per_block=2, runtime_min_seconds=600, runtime_max_seconds=600)
+    simulator_seed(config=config, now=START)
+    first = simulator_submit(shape=whole_nodes(2, base="first"), now=START, rng=random.Random(1), config=config)
+    second = simulator_submit(shape=whole_nodes(2, base="second"), now=START, rng=random.Random(2), config=config)
+    run_ticks(1, config=config)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    held, waiting = (first, second) if first.status == WorkloadStatus.ADMITTED else (second, first)
+    assert held.status == WorkloadStatus.ADMITTED
+    assert waiting.status in WAITING
+    assert waiting.message == "waiting for all admitted workloads to be in PodsReady condition"
+
+    def ready(wl: cluster.Workload) -> bool:
+        wl.refresh_from_db()
+        condition = next((c for c in wl.raw["status"].get("conditions", []) if c["type"] == "PodsReady"), {})
+        return condition.get("status") == "True"
+
+    run_ticks(6, config=config, until=lambda: ready(held))
+    assert ready(held)
+    assert len(running_nodes(held)) == 2
+    run_ticks(2, config=config, until=lambda: cluster.Workload.objects.get(pk=waiting.pk).status ==
+              WorkloadStatus.ADMITTED)
+    waiting.refresh_from_db()
+    assert waiting.status == WorkloadStatus.ADMITTED
