@@ -110,6 +110,11 @@ class WorkloadStatus(models.TextChoices):
     FINISHED = "Finished"
 
 
+# The statuses of a workload waiting for admission: Pending (it will be looked at again as its
+# queue moves) and Inadmissible (parked until an event could change the answer).
+WAITING_STATUSES = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE)
+
+
 class Workload(MirroredObject):
     queue_name = models.CharField(max_length=253, blank=True, default="")
     cluster_queue = models.CharField(max_length=253, blank=True, default="")

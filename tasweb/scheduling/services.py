@@ -50,7 +50,7 @@ from scheduler.results import (
 )
 from scheduler.simulate import simulate_parsed
 from tasweb.cluster import models as cluster
-from tasweb.cluster.models import WorkloadStatus
+from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import instances_insert, rows_insert, rows_update
 from tasweb.scheduling.leader import leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
@@ -83,7 +83,7 @@ DECISION_EVENTS = {
 }
 WORKLOAD_STATUSES = frozenset(WorkloadStatus.values)
 HOLDING = {WorkloadStatus.ADMITTED, WorkloadStatus.QUOTA_RESERVED}
-WAITING = {WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE}
+WAITING = frozenset(WAITING_STATUSES)
 
 
 def feature_gates() -> FeatureGates:

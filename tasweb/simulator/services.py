@@ -31,7 +31,7 @@ from django.utils import timezone
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.errors import InputError
 from tasweb.cluster import models as cluster
-from tasweb.cluster.models import KINDS, WorkloadStatus
+from tasweb.cluster.models import KINDS, WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import _row_values, object_delete, object_uid, object_upsert, rows_insert
 from tasweb.scheduling.services import kueue_configuration, workload_observed
 from tasweb.simulator import objects as k8s
@@ -41,7 +41,7 @@ from tasweb.simulator.models import SimulatorState
 logger = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-WAITING = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE)
+WAITING = WAITING_STATUSES
 # What a drain leaves on a node: `kubectl drain` cordons it, and the node lifecycle
 # controller turns the cordon into this taint.
 DRAIN_TAINT_KEY = "node.kubernetes.io/unschedulable"
