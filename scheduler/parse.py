@@ -69,20 +69,60 @@ _SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 # ---------------------------------------------------------------- field access
 
 
-@dataclass(frozen=True)
 class Where:
-    """Where a value sits: the object it belongs to and the field path inside it."""
+    """Where a value sits: the object it belongs to and the field path inside it.
 
-    obj: str
-    path: str = ""
+    Made for every field read and needed only for an error, so a step costs one small
+    object and the path is spelled out only when asked for."""
+
+    __slots__ = ("_key", "_parent", "obj")
+
+    def __init__(self, obj: str, path: str = "") -> None:
+        self.obj = obj
+        self._parent: Where | None = None
+        self._key: str | int = path
 
     def at(self, key: str | int) -> Where:
-        if isinstance(key, int):
-            return Where(self.obj, f"{self.path}[{key}]")
-        return Where(self.obj, f"{self.path}.{key}" if self.path else key)
+        step = _new_where(Where)
+        step.obj = self.obj
+        step._parent = self
+        step._key = key
+        return step
+
+    @property
+    def path(self) -> str:
+        keys: list[str | int] = []
+        node: Where | None = self
+        while node is not None:
+            keys.append(node._key)
+            node = node._parent
+        out = ""
+        for key in reversed(keys):
+            if isinstance(key, int):
+                out = f"{out}[{key}]"
+            elif key:
+                out = f"{out}.{key}" if out else key
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Where) and (self.obj, self.path) == (other.obj, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.obj, self.path))
+
+    def __repr__(self) -> str:
+        return f"Where({self.obj!r}, {self.path!r})"
 
     def error(self, reason: str) -> InputError:
         return InputError(reason, field=self.path, obj=self.obj)
+
+
+_new_where = object.__new__
+
+
+def _is_mapping(value: Any) -> bool:
+    # a dict is by far the common case; the ABC check behind isinstance(x, Mapping) costs more
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _type_name(value: Any) -> str:
@@ -96,7 +136,7 @@ def mapping(d: Any, key: str, where: Where, *, required: bool = False) -> Mappin
         if required:
             raise where.at(key).error("is required")
         return {}
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         raise where.at(key).error(f"must be a mapping, got {_type_name(value)}")
     return value
 
@@ -226,7 +266,7 @@ def metadata_name(obj: Mapping, where: Where) -> tuple[Mapping, str]:
 
 
 def parse_taint(d: Any, where: Where) -> Taint:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     effect = string(d, "effect", where)
     if effect and effect not in _TAINT_EFFECTS:
@@ -236,7 +276,7 @@ def parse_taint(d: Any, where: Where) -> Taint:
 
 
 def parse_toleration(d: Any, where: Where) -> Toleration:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     operator = string(d, "operator", where, default="Equal") or "Equal"
     if operator not in _TOLERATION_OPERATORS:
@@ -253,7 +293,7 @@ def parse_tolerations(d: Any, key: str, where: Where) -> tuple[Toleration, ...]:
 
 
 def parse_requirement(d: Any, where: Where) -> Requirement:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     operator = string(d, "operator", where, required=True)
     if operator not in _SELECTOR_OPERATORS:
@@ -269,7 +309,7 @@ def parse_requirement(d: Any, where: Where) -> Requirement:
 
 
 def parse_node_selector_term(d: Any, where: Where) -> NodeSelectorTerm:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     exprs = tuple(parse_requirement(r, where.at("matchExpressions").at(i))
                   for i, r in enumerate(sequence(d, "matchExpressions", where)))
@@ -288,14 +328,14 @@ def parse_node_affinity(spec: Mapping, where: Where) -> NodeAffinity | None:
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
         rw = nw.at("requiredDuringSchedulingIgnoredDuringExecution")
-        if not isinstance(req, Mapping):
+        if not _is_mapping(req):
             raise rw.error(f"must be a mapping, got {_type_name(req)}")
         required = tuple(parse_node_selector_term(t, rw.at("nodeSelectorTerms").at(i))
                          for i, t in enumerate(sequence(req, "nodeSelectorTerms", rw)))
     preferred = []
     pw = nw.at("preferredDuringSchedulingIgnoredDuringExecution")
     for i, p in enumerate(sequence(na, "preferredDuringSchedulingIgnoredDuringExecution", nw)):
-        if not isinstance(p, Mapping):
+        if not _is_mapping(p):
             raise pw.at(i).error(f"must be a mapping, got {_type_name(p)}")
         weight = integer(p, "weight", pw.at(i), default=0)
         if not 0 <= weight <= 100:
@@ -336,14 +376,14 @@ def pod_spec_requests(spec: Mapping, where: Where) -> dict[str, int]:
     pod_level = resource_list(mapping(spec, "resources", where), "requests", where.at("resources"))
     total: dict[str, int] = {}
     for i, c in enumerate(sequence(spec, "containers", where)):
-        if not isinstance(c, Mapping):
+        if not _is_mapping(c):
             raise where.at("containers").at(i).error(f"must be a mapping, got {_type_name(c)}")
         _add(total, container_requests(c, where.at("containers").at(i)))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, c in enumerate(sequence(spec, "initContainers", where)):
         cw = where.at("initContainers").at(i)
-        if not isinstance(c, Mapping):
+        if not _is_mapping(c):
             raise cw.error(f"must be a mapping, got {_type_name(c)}")
         reqs = container_requests(c, cw)
         if c.get("restartPolicy") == "Always":  # a sidecar runs alongside the main containers
@@ -376,7 +416,7 @@ def parse_owner_references(meta: Mapping, where: Where) -> tuple[OwnerReference,
     out = []
     for i, r in enumerate(sequence(meta, "ownerReferences", where)):
         rw = where.at("ownerReferences").at(i)
-        if not isinstance(r, Mapping):
+        if not _is_mapping(r):
             raise rw.error(f"must be a mapping, got {_type_name(r)}")
         out.append(OwnerReference(string(r, "apiVersion", rw), string(r, "kind", rw), string(r, "name", rw),
                                   string(r, "uid", rw), bool(boolean(r, "controller", rw, default=False))))
@@ -393,7 +433,7 @@ def parse_node(obj: Mapping, where: Where) -> Node:
     ready, since = None, None
     for i, c in enumerate(sequence(status, "conditions", where.at("status"))):
         cw = where.at("status").at("conditions").at(i)
-        if isinstance(c, Mapping) and c.get("type") == "Ready":
+        if _is_mapping(c) and c.get("type") == "Ready":
             ready = string(c, "status", cw) or None
             since = timestamp(c, "lastTransitionTime", cw)
             break
@@ -417,7 +457,7 @@ def parse_pod(obj: Mapping, where: Where) -> Pod:
     status = mapping(obj, "status", where)
     gates = []
     for i, g in enumerate(sequence(spec, "schedulingGates", where.at("spec"))):
-        gates.append(string(g if isinstance(g, Mapping) else {}, "name",
+        gates.append(string(g if _is_mapping(g) else {}, "name",
                             where.at("spec").at("schedulingGates").at(i), required=True))
     return Pod(
         namespace=string(meta, "namespace", where.at("metadata"), default="default"),
@@ -449,7 +489,7 @@ def parse_topology(obj: Mapping, where: Where) -> Topology:
     levels = []
     for i, level in enumerate(raw_levels):
         lw = sw.at("levels").at(i)
-        if not isinstance(level, Mapping):
+        if not _is_mapping(level):
             raise lw.error(f"must be a mapping, got {_type_name(level)}")
         label = string(level, "nodeLabel", lw, required=True)
         validate_label_key(label, lw.at("nodeLabel"))
@@ -479,18 +519,18 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
     groups = []
     for gi, rg in enumerate(sequence(spec, "resourceGroups", where)):
         gw = where.at("resourceGroups").at(gi)
-        if not isinstance(rg, Mapping):
+        if not _is_mapping(rg):
             raise gw.error(f"must be a mapping, got {_type_name(rg)}")
         covered = tuple(str(r) for r in sequence(rg, "coveredResources", gw))
         flavors = []
         for fi, fq in enumerate(sequence(rg, "flavors", gw)):
             fw = gw.at("flavors").at(fi)
-            if not isinstance(fq, Mapping):
+            if not _is_mapping(fq):
                 raise fw.error(f"must be a mapping, got {_type_name(fq)}")
             quotas = []
             for ri, rq in enumerate(sequence(fq, "resources", fw)):
                 rw = fw.at("resources").at(ri)
-                if not isinstance(rq, Mapping):
+                if not _is_mapping(rq):
                     raise rw.error(f"must be a mapping, got {_type_name(rq)}")
                 rname = string(rq, "name", rw, required=True)
                 if covered and rname not in covered:
@@ -577,7 +617,7 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
     strategy = mapping(spec, "admissionChecksStrategy", sw)
     for i, rule in enumerate(sequence(strategy, "admissionChecks", sw.at("admissionChecksStrategy"))):
         rw = sw.at("admissionChecksStrategy").at("admissionChecks").at(i)
-        if not isinstance(rule, Mapping):
+        if not _is_mapping(rule):
             raise rw.error(f"must be a mapping, got {_type_name(rule)}")
         checks.append(AdmissionCheckStrategyRule(
             string(rule, "name", rw, required=True),
@@ -619,7 +659,7 @@ def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:
     status = mapping(obj, "status", where)
     active = True
     for c in sequence(status, "conditions", where.at("status")):
-        if isinstance(c, Mapping) and c.get("type") == "Active":
+        if _is_mapping(c) and c.get("type") == "Active":
             active = c.get("status") == "True"
     return AdmissionCheck(name, string(spec, "controllerName", where.at("spec")), active)
 
@@ -632,7 +672,7 @@ def parse_priority_class(obj: Mapping, where: Where) -> WorkloadPriorityClass:
 def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
     if d is None:
         return None
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     required = optional_string(d, "required", where)
     preferred = optional_string(d, "preferred", where)
@@ -647,7 +687,7 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
     constraints = []
     for i, c in enumerate(sequence(d, "podsetSliceRequiredTopologyConstraints", where)):
         cw = where.at("podsetSliceRequiredTopologyConstraints").at(i)
-        if not isinstance(c, Mapping):
+        if not _is_mapping(c):
             raise cw.error(f"must be a mapping, got {_type_name(c)}")
         constraints.append(SliceConstraint(string(c, "topology", cw, required=True),
                                            integer(c, "size", cw, default=0, minimum=1)))
@@ -689,7 +729,7 @@ def topology_request_from_annotations(annotations: Mapping[str, str], where: Whe
 
 
 def parse_pod_set(d: Any, where: Where) -> PodSet:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     name = string(d, "name", where, default="main") or "main"
     count = integer(d, "count", where, default=1, minimum=0)
@@ -707,7 +747,7 @@ def parse_pod_set(d: Any, where: Where) -> PodSet:
 
 
 def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAssignment:
-    if not isinstance(d, Mapping):
+    if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     flavors = string_map(d, "flavors", where)
     ta = d.get("topologyAssignment")
@@ -734,7 +774,7 @@ def parse_conditions(d: Mapping, where: Where) -> list[Condition]:
     out = []
     for i, c in enumerate(sequence(d, "conditions", where)):
         cw = where.at("conditions").at(i)
-        if not isinstance(c, Mapping):
+        if not _is_mapping(c):
             raise cw.error(f"must be a mapping, got {_type_name(c)}")
         out.append(Condition(string(c, "type", cw, required=True), string(c, "status", cw, default="Unknown"),
                              string(c, "reason", cw), string(c, "message", cw),
@@ -762,7 +802,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     raw_admission = status.get("admission")
     if raw_admission is not None:
         aw = stw.at("admission")
-        if not isinstance(raw_admission, Mapping):
+        if not _is_mapping(raw_admission):
             raise aw.error(f"must be a mapping, got {_type_name(raw_admission)}")
         admission = Admission(
             cluster_queue=string(raw_admission, "clusterQueue", aw, required=True),
@@ -772,16 +812,16 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     checks = []
     for i, ac in enumerate(sequence(status, "admissionChecks", stw)):
         cw = stw.at("admissionChecks").at(i)
-        if not isinstance(ac, Mapping):
+        if not _is_mapping(ac):
             raise cw.error(f"must be a mapping, got {_type_name(ac)}")
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
                                           string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
                                           tuple(u for u in sequence(ac, "podSetUpdates", cw)
-                                                if isinstance(u, Mapping))))
+                                                if _is_mapping(u))))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
-                         if isinstance(n, Mapping) else str(n))
+                         if _is_mapping(n) else str(n))
     requeue = mapping(status, "requeueState", stw)
     rw = stw.at("requeueState")
     conditions = parse_conditions(status, stw)
@@ -854,10 +894,10 @@ def parse_objects(
     """Every object we read, grouped by kind; other kinds are skipped with a warning."""
     out = ParsedObjects()
     for file, obj in items:
-        label = object_label(obj) if isinstance(obj, Mapping) else "object"
+        label = object_label(obj) if _is_mapping(obj) else "object"
         where = Where(label)
         try:
-            if not isinstance(obj, Mapping):
+            if not _is_mapping(obj):
                 raise where.error(f"expected a Kubernetes object (a mapping), got {_type_name(obj)}")
             kind = obj.get("kind")
             api_version = obj.get("apiVersion") or ""
