@@ -20,12 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from scheduler import stops
 from scheduler.cluster import Charge, ClusterState, TASCharge
 from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
+    EXCEEDS_MAX_QUOTA,
     FIT,
     NO_FIT,
+    NO_MATCHING_FLAVOR,
     PREEMPT,
+    TOPOLOGY_PLACEMENT_FAILED,
     WAITING_FOR_QUOTA,
     FlavorAssigner,
     FlavorAssignment,
@@ -57,6 +61,7 @@ from scheduler.results import (
     PodSetResult,
     WorkloadResult,
 )
+from scheduler.stops import StopRecord, quota_checks, requeue_triggers, shortfall_text
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_GO_DURATION_SECONDS = 9223372036.854775807
@@ -84,6 +89,8 @@ class Entry:
     assignment: FlavorAssignment
     targets: list[Target] = field(default_factory=list)
     generation: int = 0  # the ClusterQueue's AllocatableResourceGeneration at nomination
+    # quota as nomination counted it, when the head did not simply fit (its failure's numbers)
+    checks: list[stops.QuotaCheck] = field(default_factory=list)
 
     @property
     def mode(self) -> str:
@@ -112,6 +119,10 @@ class SchedulingCycle:
         self.preemptor = Preemptor(state, now, excluded=self.admitted_now)
         self.preempted: dict[str, Workload] = {}  # targets of preemptions issued in this cycle
         self.held: list[tuple[Charge, int]] = []  # usage held (1) or given back (-1) for this cycle only
+        # who took capacity in this cycle, in order: (workload, ClusterQueue, its charge), holds and admissions
+        self.takers: list[tuple[str, str, Charge]] = []
+        self.preempted_for: dict[str, str] = {}  # target -> the head it is preempted for
+        self.pass_number = 0  # set by the engine: the pass this cycle belongs to
         self.admitted = 0
         self.parked = 0
         # waitForPodsReady blocked admission: a head that fits waits for every admitted
@@ -150,6 +161,10 @@ class SchedulingCycle:
             in_heap, moved = self.queues.requeue(entry.wl, entry.cq.name, requeue, result, under_hold=under_hold,
                                                  topology_blocked=entry.assignment.topology_failed)
             result.status = PENDING if in_heap else INADMISSIBLE
+            if isinstance(result.stop, StopRecord) and not in_heap:
+                result.stop.parked = True
+                result.stop.requeue_on = requeue_triggers(self.state, entry.cq,
+                                                          topology_blocked=entry.assignment.topology_failed)
             if not in_heap:
                 self.parked += 1
             elif self.queues.scan_progress.get(entry.wl.key) is not None:
@@ -202,6 +217,9 @@ class SchedulingCycle:
         assigner.progress = self.current_scan_progress(wl, generation)
         entry = Entry(wl, cq, assigner, FlavorAssignment([]), generation=generation)
         self.assign(entry)
+        if entry.mode != FIT and not wl.has_quota_reservation:
+            usage = entry.assignment.usage() if entry.mode == PREEMPT else None
+            entry.checks = quota_checks(self.state, cq, usage, wl)
         return entry
 
     @contextmanager
@@ -299,9 +317,12 @@ class SchedulingCycle:
         return best
 
     def process(self, e: Entry) -> tuple[WorkloadResult, str | None]:
-        """The entry's outcome, and how it goes back to its queue (None: it does not)."""
+        """The entry's outcome, and how it goes back to its queue (None: it does not); a result
+        that is not an admission carries where the cycle stopped it (`result.stop`)."""
         check = self.fits(e)
+        recomputed = False
         if check == _NO_TOPOLOGY and self.state.gates.TASRecomputeAssignmentWithinSchedulingCycle:
+            recomputed = True
             # the nominated TopologyAssignment was computed before this cycle's admissions: recompute it,
             # keeping the nominated flavors
             e.assigner.nominated = {psf.pod_set.name: dict(psf.flavors) for psf in e.assignment.pod_sets}
@@ -316,37 +337,130 @@ class SchedulingCycle:
             else:
                 requeue = REQUEUE_NO_FIT if e.mode == NO_FIT else REQUEUE_NO_CANDIDATES
             status = PENDING if e.assignment.pending_flavors else INADMISSIBLE
+            taken = recomputed and e.mode == NO_FIT and not e.assignment.pending_flavors
+            stop = self.taken_stop(e, _NO_TOPOLOGY) if taken else self.unfit_stop(e)
             if e.mode == NO_FIT:
-                return self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,
-                                         assignment=e.assignment), requeue
+                result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,
+                                           assignment=e.assignment)
+                return self.stopped(result, stop), requeue
             if e.cq.preemption.get("reclaimWithinCohort") != "Any":
                 self.reserve(e)  # Kueue's CanAlwaysReclaim is false: hold the capacity for this cycle
-            return self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment), requeue
+            result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, WAITING_FOR_QUOTA,
+                                       assignment=e.assignment)
+            return self.stopped(result, stop), requeue
         # skipped for what another entry of this cycle took: FlavorFungibilityPreserveScanProgress keeps
         # the scan's progress (contention within a cycle says nothing of the flavor); preemptions
         # issued or an admission end the scan
-        skipped = any(t.workload.key in self.preempted for t in e.targets) or check != _FITS
+        overlapping = [t.workload.key for t in e.targets if t.workload.key in self.preempted]
+        skipped = bool(overlapping) or check != _FITS
         self.record_scan_progress(e, keep=skipped and self.state.gates.FlavorFungibilityPreserveScanProgress)
-        if any(t.workload.key in self.preempted for t in e.targets):
-            return self.not_admitted(e.wl, e.cq.name, OVERLAPPING_TARGETS, PENDING, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment), REQUEUE_IMMEDIATE
+        if overlapping:
+            result = self.not_admitted(e.wl, e.cq.name, OVERLAPPING_TARGETS, PENDING, WAITING_FOR_QUOTA,
+                                       assignment=e.assignment)
+            others = sorted({self.preempted_for[k] for k in overlapping if k in self.preempted_for})
+            return self.stopped(result, StopRecord(
+                stops.OVERLAPPING_TARGETS, f"its preemption targets {', '.join(overlapping)} are being preempted "
+                f"for {', '.join(others) or 'another workload'} in this cycle", blocking=others,
+                details={"targets": overlapping})), REQUEUE_IMMEDIATE
         if check != _FITS:
-            return self.not_admitted(e.wl, e.cq.name, NO_LONGER_FITS, PENDING, WAITING_FOR_QUOTA,
-                                     assignment=e.assignment), REQUEUE_IMMEDIATE
+            result = self.not_admitted(e.wl, e.cq.name, NO_LONGER_FITS, PENDING, WAITING_FOR_QUOTA,
+                                       assignment=e.assignment)
+            return self.stopped(result, self.taken_stop(e, check)), REQUEUE_IMMEDIATE
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
+            self.preempted_for[t.workload.key] = e.wl.key
         if e.mode == PREEMPT:
             self.hold(e, e.assignment.usage())
-            return self.preempt(e), REQUEUE_IMMEDIATE
+            targets = [t.workload.key for t in e.targets]
+            stop = StopRecord(stops.PREEMPTION_PENDING, f"waiting for the preemption of {', '.join(targets)}: "
+                              f"{shortfall_text(e.checks) or e.assignment.failure}", verdict=stops.PREEMPTING,
+                              blocking=targets, quota=e.checks,
+                              details={"targets": [{"workload": t.workload.key, "reason": t.reason}
+                                                   for t in e.targets]})
+            return self.stopped(self.preempt(e), stop), REQUEUE_IMMEDIATE
         if self.admission_blocked():
             self.blocked = True
-            return self.waiting_for_pods_ready(e), REQUEUE_IMMEDIATE
+            holders = sorted(w.key for w in self.state.holders() if any_not_ready([w]))[:10]
+            stop = StopRecord(stops.PODS_READY, "fits, but waitForPodsReady blocks admission until the pods of "
+                              f"{', '.join(holders) or 'the admitted workloads'} are ready", blocking=holders)
+            return self.stopped(self.waiting_for_pods_ready(e), stop), REQUEUE_IMMEDIATE
         self.admitted += 1
         if e.assigner.replaced is not None:
             self.replace_slice(e.wl, e.assigner.replaced)
         return self.admit(e.wl, e.cq.name, e.assignment,
                           {n: p.assignment for n, p in e.assignment.placements.items()}), None
+
+    # ------------------------------------------------------------ where a head stopped
+
+    def stopped(self, result: WorkloadResult, stop: StopRecord) -> WorkloadResult:
+        stop.cluster_queue = result.cluster_queue
+        stop.reason = result.message
+        stop.at = self.now
+        stop.cycle = self.number
+        stop.pass_number = self.pass_number
+        stop.representative = result.key
+        result.stop = stop
+        return result
+
+    def unfit_stop(self, e: Entry) -> StopRecord:
+        """A head that neither fits nor can preempt: the step that stopped it, with nomination's numbers."""
+        a = e.assignment
+        psf = a.pod_set(a.failed_pod_set) if a.failed_pod_set else None
+        reason = psf.failure_reason if psf is not None else a.failure
+        if a.pending_flavors:
+            return StopRecord(stops.FLAVORS_LEFT, f"{reason}; sent back to try its remaining flavors next cycle",
+                              verdict=stops.UNDECIDED, quota=e.checks)
+        if e.mode == PREEMPT:
+            return StopRecord(stops.NO_CANDIDATES, f"{shortfall_text(e.checks) or reason}; preemption could make "
+                              "room but no admitted workload may be preempted for it under the preemption policies "
+                              f"of ClusterQueue {e.cq.name}", quota=e.checks)
+        if a.kind == TOPOLOGY_PLACEMENT_FAILED or (psf is not None and psf.kind == TOPOLOGY_PLACEMENT_FAILED):
+            flavor = next((f for f in psf.flavors.values()), "") if psf is not None else ""
+            tr = psf.pod_set.topology_request if psf is not None else None
+            level = (tr.required or tr.preferred or "") if tr is not None else ""
+            return StopRecord(stops.TOPOLOGY, f"topology: {reason}", details={
+                "podSet": a.failed_pod_set, "flavor": flavor, "level": level, "reason": reason})
+        if a.kind == EXCEEDS_MAX_QUOTA:
+            return StopRecord(stops.EXCEEDS_QUOTA, f"quota: {reason}", quota=e.checks)
+        if a.kind == NO_MATCHING_FLAVOR or not e.checks:
+            return StopRecord(stops.NO_FLAVOR, reason)
+        limits = sorted({c.limit for c in e.checks if not c.fits and c.limit})
+        if limits:
+            return StopRecord(stops.QUOTA_LIMIT, f"quota: {shortfall_text(e.checks)}, held back by the "
+                              f"{' and '.join(limits)}", quota=e.checks, details={"limits": limits})
+        return StopRecord(stops.QUOTA, f"quota: {shortfall_text(e.checks) or reason}", quota=e.checks)
+
+    def taken_stop(self, e: Entry, check: str) -> StopRecord:
+        """A head that fitted at nomination but not after what earlier heads of this cycle took or
+        held: the numbers now, and who took it."""
+        if check == _NO_QUOTA:
+            checks = quota_checks(self.state, e.cq, e.assignment.usage())
+            short = {FlavorResource(c.flavor, c.resource) for c in checks if not c.fits}
+            root = self.cohort_root(e.cq.name)
+            takers = [key for key, cq, charge in self.takers
+                      if short & set(charge.quota) and self.cohort_root(cq) == root]
+            return StopRecord(stops.QUOTA_HELD, f"quota: {shortfall_text(checks)}: held by "
+                              f"{self.taken_by(takers)} in this cycle", quota=checks, blocking=takers)
+        flavors = {f for psf in e.assignment.pod_sets for f in psf.flavors.values()}
+        takers = [key for key, _cq, charge in self.takers if any(t.flavor in flavors for t in charge.tas)]
+        return StopRecord(stops.TOPOLOGY_HELD, f"topology: no room left on flavor(s) {', '.join(sorted(flavors))} "
+                          f"after {self.taken_by(takers)} in this cycle", blocking=takers,
+                          details={"flavors": sorted(flavors)})
+
+    def taken_by(self, takers: list[str]) -> str:
+        if not takers:
+            return "another workload"
+        names = []
+        for key in takers:
+            what = "admission" if key in self.admitted_now else "reservation"
+            names.append(f"{key}'s {what}")
+        return ", ".join(names)
+
+    def cohort_root(self, cq: str) -> str:
+        node = self.state.quota.queues.get(cq)
+        while node is not None and node.parent is not None:
+            node = node.parent
+        return node.name if node is not None else cq
 
     def admission_blocked(self) -> bool:
         """waitForPodsReady with blockAdmission, and some workload holding quota is not ready."""
@@ -405,6 +519,7 @@ class SchedulingCycle:
                 charge.tas.append(TASCharge(tas.pop(), placement.assignment, psf.pod_set.spec.requests))
         self.state.apply_charge(charge, 1)
         self.held.append((charge, 1))
+        self.takers.append((e.wl.key, e.cq.name, charge))
         old = e.assigner.replaced
         if old is not None and old.key in self.state.charges:
             # the slice it replaces gives its usage back as long as the replacement's is held
@@ -539,6 +654,9 @@ class SchedulingCycle:
         replaced = {c.type for c in conditions} | {"QuotaReserved", "Admitted"}
         wl.conditions = [c for c in wl.conditions if c.type not in replaced] + conditions
         self.state.workload_changed(wl)  # charged to the cache: later entries see its usage
+        charge = self.state.charges.get(wl.key)
+        if charge is not None:
+            self.takers.append((wl.key, cq_name, charge))
         return WorkloadResult(wl, cq_name, status, reserved, pod_sets, list(wl.unhealthy_nodes),
                               conditions=list(wl.conditions))
 
@@ -587,4 +705,4 @@ def equivalent_result(result: WorkloadResult, wl: Workload) -> WorkloadResult:
     pod_sets = [PodSetResult(ps.name, ps.count, dict(src.flavors), failure_reason=src.failure_reason)
                 for ps, src in zip(wl.pod_sets, result.pod_sets, strict=False)]
     return WorkloadResult(wl, result.cluster_queue, result.status, result.message, pod_sets,
-                          list(wl.unhealthy_nodes), conditions=list(result.conditions))
+                          list(wl.unhealthy_nodes), conditions=list(result.conditions), stop=result.stop)

@@ -30,6 +30,7 @@ from datetime import datetime
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
+from scheduler.explain import WorkloadExplanation, explain_workload
 from scheduler.features import FeatureGates
 from scheduler.model import (
     AdmissionCheck,
@@ -50,6 +51,7 @@ from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
+from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
 
@@ -87,6 +89,9 @@ class Engine:
         # masked): a workload parked again with its equivalents under the same answer gets no
         # new result (thousands can be parked and requeued at every release of quota)
         self.answered: dict[str, tuple[str, str]] = {}
+        # per waiting workload a cycle decided on, where it stopped it (its latest evaluation);
+        # the members of a parked equivalence class share their representative's record
+        self.decisions: dict[str, StopRecord] = {}
         self.sync(None)
 
     @classmethod
@@ -128,6 +133,8 @@ class Engine:
         if now is not None and self.queues.backoff:
             self.queues.release_backoff(now)
         for key, wl in changed.items():
+            # a workload that changed or stopped waiting: its record is about what it was
+            self.decisions.pop(key, None)
             if wl is None or not is_pending(wl):
                 self.answered.pop(key, None)
             if wl is not None and needs_second_pass(wl):
@@ -217,7 +224,9 @@ class Engine:
         _ = state.tas_snapshots, state.quota
         while max_cycles is None or outcome.cycles < max_cycles:
             cycle = SchedulingCycle(state, self.queues, now, outcome.result)
+            cycle.pass_number = self.passes
             decided = cycle.run()
+            self.note_decisions(decided)
             outcome.cycles += 1
             outcome.decided.update(decided)
             if bulk_results:
@@ -230,6 +239,28 @@ class Engine:
             # a head sent back to try the flavors it has left may be admitted on one of them next cycle
             if not decided or (cycle.admitted == 0 and cycle.parked == 0 and cycle.rescans == 0) or cycle.blocked:
                 break
+
+    def note_decisions(self, decided: dict[str, WorkloadResult]) -> None:
+        for key, result in decided.items():
+            if isinstance(result.stop, StopRecord):
+                self.decisions[key] = result.stop
+            else:
+                self.decisions.pop(key, None)
+
+    # ------------------------------------------------------------ why a workload waits
+
+    def stop_record(self, key: str, now: datetime | None = None) -> StopRecord | None:
+        """Where the scheduler stops the waiting workload `key` now (see `scheduler.stops`);
+        None when no cycle has decided on it since it arrived or changed."""
+        return current_stop(self.state, self.queues, self.decisions, key, now)
+
+    def explain(self, key: str, now: datetime | None = None) -> WorkloadExplanation | None:
+        """Why-pending for `key`: the cycle's record, with a fresh computation only for what it
+        did not reach."""
+        wl = self.state.workload(key)
+        if wl is None:
+            return None
+        return explain_workload(self.state, wl, stop=self.stop_record(key, now))
 
     def _unanswered(self, keys: list[str], result: WorkloadResult) -> list[str]:
         """Those of `keys` to whom `result` gives another answer than the last they were given

@@ -2,8 +2,12 @@
 can hold against what is needed, which nodes were excluded and why, quota against usage,
 and the smallest change that would make it fit.
 
-The explanation is computed with the same placement code as the scheduling cycle, on the
-same cluster state, so it never contradicts the decision it explains.
+The answer is the scheduling cycle's own: where it stopped the workload (a
+`scheduler.stops.StopRecord`, with the numbers the cycle used) decides the summary, the verdict
+and, when the cycle counted quota, the quota lines. The per-level and per-node details are
+computed with the same placement code on the state as it is when asked. A workload no cycle
+has decided on yet is computed from scratch and said to be: such an answer never claims that
+the next pass admits it, since heads ahead of it in its ClusterQueue and cohort go first.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from scheduler.preemption import HUMAN_READABLE_REASONS, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
+from scheduler.stops import FITS, NOT_EVALUATED, TOPOLOGY, UNDECIDED, StopRecord
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
 from scheduler.tree import node_matches_flavor
 
@@ -65,6 +70,11 @@ class QuotaLine:
     used: str
     available: str
     fits: bool
+    # "cycle": the numbers the scheduling cycle used when it decided (its holds and admissions
+    # included); "now": computed when asked, and the cycle's decision overrides them
+    source: str = "now"
+    short: str = ""
+    limit: str = ""
 
 
 @dataclass(slots=True)
@@ -99,6 +109,8 @@ class WorkloadExplanation:
     quota: list[QuotaLine] = field(default_factory=list)
     pod_sets: list[PodSetExplanation] = field(default_factory=list)
     suggestions: list[Suggestion] = field(default_factory=list)
+    verdict: str = UNDECIDED  # scheduler.stops: waits | fits | preempting | not-evaluated
+    stop: StopRecord | None = None  # the record the answer tells (computed_now when not the cycle's)
 
 
 # ---------------------------------------------------------------- quota
@@ -415,8 +427,57 @@ def preemption_suggestion(targets: list[Target], *, fair_sharing: bool = False) 
                       {"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
 
 
-def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
-    """Why `wl` is not admitted on the cluster `state` describes (or that it would fit now)."""
+def explain_workload(state: ClusterState, wl: Workload, *, stop: StopRecord | None = None) -> WorkloadExplanation:
+    """Why `wl` waits: the scheduler's record `stop` of where it stopped it, with the details
+    computed on `state`; without one (no cycle decided on it yet), computed from scratch."""
+    out = compute_explanation(state, wl)
+    if stop is None:
+        return not_evaluated(out, wl)
+    return with_record(out, stop)
+
+
+def not_evaluated(out: WorkloadExplanation, wl: Workload) -> WorkloadExplanation:
+    """A fresh computation, said to be one; it never claims the next pass admits the workload."""
+    since = wl.creation_timestamp
+    when = f" since {since:%Y-%m-%dT%H:%M:%SZ}" if since is not None else ""
+    if out.fits:
+        found = ("the quota and the topology have room for it now; the next pass decides, after the heads "
+                 "ahead of it in its ClusterQueue and cohort")
+    else:
+        found = out.summary
+    out.summary = f"not evaluated by a scheduling cycle{when}: computed now: {found}"
+    out.suggestions = [s for s in out.suggestions if s.kind != "fits-now"]
+    out.fits = False
+    out.verdict = NOT_EVALUATED
+    out.stop = StopRecord(NOT_EVALUATED, out.summary, verdict=NOT_EVALUATED, cluster_queue=out.cluster_queue,
+                          computed_now=True)
+    return out
+
+
+def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanation:
+    """The cycle's record decides; details computed now never contradict it."""
+    out.stop = stop
+    out.verdict = stop.verdict
+    out.fits = stop.verdict == FITS
+    out.summary = stop.headline()
+    out.suggestions = [s for s in out.suggestions if s.kind != "fits-now"]
+    if stop.quota:
+        out.quota = [QuotaLine(c.flavor, c.resource, c.text("requested"), c.text("nominal"), c.text("used"),
+                               c.text("available"), c.fits, source="cycle", short=c.text("short") if c.short else "",
+                               limit=c.limit)
+                     for c in stop.quota]
+    if stop.step.startswith(TOPOLOGY):
+        failing = stop.details.get("podSet")
+        for ps in out.pod_sets:
+            if ps.name == failing or (failing is None and ps.fits):
+                ps.fits = False
+                ps.reason = stop.details.get("reason") or stop.message
+    return out
+
+
+def compute_explanation(state: ClusterState, wl: Workload) -> WorkloadExplanation:
+    """Why `wl` would not be admitted on the cluster `state` describes, computed from scratch
+    (`fits` when quota and topology have room for it as they are)."""
     cq = state.cluster_queue_for(wl)
     if cq is None:
         lq = f"{wl.namespace}/{wl.queue_name}"
@@ -459,10 +520,20 @@ def explain_workload(state: ClusterState, wl: Workload) -> WorkloadExplanation:
     if failing:
         out.summary = f"couldn't assign flavors to pod set {failing[0].name}: {failing[0].reason}"
     else:
-        out.summary = "fits now: the next scheduling pass admits it"
+        out.summary = "the quota and the topology have room for it now"
         out.suggestions.append(Suggestion("fits-now", out.summary))
     return out
 
 
-__all__ = ["LevelFit", "NodeExclusions", "PodSetExplanation", "QuotaLine", "Suggestion", "WorkloadExplanation",
-           "explain_workload", "preemption_suggestion", "preemption_targets"]
+__all__ = [
+    "LevelFit",
+    "NodeExclusions",
+    "PodSetExplanation",
+    "QuotaLine",
+    "Suggestion",
+    "WorkloadExplanation",
+    "compute_explanation",
+    "explain_workload",
+    "preemption_suggestion",
+    "preemption_targets",
+]

@@ -240,6 +240,25 @@ class ClusterQueueQueue:
             return key
         return None
 
+    def position(self, key: str) -> tuple[int, str | None]:
+        """(how many waiting workloads not parked come before `key`, the head: the one the next
+        cycle pops). Walks the queue: for why-pending, never for a cycle."""
+        head: tuple | None = None
+        ahead = 0
+        mine = None
+        shape = self.class_of.get(key)
+        if shape is not None:
+            mine = self.classes[shape].members.get(key)
+        for cls in self.classes.values():
+            if cls.parked is not None:
+                continue
+            best = cls.best()
+            if best is not None and (head is None or best < head):
+                head = best
+            if mine is not None:
+                ahead += sum(1 for entry in cls.members.values() if entry < mine)
+        return ahead, head[-1] if head is not None else None
+
     def is_parked(self, key: str) -> Parked | None:
         shape = self.class_of.get(key)
         return None if shape is None else self.classes[shape].parked

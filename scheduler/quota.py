@@ -152,6 +152,11 @@ def _available(node: QuotaNode, fr: FlavorResource) -> int:
     return node.local_available(fr) + parent_available
 
 
+def available_in(node: QuotaNode, fr: FlavorResource) -> int:
+    """Unused quota a workload of `node`'s subtree can take, its ancestors' limits included."""
+    return _available(node, fr)
+
+
 def _potential(node: QuotaNode, fr: FlavorResource) -> int:
     if node.parent is None:
         return node.subtree[fr]

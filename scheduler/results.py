@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.assignment import TopologyAssignment
 from scheduler.errors import InputError
@@ -49,6 +50,8 @@ class WorkloadResult:
     # False when the pass left the workload as it was (not a head of its queue this time,
     # nothing happened to it): its result restates its input and carries no new decision
     decided: bool = True
+    # where the cycle stopped it (a scheduling.stops.StopRecord), for a head it did not admit
+    stop: Any = None
 
     @property
     def key(self) -> str:

@@ -26,10 +26,11 @@ from scheduler.explain import (
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.snapshot import TASFlavorSnapshot
+from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from tasweb.api.state import EngineView, engine_view, remembered
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
-from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignment, WorkloadEvent
+from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignment, WorkloadEvent, WorkloadStop
 
 # Workloads in a ClusterQueue's queue (Kueue requeues evicted and preempted ones), and
 # workloads that hold quota.
@@ -642,12 +643,16 @@ def _suggestion_json(s: Suggestion) -> dict[str, Any]:
 
 
 def _quota_json(line: QuotaLine) -> dict[str, Any]:
-    verdict = "fits" if line.fits else "does not fit"
+    verdict = "fits" if line.fits else f"does not fit, short by {line.short}" if line.short else "does not fit"
+    if line.limit:
+        verdict += f" ({line.limit} binds)"
+    where = ("as the scheduling cycle counted it, holds and admissions of the cycle included" if line.source == "cycle"
+             else "computed now; the scheduling cycle's decision above overrides it")
     return {
         "flavor": line.flavor, "resource": line.resource, "requested": line.requested, "nominal": line.nominal,
-        "used": line.used, "available": line.available, "fits": line.fits,
+        "used": line.used, "available": line.available, "fits": line.fits, "source": line.source,
         "message": (f"{line.resource} on {line.flavor}: {line.requested} requested, {line.available} of "
-                    f"{line.nominal} available ({line.used} in use): {verdict}"),
+                    f"{line.nominal} available ({line.used} in use): {verdict} ({where})"),
     }
 
 
@@ -662,11 +667,23 @@ def _pod_set_message(ps: PodSetExplanation) -> str:
     return f"{text}: {ps.reason}" if ps.reason else text
 
 
+def stop_json(stop: StopRecord | None) -> dict[str, Any] | None:
+    if stop is None:
+        return None
+    return {"step": stop.step, "message": stop.headline(), "verdict": stop.verdict,
+            "evaluated": not stop.computed_now, "blocking": list(stop.blocking),
+            "at": stop.at.isoformat() if stop.at is not None else None, "pass": stop.pass_number or None,
+            "cycle": stop.cycle or None, "parked": stop.parked, "requeueOn": list(stop.requeue_on),
+            "representative": stop.representative or None, "reason": stop.reason, "details": dict(stop.details)}
+
+
 def explanation_json(e: WorkloadExplanation) -> dict[str, Any]:
     return {
         "clusterQueue": e.cluster_queue or None,
         "fits": e.fits,
+        "verdict": e.verdict,
         "summary": e.summary,
+        "stop": stop_json(e.stop),
         "quota": [_quota_json(line) for line in e.quota],
         "podSets": [{
             "name": ps.name, "count": ps.count, "flavor": ps.flavor or None, "mode": ps.mode or None,
@@ -681,8 +698,44 @@ def explanation_json(e: WorkloadExplanation) -> dict[str, Any]:
     }
 
 
+def workload_stop(workload: cluster.Workload) -> StopRecord | None:
+    """What the scheduler recorded of where it stopped the waiting workload, as it answers now:
+    its own record, or, for a workload behind the head of its ClusterQueue, that head. None
+    when no pass decided on it (why-pending computes an answer, and says so)."""
+    row = WorkloadStop.objects.filter(workload_key=workload.key).first()
+    record = StopRecord.from_json(row.record) if row is not None else None
+    if workload.status != WorkloadStatus.PENDING or not workload.cluster_queue:
+        return record  # parked (Inadmissible): the record of the cycle that parked it stands
+    queue = cluster.Workload.objects.filter(cluster_queue=workload.cluster_queue, status=WorkloadStatus.PENDING)
+    same = Q(priority=workload.priority)
+    at = workload.created_at
+    earlier = Q(created_at__isnull=False) if at is None else Q(created_at__lt=at)
+    tie = Q(created_at__isnull=True) if at is None else Q(created_at=at)
+    ahead = queue.filter(Q(priority__gt=workload.priority) | (same & earlier)
+                         | (same & tie & Q(namespace__lt=workload.namespace))
+                         | (same & tie & Q(namespace=workload.namespace, name__lt=workload.name)))
+    position = ahead.count()
+    if position == 0:
+        return record
+    head = queue.order_by("-priority", "created_at", "namespace", "name").first()
+    if head is None or head.key == workload.key:
+        return record
+    head_row = WorkloadStop.objects.filter(workload_key=head.key).first()
+    head_record = StopRecord.from_json(head_row.record) if head_row is not None else None
+    verdict = WAITS if head_record is not None and head_record.verdict == WAITS else UNDECIDED
+    why = f"{head.key} waits: {head_record.headline()}" if head_record is not None else \
+        f"{head.key} has not been evaluated yet"
+    return StopRecord(NOT_HEAD, f"not a head: behind workload {head.key} in ClusterQueue {workload.cluster_queue}, "
+                      f"at position {position + 1}; {why}", verdict=verdict, cluster_queue=workload.cluster_queue,
+                      blocking=[head.key], computed_now=True,
+                      details={"position": position + 1, "head": head.key,
+                               "headStep": head_record.step if head_record is not None else None})
+
+
 def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
-    """The engine's explanation of why the workload waits, on the mirror as it is now."""
+    """Why the workload waits: where the scheduler stopped it (the record its last pass wrote),
+    with the details computed on the engine's view of the mirror; computed from scratch, and
+    said to be, only for what no pass decided on."""
     base = {"namespace": workload.namespace, "name": workload.name, "status": workload.status,
             "message": workload.message}
     if workload.invalid_reason:
@@ -691,6 +744,8 @@ def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
     if workload.status not in WAITING_STATUSES:
         return {**base, "pending": False, "explanation": None,
                 "summary": f"the Workload is {workload.status}, not waiting: nothing to explain"}
+    stop = workload_stop(workload)
+    stop_key = json.dumps(stop.to_json(), sort_keys=True, default=str) if stop is not None else None
 
     def compute(view: EngineView) -> dict[str, Any] | None:
         wl = view.workloads.get(workload.key)
@@ -699,9 +754,9 @@ def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
         with view.lock:
             if wl.has_quota_reservation:
                 return {"reserved": True}
-            return explanation_json(explain_workload(view.state, wl))
+            return explanation_json(explain_workload(view.state, wl, stop=stop))
 
-    explained = remembered(("why-pending", workload.key), compute)
+    explained = remembered(("why-pending", workload.key, stop_key), compute)
     if explained is None or explained.get("reserved"):
         summary = ("the Workload holds quota in the engine's view of the mirror" if explained
                    else "the Workload is not in the engine's view of the mirror")

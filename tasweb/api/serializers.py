@@ -350,13 +350,43 @@ class QuotaLineSerializer(s.Serializer):
     used = s.CharField(help_text="in use by admitted Workloads")
     available = s.CharField(help_text="nominal minus used")
     fits = s.BooleanField(help_text="whether the request fits in what is available")
+    source = s.ChoiceField(choices=["cycle", "now"], help_text="cycle: the numbers the scheduling cycle used when it "
+                           "decided (its holds and admissions included); now: computed when asked, the cycle's "
+                           "decision overrides it")
     message = s.CharField(help_text="the line in plain words")
+
+
+class StopSerializer(s.Serializer):
+    step = s.CharField(help_text="the step that stopped the Workload: not-head, quota, quota-held, quota-limit, "
+                       "exceeds-quota, no-flavor, preemption-pending, no-candidates, overlapping-targets, topology, "
+                       "topology-held, flavors-left, waiting-pods-ready, orphan, backoff, not-evaluated")
+    message = s.CharField(help_text="the step in one line, with its numbers")
+    verdict = s.ChoiceField(choices=["waits", "fits", "preempting", "not-evaluated"],
+                            help_text="what the next pass does with it when nothing changes")
+    evaluated = s.BooleanField(help_text="true: the scheduling cycle's record; false: computed when asked")
+    blocking = string_list("the workloads that stop it: the head it is behind, the head holding the quota, "
+                           "preemption targets")
+    at = s.CharField(allow_null=True, help_text="when the pass that decided ran (RFC 3339)")
+    # "pass" is a Python keyword: the field is declared below
+    cycle = s.IntegerField(allow_null=True, help_text="the scheduling cycle that decided")
+    parked = s.BooleanField(help_text="parked as inadmissible until an event requeues it")
+    requeueOn = string_list("the events that requeue it")
+    representative = s.CharField(allow_null=True, help_text="the workload whose evaluation this is (a parked "
+                                 "equivalence class shares one)")
+    reason = s.CharField(allow_blank=True, help_text="Kueue's condition message the cycle wrote")
+    details = s.DictField(help_text="the step's numbers: position and head, targets, pod set, level, limits, ...")
+
+
+StopSerializer._declared_fields["pass"] = s.IntegerField(allow_null=True, help_text="the pass that decided")
 
 
 class ExplanationSerializer(s.Serializer):
     clusterQueue = s.CharField(allow_null=True, help_text="the ClusterQueue considered")
-    fits = s.BooleanField(help_text="whether the Workload would fit now (the next pass admits it)")
+    fits = s.BooleanField(help_text="true only when the next pass admits it (verdict fits)")
+    verdict = s.ChoiceField(choices=["waits", "fits", "preempting", "not-evaluated"],
+                            help_text="what the next pass does with it when nothing changes")
     summary = s.CharField(help_text="the reason in one line")
+    stop = StopSerializer(allow_null=True, help_text="where the scheduler stopped it")
     quota = QuotaLineSerializer(many=True, help_text="requested against quota and usage")
     podSets = PodSetExplanationSerializer(many=True, help_text="per PodSet")
     suggestions = SuggestionSerializer(many=True, help_text="all suggestions, the Workload's and its PodSets'")

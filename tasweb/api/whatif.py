@@ -19,13 +19,15 @@ from django.utils import timezone
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
+from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.explain import explain_workload
 from scheduler.loader import flatten_objects
 from scheduler.output import workload_json
 from scheduler.parse import ParsedObjects, Where, object_label, parse_objects, parse_workload
+from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
-from scheduler.simulate import simulate_parsed, unknown_level_problems
+from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
 from tasweb.api.state import EngineView, engine_view
 from tasweb.cluster import models as cluster
@@ -129,18 +131,26 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
     config = kueue_configuration()[1]
-    result: PassResult = simulate_parsed(inputs, gates=feature_gates(), now=now or timezone.now(),
-                                         warn=warnings.append, cycles=None, config=config)
+    now = now or timezone.now()
+    for problem in unknown_level_problems(inputs):
+        warnings.append(str(problem))
+    engine = Engine.from_parsed(inputs, feature_gates(), warnings.append, config=config)
+    result = PassResult()
+    outcome = engine.run_pass(now, cycles=None, result=result)
+    result.workloads = engine.results_for(engine.state.workload_map, outcome)
+    annotate_failures(result.workloads, outcome.replacement_failures)
     posted_keys = {w.key for w in posted.workloads}
-    # the cluster after the pass: placements name its nodes, explanations count its usage
-    after = ClusterState(inputs, feature_gates(), lambda _message: None, config=config)
+    # the engine after the pass: placements name its nodes; a posted workload it did not admit is
+    # explained by where the pass stopped it, details counted on the cluster as the pass left it
+    after = engine.state
     workloads, changes = [], []
     for wr in result.workloads:
         if wr.key in posted_keys:
             wj = workload_json(wr)
             explanation = None
             if wr.workload.admission is None:
-                explanation = explanation_json(explain_workload(after, wr.workload))
+                explanation = explanation_json(explain_workload(after, wr.workload,
+                                                                stop=engine.stop_record(wr.key, now)))
             workloads.append({**wj, "placement": _placement(after, wj), "explanation": explanation})
         else:
             before = stored.get((wr.workload.namespace, wr.workload.name))

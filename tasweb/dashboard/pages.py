@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 from django.http import QueryDict
+from django.urls import reverse
 from django.utils.http import urlencode
 
 from tasweb.dashboard import figures, selectors
@@ -144,8 +145,13 @@ def _why_context(why: dict[str, Any]) -> tuple[dict[str, Any], dict[str, go.Figu
         pod_sets.append({**ps, "figure_id": fig_id if fig is not None else "",
                          "level_rows": [{**fit, "short": figures.short_level(fit["level"]),
                                          "best": "/".join(fit["bestDomain"])} for fit in ps.get("levels") or []]})
+    blocking = []
+    for key in (explanation.get("stop") or {}).get("blocking") or []:
+        namespace, _, name = key.partition("/")
+        blocking.append({"key": key, "url": reverse("dashboard:workload", kwargs={"namespace": namespace,
+                                                                                  "name": name})})
     return {"why": why, "why_pod_sets": pod_sets, "why_quota": explanation.get("quota") or [],
-            "why_suggestions": explanation.get("suggestions") or []}, figs
+            "why_suggestions": explanation.get("suggestions") or [], "why_blocking": blocking}, figs
 
 
 WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",

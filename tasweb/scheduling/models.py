@@ -138,3 +138,15 @@ class ClusterWrite(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class WorkloadStop(models.Model):
+    """Where the scheduler last stopped a waiting workload: the engine's `StopRecord` (the step,
+    with the numbers the scheduling cycle used), written by the pass that decided on it and
+    read by why-pending. One row per waiting workload; gone once it stops waiting."""
+
+    workload_key = models.CharField(max_length=510, unique=True)  # namespace/name
+    step = models.CharField(max_length=32)
+    record = models.JSONField(default=dict)
+    at = models.DateTimeField()
+    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)

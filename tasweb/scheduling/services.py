@@ -49,6 +49,7 @@ from scheduler.results import (
     message_shape,
 )
 from scheduler.simulate import simulate_parsed
+from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import instances_insert, rows_insert, rows_update
@@ -61,6 +62,7 @@ from tasweb.scheduling.models import (
     PodSetAssignment,
     SchedulingPass,
     WorkloadEvent,
+    WorkloadStop,
 )
 from tasweb.scheduling.runtime import (
     DEFAULT_RETENTION_SECONDS,
@@ -386,6 +388,7 @@ class PassRecorder:
             row = self.rows.get(wr.key)
             if row is not None and wr.key not in self.stale:
                 self.record_workload(row, wr)
+        self.record_stops(result)
         for decision in result.decisions:
             self.record_decision(decision)
         self.record_ungated(result)
@@ -415,6 +418,27 @@ class PassRecorder:
                 self.event(wr.key, EventKind.PENDING, message=wr.message,
                            details={"status": wr.status, "podSets": failed, "source": "engine"})
         WorkloadEvent.objects.bulk_create(self.events, batch_size=2000)
+        self.record_stops(result)
+
+    def record_stops(self, result: PassResult) -> None:
+        """Keep, per waiting workload the pass decided on, where the cycle stopped it (for
+        why-pending); forget it for those that no longer wait."""
+        stops: dict[str, WorkloadStop] = {}
+        done = []
+        for wr in result.workloads:
+            if wr.key not in self.rows or wr.key in self.stale:
+                continue
+            if wr.status in WAITING and isinstance(wr.stop, StopRecord):
+                stops[wr.key] = WorkloadStop(workload_key=wr.key, step=wr.stop.step, record=wr.stop.to_json(),
+                                             at=self.now, scheduling_pass=self.scheduling_pass)
+            elif wr.status not in WAITING:
+                done.append(wr.key)
+        if done:
+            WorkloadStop.objects.filter(workload_key__in=done).delete()
+        if stops:
+            WorkloadStop.objects.bulk_create(list(stops.values()), batch_size=2000, update_conflicts=True,
+                                             unique_fields=["workload_key"],
+                                             update_fields=["step", "record", "at", "scheduling_pass"])
 
     def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:
         new_status = WorkloadStatus(wr.status) if wr.status in WORKLOAD_STATUSES else WorkloadStatus.PENDING

@@ -1,0 +1,192 @@
+"""Why-pending tells the scheduler's own story, and its verdict is true.
+
+On random small clusters (nodes in blocks and racks, ClusterQueues with and without a
+cohort, quotas, borrowing limits, preemption policies, queueing strategies, priorities,
+admitted and pending workloads), a long-lived engine runs a pass; then, for every waiting
+workload, why-pending's verdict is checked against the next pass over the unchanged cluster:
+
+* `fits`: the next pass admits it;
+* `waits`: the next pass does not admit it;
+
+and the explanation never contradicts itself: when the cycle stopped a workload on quota,
+its quota lines are the cycle's numbers and one of them is short.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.cluster import is_pending
+from scheduler.engine import Engine
+from scheduler.stops import FITS, NO_CANDIDATES, NOT_EVALUATED, NOT_HEAD, QUOTA, QUOTA_HELD, QUOTA_LIMIT, WAITS
+
+from .factories import (
+    HOSTNAME,
+    NOW,
+    admitted,
+    domains_json,
+    gates,
+    grid,
+    local_queue,
+    parse,
+    queue_with_policy,
+    resource_flavor,
+    topology,
+    workload,
+)
+
+QUOTA_STEPS = {QUOTA, QUOTA_HELD, QUOTA_LIMIT}
+
+
+@st.composite
+def clusters(draw) -> tuple[list[dict], list[str]]:
+    """Objects of a small cluster, and the keys of its pending workloads."""
+    blocks, racks, per_rack = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    node_cpu = draw(st.integers(2, 6))
+    nodes = grid(blocks, racks, per_rack, cpu=str(node_cpu))
+    queues = draw(st.integers(1, 3))
+    cohort = draw(st.booleans())
+    objects: list[dict] = [topology(), resource_flavor(), *nodes]
+    for i in range(queues):
+        limit = draw(st.one_of(st.none(), st.integers(0, 4))) if cohort else None
+        objects.append(queue_with_policy(
+            f"cq-{i}", cpu=draw(st.integers(1, 12)), cohort="co" if cohort else None,
+            reclaim=draw(st.sampled_from(["Never", "Any", "LowerPriority"])),
+            within=draw(st.sampled_from(["Never", "LowerPriority"])),
+            strategy=draw(st.sampled_from(["BestEffortFIFO", "StrictFIFO"])), borrowing_limit=limit))
+        objects.append(local_queue(f"lq-{i}", cluster_queue_name=f"cq-{i}"))
+    free = {n["metadata"]["name"]: node_cpu for n in nodes}
+    for j in range(draw(st.integers(0, 4))):  # running: one pod of 1-3 CPUs on a node with room
+        cpu = draw(st.integers(1, 3))
+        name = draw(st.sampled_from(sorted(free)))
+        if free[name] < cpu:
+            continue
+        free[name] -= cpu
+        cq = draw(st.integers(0, queues - 1))
+        wl = workload(f"run-{j}", queue=f"lq-{cq}", cpu=str(cpu), priority=draw(st.integers(0, 1)),
+                      created=-600 + j)
+        objects.append(admitted(wl, assignments={"main": domains_json([HOSTNAME], [(name, 1)])},
+                                cluster_queue_name=f"cq-{cq}"))
+    pending = []
+    for j in range(draw(st.integers(1, 7))):
+        topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
+        kwargs: dict = {}
+        if topo == "required-rack":
+            kwargs["required"] = "cloud.example.com/rack"
+        elif topo == "required-block":
+            kwargs["required"] = "cloud.example.com/block"
+        elif topo == "preferred":
+            kwargs["preferred"] = "cloud.example.com/rack"
+        elif topo == "unconstrained":
+            kwargs["unconstrained"] = True
+        cq = draw(st.integers(0, queues - 1))
+        objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", count=draw(st.integers(1, 3)),
+                                cpu=str(draw(st.integers(1, 3))), priority=draw(st.integers(0, 3)),
+                                created=draw(st.integers(-300, 0)), **kwargs))
+        pending.append(f"default/wl-{j}")
+    return objects, pending
+
+
+def waiting(engine: Engine) -> list[str]:
+    return sorted(w.key for w in engine.state.workloads if is_pending(w))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_why_pending_verdict_is_what_the_next_pass_does(case):
+    objects, _ = case
+    engine = Engine.from_parsed(parse(objects), gates())
+    for key in waiting(engine):  # nothing evaluated yet: computed now, and it claims nothing
+        why = engine.explain(key, NOW)
+        assert why is not None and why.verdict == NOT_EVALUATED and not why.fits
+    engine.run_pass(NOW)
+    verdicts = {}
+    for key in waiting(engine):
+        why = engine.explain(key, NOW)
+        assert why is not None
+        verdicts[key] = why.verdict
+        assert why.fits == (why.verdict == FITS)
+        stop = why.stop
+        assert stop is not None
+        if stop.step in QUOTA_STEPS:  # the quota lines are the cycle's, and they agree with it
+            assert why.quota and all(line.source == "cycle" for line in why.quota)
+            assert any(not line.fits for line in why.quota), (key, why.summary, why.quota)
+        if stop.step == NOT_HEAD:
+            head = stop.details["head"]
+            assert head != key and head in stop.message
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    for key, verdict in verdicts.items():
+        wl = engine.state.workload(key)
+        now_admitted = wl is not None and wl.has_quota_reservation
+        if verdict == FITS:
+            assert now_admitted, (key, outcome.decided.get(key))
+        elif verdict == WAITS:
+            assert not now_admitted, (key, engine.decisions.get(key))
+
+
+def test_a_head_held_back_by_a_reservation_names_it():
+    """The issue's case: a StrictFIFO head that needs preemption but finds no candidate stays at
+    the front of its queue and reserves the cohort's quota every cycle; the head of another
+    ClusterQueue that fits at nomination no longer does once the reservation is counted, pass
+    after pass. Why-pending names the holder with the cycle's numbers, instead of "fits now"."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="8"),
+        queue_with_policy("cq-a", cpu=6, cohort="co", reclaim="Never", within="Never", strategy="StrictFIFO"),
+        queue_with_policy("cq-b", cpu=2, cohort="co"),
+        local_queue("lq-a", cluster_queue_name="cq-a"), local_queue("lq-b", cluster_queue_name="cq-b"),
+        admitted(workload("a-running", queue="lq-a", cpu="4", priority=0, created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq-a"),
+        # cq-a's head needs its 6 nominal CPUs, 4 of them used by a running workload it may not preempt: it
+        # reserves the 2 left; cq-b's head borrows 1 of them to run its 3
+        workload("big", queue="lq-a", cpu="6", priority=10, created=-60),
+        workload("small", queue="lq-b", cpu="3", priority=0, created=-30),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    small = engine.explain("default/small", NOW)
+    assert small is not None and small.verdict == WAITS and not small.fits
+    assert small.stop.step == QUOTA_HELD and small.stop.blocking == ["default/big"]
+    assert "default/big's reservation" in small.summary and "fits now" not in small.summary
+    cpu = next(line for line in small.quota if line.resource == "cpu")
+    assert cpu.source == "cycle" and not cpu.fits
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert not engine.state.workload("default/small").has_quota_reservation
+
+
+def test_not_a_head_names_the_head_and_its_position():
+    objects = [
+        topology(), resource_flavor(), *grid(1, 1, 2, cpu="4"),
+        queue_with_policy("cq-0", cpu=8, strategy="StrictFIFO"), local_queue("lq-0", cluster_queue_name="cq-0"),
+        workload("huge", queue="lq-0", cpu="20", priority=5, created=-60),
+        workload("one", queue="lq-0", cpu="1", created=-30),
+        workload("two", queue="lq-0", cpu="1", created=-20),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    two = engine.explain("default/two", NOW)
+    assert two.stop.step == NOT_HEAD and two.stop.blocking == ["default/huge"]
+    assert two.stop.details["position"] == 3 and "StrictFIFO" in two.summary
+    huge = engine.explain("default/huge", NOW)
+    assert huge.stop.step != NOT_HEAD and not huge.stop.computed_now
+
+
+def test_parked_equivalents_share_one_record():
+    objects = [
+        topology(), resource_flavor(), *grid(1, 1, 2, cpu="4"),
+        queue_with_policy("cq-0", cpu=4), local_queue("lq-0", cluster_queue_name="cq-0"),
+        admitted(workload("running", queue="lq-0", cpu="2", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq-0"),
+        *[workload(f"w{i}", queue="lq-0", cpu="3", created=-60 + i) for i in range(4)],
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    records = {key: engine.stop_record(key) for key in waiting(engine)}
+    assert len({id(r) for r in records.values()}) == 1
+    record = next(iter(records.values()))
+    assert record.parked and record.step == NO_CANDIDATES and record.requeue_on
+    why = engine.explain("default/w3", NOW)
+    assert "parked as inadmissible since pass 1" in why.summary
+    assert "short by 1 of cpu in flavor tas-flavor" in why.summary
