@@ -405,11 +405,13 @@ LOGGING = {
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},
     },
-    # The worker's "Task ... received" / "Task ... succeeded" lines go to DEBUG, so that its
-    # "simulator tick" and "scheduling pass" lines can be read; task errors keep their level.
+    # The worker's "Task ... received" / "Task ... succeeded" lines and beat's "Sending due
+    # task" go to DEBUG, so that the worker's "simulator tick" and "scheduling pass" lines can
+    # be read; task errors keep their level.
     "loggers": {
         "celery.worker.strategy": {"filters": ["task_chatter"]},
         "celery.app.trace": {"filters": ["task_chatter"]},
+        "celery.beat": {"filters": ["task_chatter"]},
     },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL") or "INFO"},
 }

@@ -1,4 +1,5 @@
-"""What the worker's log shows: what the service did, not Celery's bookkeeping for every task."""
+"""What the worker's and beat's logs show: what the service did, not Celery's bookkeeping for
+every task."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_per_task_lines_are_below_info_and_errors_and_retries_are_not(worker_log
 
     strategy.info(LOG_RECEIVED, TASK)
     trace.info(LOG_SUCCESS, TASK)
+    logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "simulator-tick", TASK["name"])
     assert worker_logging.records == []
 
     trace.info(LOG_RETRY, TASK)
