@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -82,6 +83,27 @@ def _domains_text(ps: PodSetResult, limit: int = 6) -> str:
     return ", ".join(parts)
 
 
+# Kueue writes wait times in whole seconds ("wait time since queued was 47318400s"); JSON and
+# YAML keep its messages exact, the table shows the duration as people read it.
+_WAIT_TIME = re.compile(r"(wait time since [a-z ]+? was )(\d+)s\b")
+_UNITS = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
+
+
+def human_duration(seconds: int) -> str:
+    """The two largest units of a duration: "547d 16h", "3h 5m", "2m", "42s", "0s"."""
+    for index, (unit, size) in enumerate(_UNITS[:-1]):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            small_unit, small_size = _UNITS[index + 1]
+            small = rest // small_size
+            return f"{whole}{unit} {small}{small_unit}" if small else f"{whole}{unit}"
+    return f"{seconds}s"
+
+
+def humanize_wait_times(message: str) -> str:
+    return _WAIT_TIME.sub(lambda m: m.group(1) + human_duration(int(m.group(2))), message)
+
+
 def render_table(result: PassResult) -> str:
     """One row per workload: where it is, why, and the decoded domains of each PodSet."""
     header = ("WORKLOAD", "CLUSTERQUEUE", "STATUS", "PODSET", "PODS", "DOMAINS / REASON")
@@ -89,7 +111,10 @@ def render_table(result: PassResult) -> str:
     for w in result.workloads:
         first = True
         for ps in w.pod_sets or [PodSetResult("-", 0)]:
-            detail = _domains_text(ps) if ps.assignment is not None else (ps.failure_reason or w.message or "-")
+            if ps.assignment is not None:
+                detail = _domains_text(ps)
+            else:
+                detail = humanize_wait_times(ps.failure_reason or w.message or "-")
             rows.append((w.key if first else "", w.cluster_queue if first else "", w.status if first else "",
                          ps.name, str(ps.count), detail))
             first = False

@@ -32,6 +32,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,26 +201,58 @@ class FileLeaderLock(LeaderLock):
             self._fd = None
 
 
+def _scheduler_lock_name() -> str:
+    """What identifies this deployment's scheduler lock: its Redis key, or its file."""
+    if getattr(settings, "REDIS_URL", None):
+        return scheduler_key("leader")
+    return str(Path(settings.VAR_DIR) / "scheduler.lock")
+
+
 def scheduler_lock() -> LeaderLock:
     """A fresh (not yet acquired) lock of the kind this deployment uses."""
     if getattr(settings, "REDIS_URL", None):
-        return RedisLeaderLock(client=_redis_client(settings.REDIS_URL), name=scheduler_key("leader"),
+        return RedisLeaderLock(client=_redis_client(settings.REDIS_URL), name=_scheduler_lock_name(),
                                ttl=lock_ttl())
-    return FileLeaderLock(path=Path(settings.VAR_DIR) / "scheduler.lock")
+    return FileLeaderLock(path=Path(_scheduler_lock_name()))
+
+
+# The scheduler locks this process holds through `leadership`, by name. One process can run
+# two passes at once: with a broker that has no event loop (the embedded filesystem one),
+# Celery's worker runs a task sent with a countdown (a change-triggered pass) from its timer
+# thread, next to the task its main thread runs (a beat-triggered pass). The second pass then
+# finds the lock held by the first one, which is not another worker.
+_held_here: Counter[str] = Counter()
+_held_here_guard = threading.Lock()
+
+
+def held_in_this_process() -> bool:
+    """Whether a `leadership` block of this process holds the scheduler lock right now."""
+    with _held_here_guard:
+        return _held_here[_scheduler_lock_name()] > 0
 
 
 @contextlib.contextmanager
 def leadership(*, wait: float | None = None) -> Iterator[LeaderLock | None]:
     """Hold the scheduler lock for the block: yields the lock, or None when another holder
-    kept it for `wait` seconds (default TAS_SCHEDULER_LOCK_WAIT)."""
+    (another process, or another pass of this one: `held_in_this_process`) kept it for
+    `wait` seconds (default TAS_SCHEDULER_LOCK_WAIT)."""
     lock = scheduler_lock()
+    name = _scheduler_lock_name()
     if not lock.acquire(wait=lock_wait() if wait is None else wait):
         yield None
         return
+    with _held_here_guard:
+        _held_here[name] += 1
     try:
         yield lock
     finally:
         lock.release()
+        # after the release: a pass that fails to get the lock meanwhile still learns the
+        # holder was this process
+        with _held_here_guard:
+            _held_here[name] -= 1
+            if not _held_here[name]:
+                del _held_here[name]
 
 
 __all__ = [
@@ -227,6 +260,7 @@ __all__ = [
     "LeaderLock",
     "LeadershipLost",
     "RedisLeaderLock",
+    "held_in_this_process",
     "leadership",
     "lock_ttl",
     "lock_wait",

@@ -53,7 +53,7 @@ from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import instances_insert, rows_insert, rows_update
-from tasweb.scheduling.leader import leadership, lock_wait, scheduler_key
+from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
     AssignmentDomain,
@@ -795,7 +795,11 @@ def leader_pass_run(*, trigger: str, now: datetime | None = None) -> LeaderPassO
     wait = 0.0 if trigger == SchedulingPass.Trigger.BEAT else lock_wait()
     with leadership(wait=wait) as lock:
         if lock is None:
-            logger.info("scheduling pass (%s): another worker is the leader; left to it", trigger)
+            if held_in_this_process():
+                # not news: a pass of this worker is running, and it or the next one covers this
+                logger.debug("scheduling pass (%s): another pass of this worker holds the lock; left to it", trigger)
+            else:
+                logger.info("scheduling pass (%s): another worker is the leader; left to it", trigger)
             if trigger == SchedulingPass.Trigger.CHANGE:
                 pass_schedule(countdown=pass_debounce())
             elif trigger != SchedulingPass.Trigger.BEAT:

@@ -180,7 +180,9 @@ else:
     _BROKER_DIR = VAR_DIR / "broker"
     for _folder in ("queue", "control"):
         (_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # The host names nothing (the folders do), but without one kombu warns "No hostname was
+    # supplied" at every connection, in the web process, the worker and beat.
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "queue"),
         "data_folder_out": str(_BROKER_DIR / "queue"),
@@ -397,8 +399,19 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
     },
+    "filters": {
+        "task_chatter": {"()": "tasweb.core.logging.TaskChatterFilter"},
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    # The worker's "Task ... received" / "Task ... succeeded" lines and beat's "Sending due
+    # task" go to DEBUG, so that the worker's "simulator tick" and "scheduling pass" lines can
+    # be read; task errors keep their level.
+    "loggers": {
+        "celery.worker.strategy": {"filters": ["task_chatter"]},
+        "celery.app.trace": {"filters": ["task_chatter"]},
+        "celery.beat": {"filters": ["task_chatter"]},
     },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL") or "INFO"},
 }

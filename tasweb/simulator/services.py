@@ -228,7 +228,8 @@ def simulator_seed(*, config: SimulatorSettings | None = None, now: datetime | N
         in_shape = set(names)
         state.outages = {name: outage for name, outage in state.outages.items() if name in in_shape}
         state.save()
-    logger.info("simulator seed: %s", report.summary())
+    # DEBUG: the commands that seed (tas_seed, tas_run) print the summary themselves
+    logger.debug("simulator seed: %s", report.summary())
     return report
 
 

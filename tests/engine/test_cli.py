@@ -11,15 +11,20 @@ import pytest
 import yaml
 
 from scheduler.cli import main
+from scheduler.output import human_duration, humanize_wait_times
 
 from .factories import (
     HOSTNAME,
     RACK,
     admitted,
+    cluster_queue,
     domains_json,
     grid,
+    local_queue,
     pod_set,
+    resource_flavor,
     tas_setup,
+    topology,
     workload,
 )
 
@@ -142,6 +147,22 @@ class TestJSON:
         assert "Admitted" in train and "b1-r1-n1 (4), b1-r1-n2 (2)" in train
         huge = next(line for line in lines if line.startswith("default/huge"))
         assert "allows to fit only 8 out of 100 pod(s)" in huge
+
+    def test_table_shows_wait_times_as_people_read_them_and_json_as_kueue_writes_them(self, capsys, tmp_path):
+        # a flavor without topology: admitted with no domains, so the table shows the message
+        plain = write_yaml(tmp_path / "plain.yaml", [topology(), resource_flavor(topology_name=None),
+                                                     cluster_queue(), local_queue(), *grid(cpu="4"),
+                                                     workload("plain", count=2)])
+        later = "2026-12-01T04:00:00Z"  # 47318400 s after the workload's creation
+
+        code, out, _ = simulate(capsys, plain, "-o", "table", "--now", later)
+        assert code == 0
+        row = next(line for line in out.splitlines() if line.startswith("default/plain"))
+        assert row.endswith("Quota reserved in ClusterQueue cq, wait time since queued was 547d 16h")
+
+        code, out, _ = simulate(capsys, plain, "--now", later)
+        (wl,) = json.loads(out)["workloads"]
+        assert wl["message"] == "Quota reserved in ClusterQueue cq, wait time since queued was 47318400s"
 
     def test_unknown_kinds_warn_on_stderr(self, capsys, tmp_path, cluster_file):
         config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}
@@ -276,6 +297,21 @@ class TestBadFlags:
         _, err = capsys.readouterr()
         assert code == 2
         assert_one_error_line(err)
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (0, "0s"), (42, "42s"), (60, "1m"), (61, "1m 1s"), (3600, "1h"), (11_100, "3h 5m"), (86_399, "23h 59m"),
+    (86_400, "1d"), (90_000, "1d 1h"), (47_302_753, "547d 11h"),
+])
+def test_human_duration(seconds, shown):
+    assert human_duration(seconds) == shown
+
+
+def test_only_wait_times_are_humanized():
+    assert humanize_wait_times("Admitted by ClusterQueue cq, wait time since reservation was 3700s") == \
+        "Admitted by ClusterQueue cq, wait time since reservation was 1h 1m"
+    unrelated = 'topology "default" allows to fit only 8 out of 100 pod(s); node x-120s is NotReady'
+    assert humanize_wait_times(unrelated) == unrelated
 
 
 def test_module_entry_point(tmp_path, cluster_file):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from tasweb.scheduling.leader import (
     FileLeaderLock,
     LeadershipLost,
     RedisLeaderLock,
+    held_in_this_process,
     leadership,
     scheduler_key,
     scheduler_lock,
@@ -220,6 +223,50 @@ def test_beat_pass_is_skipped_while_another_leader_works(scheduler):
 
     assert outcome.outcome == "busy"
     assert not SchedulingPass.objects.exists()
+
+
+def test_a_pass_skipped_for_another_pass_of_this_process_does_not_blame_another_worker(scheduler, caplog):
+    """As in the embedded worker, whose timer thread runs a change-triggered pass while its
+    main thread takes the beat-triggered one."""
+    caplog.set_level(logging.DEBUG, logger="tasweb.scheduling")
+    held, done = threading.Event(), threading.Event()
+
+    def other_pass() -> None:
+        with leadership(wait=0) as lock:
+            assert lock is not None
+            held.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=other_pass)
+    thread.start()
+    try:
+        assert held.wait(10)
+        assert held_in_this_process()
+        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+    finally:
+        done.set()
+        thread.join(10)
+
+    assert outcome.outcome == "busy"
+    assert not held_in_this_process()
+    skipped = [r for r in caplog.records if "left to it" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in skipped] == [
+        ("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
+
+
+def test_a_pass_skipped_for_another_process_says_another_worker_leads(scheduler, caplog):
+    caplog.set_level(logging.INFO, logger="tasweb.scheduling")
+    holder = hold_in_another_process("redis", scheduler_key("leader"))
+    try:
+        assert not held_in_this_process()
+        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+    assert outcome.outcome == "busy"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if "left to it" in r.getMessage()] == [
+        ("INFO", "scheduling pass (beat): another worker is the leader; left to it")]
 
 
 def test_change_pass_runs_once_per_unread_change(scheduler):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 BEAT = r"""
 import json
+import logging
 from tasweb.settings import base
 entry = base.CELERY_BEAT_SCHEDULE.get("simulator-tick")
 print(json.dumps(entry and {"task": entry["task"], "seconds": entry["schedule"].total_seconds()}))
@@ -81,3 +83,35 @@ def test_tas_seed_leaves_a_real_cluster_alone():
         call_command("tas_seed", stdout=out)
     assert "not seeded" in out.getvalue()
     assert not cluster.Node.objects.exists()
+
+
+class NoStack:
+    """The supervisor of tas_run, starting nothing: the test is about what comes before."""
+
+    def __init__(self, programs, *, out) -> None:
+        self.programs = programs
+
+    def run(self) -> int:
+        return 0
+
+
+def seed_summary_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "64 nodes; created" in line]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.services
+@pytest.mark.parametrize("command", ["tas_seed", "tas_run"])
+def test_the_seed_summary_is_printed_once(command, settings, caplog, monkeypatch):
+    from tasweb.simulator.management.commands import tas_run
+
+    monkeypatch.setattr(tas_run, "Supervisor", NoStack)
+    settings.TAS_SIMULATOR = {"initial_workloads": 0}
+    caplog.set_level(logging.INFO)  # what the terminal shows: the command's output and the INFO log
+    out = StringIO()
+    call_command(command, stdout=out)
+
+    shown = out.getvalue() + "\n" + "\n".join(r.getMessage() for r in caplog.records)
+    assert seed_summary_lines(shown) == [
+        "simulator: 64 nodes; created 1 ClusterQueue, 2 LocalQueue, 64 Node, 67 Pod, 1 ResourceFlavor, "
+        "1 Topology, 3 WorkloadPriorityClass"]

@@ -138,6 +138,12 @@ def test_make_run_serves_schedules_survives_a_node_failure_and_stops_on_ctrl_c(t
     for prefix in ("web    | ", "worker | ", "beat   | "):
         assert prefix in out
     assert "run    | all stopped" in out
+    # a log a newcomer can read: what the service did, once, without noise or false alarms
+    assert "worker | " in out and "simulator tick" in out and "scheduling pass" in out
+    assert "] received" not in out and "] succeeded in" not in out and "Sending due task" not in out
+    assert "No hostname was supplied" not in out
+    assert "another worker is the leader" not in out  # there is only one
+    assert len([line for line in out.splitlines() if "64 nodes; created" in line]) == 1, out[:3000]
     deadline = time.monotonic() + 10
     while session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)

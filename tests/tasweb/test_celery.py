@@ -91,7 +91,7 @@ def test_embedded_default_runs_a_worker_without_any_service(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["answer"] == "pong"
-    assert report["broker"] == "filesystem://"
+    assert report["broker"] == "filesystem://localhost/"
     assert report["backend"].startswith("file://")
     assert report["database"] == "django.db.backends.sqlite3"
     assert report["database_name"] == str(tmp_path / "var" / "db.sqlite3")
