@@ -63,6 +63,7 @@ EVENT_STYLE: dict[str, tuple[str, str]] = {
     "Requeued": (OKABE_ITO["blue"], "star"),
     "PodTerminated": (OKABE_ITO["black"], "triangle-down"),
     "Finished": (OKABE_ITO["black"], "circle-dot"),
+    "Deleted": (OKABE_ITO["grey"], "x-thin-open"),
 }
 
 
