@@ -206,6 +206,7 @@ def workload_list_page(params: QueryDict) -> Page:
     page = selectors.page_of(rows, params.get("page"))
     return Page("dashboard/workloads.html", {
         "nav": "workloads", "page": page, "chosen": chosen, "statuses": selectors.cluster.WorkloadStatus.values,
+        "waiting": selectors.WAITING,
         "cluster_queues": selectors.cluster_queue_names(), "filter_query": urlencode(chosen),
         "any_workload": selectors.cluster.Workload.objects.exists(),
     }, {}, {"workload-list": "dashboard/_workload_list.html"})

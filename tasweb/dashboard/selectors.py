@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from django.core.paginator import Paginator
-from django.db.models import Max, QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
@@ -386,15 +386,24 @@ def placement_scope(capacity: FlavorCapacity, paths: list[tuple[str, ...]]) -> t
     return tuple(common[: max(capacity.depth - 2, 0)])
 
 
+# the status filter's value for every waiting workload: Pending (looked at again as its queue
+# moves) and Inadmissible (parked until an event could change the answer), where nearly all are
+WAITING = "waiting"
+
+
 def workload_list(params: QueryDict) -> tuple[QuerySet, dict[str, str]]:
     """Workloads for the list page: filtered by status, namespace, ClusterQueue or name."""
     rows = api.workload_list().order_by("namespace", "name")
     chosen = {}
     status = params.get("status") or ""
     if status:
-        if status not in cluster.WorkloadStatus.values:
-            raise BadInput(f"status {status!r}: expected one of {', '.join(cluster.WorkloadStatus.values)}")
-        rows = rows.filter(status=status)
+        if status == WAITING:
+            rows = rows.filter(status__in=cluster.WAITING_STATUSES)
+        elif status in cluster.WorkloadStatus.values:
+            rows = rows.filter(status=status)
+        else:
+            known = ", ".join(cluster.WorkloadStatus.values)
+            raise BadInput(f"status {status!r}: expected {WAITING} (Pending or Inadmissible) or one of {known}")
         chosen["status"] = status
     if params.get("namespace"):
         rows = rows.filter(namespace=params["namespace"])
@@ -468,6 +477,11 @@ class QueueCard:
     cohort: str
     invalid_reason: str
     counts: api.QueueCounts
+    waiting_by_status: dict[str, int]  # Pending, Inadmissible (cluster.WAITING_STATUSES) -> workloads
+
+    @property
+    def waiting(self) -> int:
+        return sum(self.waiting_by_status.values())
     quota: list[dict[str, Any]] | None  # the API's resource groups with usage
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
 
@@ -479,6 +493,7 @@ def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
         if not rows.exists():
             raise NotFound(f"ClusterQueue {cluster_queue!r} not found")
     counts = api.cluster_queue_counts()
+    waiting = waiting_counts()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN)
@@ -492,8 +507,24 @@ def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
                                **api.workload_summary(w)})
         cards.append(QueueCard(name=row.name, cohort=row.cohort, invalid_reason=row.invalid_reason,
                                counts=counts.get(row.name, api.QueueCounts()),
+                               waiting_by_status={status: waiting.get(row.name, {}).get(status, 0)
+                                                  for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed))
     return cards
+
+
+def waiting_counts() -> dict[str, dict[str, int]]:
+    """ClusterQueue -> status -> its workloads waiting (Pending or Inadmissible) in its LocalQueues."""
+    targets = api.local_queue_targets()
+    out: dict[str, dict[str, int]] = {}
+    rows = (cluster.Workload.objects.filter(status__in=cluster.WAITING_STATUSES)
+            .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
+    for namespace, queue, status, n in rows:
+        cq = targets.get((namespace, queue))
+        if cq is not None:
+            by_status = out.setdefault(cq, {})
+            by_status[status] = by_status.get(status, 0) + n
+    return out
 
 
 def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:

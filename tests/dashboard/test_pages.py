@@ -222,6 +222,21 @@ def test_queues_page_lists_pending_with_explanations(live_cluster, server_url, p
     page.screenshot(path=str(screenshot_dir() / "queues.png"), full_page=True)
 
 
+def test_queues_page_counts_every_waiting_workload_and_lists_them(live_cluster, server_url, page):
+    open_page(page, f"{server_url}/queues/", "queues-waiting")
+    card = page.locator("article[data-cluster-queue=cluster-queue]")
+    # Pending and Inadmissible are both waiting; the fixture's one waiting workload is Inadmissible
+    assert card.locator("[data-count=waiting]").inner_text() == "1"
+    assert card.locator("[data-count=inadmissible]").inner_text() == "1"
+    assert card.locator("[data-count=pending]").inner_text() == "0"
+    with page.expect_navigation():
+        card.locator("a[data-count=waiting]").click()
+    wait_drawn(page)
+    assert page.locator("select[name=status]").input_value() == "waiting"
+    rows = page.locator("table.workloads tbody tr")
+    assert rows.count() == 1 and TOO_BIG in rows.first.inner_text()
+
+
 def test_workload_list_links_to_placements(live_cluster, server_url, page):
     open_page(page, f"{server_url}/workloads/?status=Admitted", "workloads")
     assert page.locator("table.workloads tbody tr").count() == 3
