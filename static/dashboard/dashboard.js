@@ -150,13 +150,32 @@
 
   // ------------------------------------------------------------ why pending (queues page)
 
+  // The entry's badge and reason as of the read that produced its explanation: the page was
+  // rendered earlier, and the workload may have been admitted (or deleted) since.
+  function showEntryStatus(details, status, message) {
+    var badge = details.querySelector("summary .badge");
+    if (badge && status) {
+      badge.textContent = status;
+      badge.dataset.status = status;
+      badge.className = "badge status-" + status.toLowerCase();
+    }
+    var reason = details.querySelector("summary .reason");
+    if (reason && message !== undefined) reason.textContent = message;
+  }
+
   function loadWhy(details) {
     if (details.dataset.loaded || !details.dataset.whyUrl) return Promise.resolve();
     details.dataset.loaded = "loading";
     return fetch(details.dataset.whyUrl, { headers: { Accept: "application/json" } })
-      .then(function (response) { return response.json(); })
+      .then(function (response) {
+        return response.json().then(function (payload) {
+          if (response.status === 404) showEntryStatus(details, "Deleted", payload.error);
+          return payload;
+        });
+      })
       .then(function (payload) {
         var body = details.querySelector(".why-body");
+        if (payload.workload) showEntryStatus(details, payload.workload.status, payload.workload.message);
         if (payload.error) {
           body.innerHTML = "";
           var p = document.createElement("p");

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from django.http import QueryDict
 from django.utils.http import urlencode
+from django.utils.text import Truncator
 
 from tasweb.dashboard import figures, selectors
 from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, TopologyQuery
@@ -195,9 +196,13 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
 
 
 def why_pending_fragment(namespace: str, name: str) -> Page:
+    """The explanation of one queue entry, and the status and reason of the row it explains
+    (`workload`), which the entry's summary shows in place of what the page was rendered with."""
     row = selectors.workload_or_404(namespace, name)
-    context, figs = _why_context(selectors.why_pending(workload=row))
-    return Page("dashboard/_why_pending.html", {**context, "compact": True}, figs,
+    why = selectors.why_pending(workload=row)
+    context, figs = _why_context(why)
+    entry = {"status": why["status"], "message": Truncator(why["message"] or "not tried yet").chars(200)}
+    return Page("dashboard/_why_pending.html", {**context, "compact": True, "workload": entry}, figs,
                 {"why": "dashboard/_why_pending.html"})
 
 

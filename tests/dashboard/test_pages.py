@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
 from tests.dashboard.browser import load, screenshot_dir, wait_drawn
 from tests.dashboard.conftest import NODES, NOT_READY_NODE, TOO_BIG, node_update, not_ready
@@ -235,6 +236,29 @@ def test_queues_page_counts_every_waiting_workload_and_lists_them(live_cluster, 
     assert page.locator("select[name=status]").input_value() == "waiting"
     rows = page.locator("table.workloads tbody tr")
     assert rows.count() == 1 and TOO_BIG in rows.first.inner_text()
+
+
+def test_queue_entry_badge_and_explanation_come_from_the_same_read(live_cluster, server_url, page, settings):
+    """The page lists a workload as Inadmissible; the scheduler admits it before the page asks
+    for its explanation. The entry must not say Inadmissible above "the Workload is Admitted"."""
+    settings.TAS_DASHBOARD_POLL_MS = 0  # no poll redraws the list meanwhile
+    namespace, name = TOO_BIG.split("/")
+
+    def admitted_meanwhile(route):
+        Workload.objects.filter(namespace=namespace, name=name).update(
+            status=WorkloadStatus.ADMITTED, message="Admitted by ClusterQueue cluster-queue")
+        route.continue_()
+
+    page.route(f"**/workloads/{TOO_BIG}/why-pending/", admitted_meanwhile)
+    open_page(page, f"{server_url}/queues/", "queues-admitted-meanwhile")
+    entry = page.locator(f"li[data-workload='{TOO_BIG}']")
+    entry.locator(".why-body .why").wait_for()
+    body = entry.locator(".why-body").inner_text()
+    badge = entry.locator("summary .badge")
+    assert "the Workload is Admitted" in body
+    assert badge.inner_text() == badge.get_attribute("data-status") == "Admitted"
+    assert "status-admitted" in badge.get_attribute("class")
+    assert entry.locator("summary .reason").inner_text() == "Admitted by ClusterQueue cluster-queue"
 
 
 def test_workload_list_links_to_placements(live_cluster, server_url, page):
