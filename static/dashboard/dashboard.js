@@ -56,6 +56,7 @@
         el.dataset.plotted = "1";
         bindFigure(el);
       }
+      if (el.dataset.figure === "hierarchy") fitLabels(el);
       el.dataset.traces = String(fig.data.length);
       state.drawn += 1;
       return el;
@@ -64,6 +65,47 @@
 
   function drawAll(figures) {
     return Promise.all(Object.keys(figures).map(function (id) { return draw(id, figures[id]); }));
+  }
+
+  // ------------------------------------------------------------ hierarchy labels
+
+  var LABEL_PADDING_PX = 4;
+
+  // A domain's name is shown only where it fits in its cell: the hierarchy's cells are as wide
+  // as their node counts, and 64 hostnames side by side would print over each other. Hover
+  // names every domain. Runs after every draw (a resize redraws the labels at full size).
+  function fitLabels(el) {
+    var layout = el._fullLayout;
+    if (!layout || !layout.xaxis || !layout.yaxis) return;
+    var xa = layout.xaxis, ya = layout.yaxis;
+    var edgesByRow = {};
+    (el.data || []).forEach(function (t) {
+      if (t.type === "heatmap" && t.y && t.x) edgesByRow[t.y[0]] = Array.from(t.x);
+    });
+    var box = el.getBoundingClientRect();
+    var shown = 0, hidden = 0;
+    el.querySelectorAll("g.heatmap-label text").forEach(function (text) {
+      text.style.display = "";
+      var rect = text.getBoundingClientRect();
+      var px = rect.left + rect.width / 2 - box.left - xa._offset;
+      var py = rect.top + rect.height / 2 - box.top - ya._offset;
+      var edges = edgesByRow[Math.round(ya.p2l(py))];
+      var fits = false;
+      if (edges) {
+        var value = xa.p2l(px);
+        for (var i = 0; i + 1 < edges.length; i++) {
+          if (value >= edges[i] && value <= edges[i + 1]) {
+            fits = rect.width + 2 * LABEL_PADDING_PX <= xa.l2p(edges[i + 1]) - xa.l2p(edges[i]);
+            break;
+          }
+        }
+      }
+      text.style.display = fits ? "" : "none";
+      text.dataset.fits = fits ? "1" : "0";
+      if (fits) shown += 1; else hidden += 1;
+    });
+    el.dataset.labelsShown = String(shown);
+    el.dataset.labelsHidden = String(hidden);
   }
 
   // ------------------------------------------------------------ topology drill-down
@@ -109,6 +151,7 @@
   function bindFigure(el) {
     var kind = el.dataset.figure;
     if (kind === "hierarchy") {
+      el.on("plotly_afterplot", function () { fitLabels(el); });
       el.on("plotly_click", function (event) {
         var point = event.points && event.points[0];
         if (!point || typeof point.customdata !== "string") return;

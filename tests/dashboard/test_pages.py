@@ -12,8 +12,10 @@ import pytest
 
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
+from tasweb.simulator.config import SimulatorSettings
+from tasweb.simulator.services import simulator_seed
 from tests.dashboard.browser import load, screenshot_dir, wait_drawn
-from tests.dashboard.conftest import NODES, NOT_READY_NODE, TOO_BIG, node_update, not_ready
+from tests.dashboard.conftest import NODES, NOT_READY_NODE, NOW, TOO_BIG, node_update, not_ready
 
 pytestmark = [pytest.mark.services, pytest.mark.browser]
 
@@ -98,6 +100,41 @@ def test_topology_page_draws_every_node_and_marks_conditions(live_cluster, serve
     assert page.inner_text("[data-summary=workloads]") == "3"
     # the legend of the colours says what they mean, with the unit
     assert "used % of" in page.evaluate(COLOURBAR_TITLE)
+
+
+HIERARCHY_LABELS = """(id) => Array.from(document.querySelectorAll('#' + id + ' g.heatmap-label text'))
+  .filter((t) => getComputedStyle(t).display !== 'none')
+  .map((t) => { const b = t.getBoundingClientRect();
+                return {text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom}; })"""
+
+
+def overlapping(labels: list[dict]) -> list[tuple[str, str]]:
+    return [(a["text"], b["text"]) for i, a in enumerate(labels) for b in labels[i + 1:]
+            if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]]
+
+
+def test_hierarchy_names_only_the_domains_whose_names_fit(transactional_db, server_url, page):
+    # the simulator's default shape: 2 blocks x 4 racks x 8 nodes, 64 hostnames in one row
+    simulator_seed(config=SimulatorSettings(blocks=2, racks_per_block=4, nodes_per_rack=8,
+                                            serving_node_fraction=0.0), now=NOW)
+    open_page(page, f"{server_url}/topology/", "topology-64-nodes")
+    labels = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(labels) == []
+    shown = sorted(label["text"] for label in labels)
+    # the flavor, its blocks and racks are named; the hostnames, 15 px apart, only on hover
+    assert shown == sorted(["tas-gpu", "b1", "b2"] + ["r1", "r2", "r3", "r4"] * 2)
+    # a phone's width redraws the figure: the racks' names no longer fit and are hidden too
+    page.set_viewport_size({"width": 360, "height": 800})
+    page.wait_for_function("() => document.getElementById('fig-hierarchy').getBoundingClientRect().width < 360")
+    page.wait_for_function("() => document.getElementById('fig-hierarchy').dataset.labelsHidden === '8'")
+    narrow = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(narrow) == [] and sorted(label["text"] for label in narrow) == ["b1", "b2", "tas-gpu"]
+    # in one rack, 8 nodes side by side: their names fit and are shown
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, f"{server_url}/topology/?domain=b1/r2", "topology-64-nodes-rack")
+    rack = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(rack) == []
+    assert {f"b1-r2-n{i}" for i in range(1, 9)} <= {label["text"] for label in rack}
 
 
 def test_topology_drill_down_by_click(live_cluster, server_url, page):
