@@ -28,6 +28,7 @@ from rest_framework.exceptions import ValidationError
 from scheduler.capacity import level_totals
 from scheduler.cluster import counts_as_non_tas_usage
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
+from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
@@ -443,6 +444,56 @@ def history_events(params: QueryDict) -> QuerySet:
         return filterset.qs
     except ValidationError as exc:
         raise BadInput(_errors_text(exc.detail)) from None
+
+
+# Events grouped on the history page: the newest this many that match the filters (older ones
+# are reached by narrowing the time range), so a page costs the same however long the history.
+HISTORY_GROUPED_EVENTS = 20_000
+EVENT_FIELDS = ("id", "kind", "at", "workload_key", "cluster_queue", "node", "domain", "message", "trigger")
+# what went wrong, shown before everything else on the history page
+PROBLEM_KINDS = (EventKind.EVICTED, EventKind.PREEMPTED, EventKind.NODE_UNHEALTHY, EventKind.REPLACEMENT_FAILED)
+
+
+@dataclass
+class EventGroups:
+    groups: list[dict[str, Any]]  # newest first, each with count, first_at and last_at
+    events: int  # events grouped
+    more: bool  # older events matched but were not grouped (beyond HISTORY_GROUPED_EVENTS)
+
+
+def event_groups(rows: QuerySet, *, limit: int = HISTORY_GROUPED_EVENTS) -> EventGroups:
+    """Events (newest first) with each workload's consecutive repeats made one row: the same
+    kind, node and domain, and the same reason but for its numbers ("Pending x37, from ... to ...").
+    A run is broken only by another event of the same workload."""
+    groups: list[dict[str, Any]] = []
+    latest: dict[str, dict[str, Any]] = {}  # workload -> its oldest group so far
+    count = 0
+    more = False
+    for row in rows.values(*EVENT_FIELDS)[: limit + 1].iterator(chunk_size=2000):
+        if count == limit:
+            more = True
+            break
+        count += 1
+        key = (row["kind"], message_shape(row["message"] or ""), row["node"], row["domain"])
+        group = latest.get(row["workload_key"])
+        if group is not None and group["key"] == key:
+            group["count"] += 1
+            group["first_at"] = row["at"]
+            continue
+        group = {**row, "key": key, "count": 1, "first_at": row["at"], "last_at": row["at"]}
+        groups.append(group)
+        latest[row["workload_key"]] = group
+    return EventGroups(groups=groups, events=count, more=more)
+
+
+def history_problems(rows: QuerySet, *, latest: int = 8) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Evictions, preemptions and node failures among the events: how many of each kind, and
+    the newest few."""
+    problems = rows.filter(kind__in=PROBLEM_KINDS)
+    found = dict(problems.order_by().values_list("kind").annotate(n=Count("id")))
+    counts = {kind: found.get(kind, 0) for kind in PROBLEM_KINDS}
+    newest = list(problems.values(*EVENT_FIELDS)[:latest]) if any(counts.values()) else []
+    return counts, newest
 
 
 def _errors_text(errors: Mapping) -> str:

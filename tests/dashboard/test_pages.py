@@ -6,12 +6,13 @@ TAS_SCREENSHOT_DIR)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tasweb.cluster.models import Workload, WorkloadStatus
-from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
+from tasweb.scheduling.models import AssignmentDomain, EventKind, PodSetAssignment, WorkloadEvent
 from tasweb.simulator.config import SimulatorSettings
 from tasweb.simulator.services import simulator_seed
 from tests.dashboard.browser import load, screenshot_dir, wait_drawn
@@ -223,7 +224,7 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     open_page(page, f"{server_url}/history/", "history")
     traces = figure(page, "fig-history")
     assert sum(t["points"] for t in traces) == live_cluster.events
-    assert page.locator("table.events tbody tr").count() == live_cluster.events
+    assert page.locator("#history-events table.events tbody tr").count() == live_cluster.events
     # by kind
     page.locator("input[name=kind][value=Evicted]").check()
     with page.expect_navigation():
@@ -232,7 +233,7 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     assert [t["name"] for t in figure(page, "fig-history")] == ["Evicted (1)"]
     assert "no replacement fits" in page.inner_text("table.events")
     # by node and time
-    node = page.locator("table.events tbody tr td").nth(3).locator("a").inner_text()
+    node = page.locator("#history-events table.events tbody tr td").nth(3).locator("a").inner_text()
     page.goto(f"{server_url}/history/?node={node}&since=2025-06-01T12:03:00Z")
     wait_drawn(page)
     assert sorted(t["name"] for t in figure(page, "fig-history")) == ["Evicted (1)", "Requeued (1)"]
@@ -244,6 +245,69 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     wait_drawn(page)
     assert sum(t["points"] for t in figure(page, "fig-history")) == 3
     page.screenshot(path=str(screenshot_dir() / "history-filtered.png"), full_page=True)
+
+
+def pending_flips(workload: Workload, count: int, start: datetime) -> None:
+    """What a waiting workload's history looks like after a while: the same reason, with other
+    numbers, every time a pass looks at it again."""
+    WorkloadEvent.objects.bulk_create([
+        WorkloadEvent(workload=workload, workload_key=workload.key, cluster_queue="cluster-queue",
+                      kind=EventKind.PENDING, at=start + timedelta(seconds=10 * i),
+                      message=f"couldn't assign flavors to pod set main: {i + 1} more nvidia.com/gpu needed")
+        for i in range(count)])
+
+
+def test_history_leads_with_evictions_collapses_repeats_and_pages(live_cluster, server_url, page):
+    too_big = Workload.objects.get(namespace="training", name="too-big")
+    pending_flips(too_big, 40, NOW + timedelta(minutes=10))
+    # a run broken by another of its events is two runs; other workloads' events do not break it
+    WorkloadEvent.objects.create(workload=too_big, workload_key=too_big.key, kind=EventKind.REQUEUED,
+                                 at=NOW + timedelta(minutes=30), message="requeued")
+    pending_flips(too_big, 3, NOW + timedelta(minutes=31))
+    other = Workload.objects.get(namespace="research", name="train-rack")
+    for i in range(120):  # events that are not repeats: more rows than one page holds
+        WorkloadEvent.objects.create(workload=other, workload_key=other.key,
+                                     kind=EventKind.PODS_UNGATED if i % 2 else EventKind.POD_TERMINATED,
+                                     at=NOW - timedelta(minutes=30) + timedelta(seconds=10 * i), message=f"pod {i}")
+    total = WorkloadEvent.objects.count()
+    open_page(page, f"{server_url}/history/", "history-grouped")
+
+    # evictions and failures first, before the timeline and the table, with their counts
+    headings = page.locator("#history-results h2").all_inner_texts()
+    assert headings[0].startswith("Evictions and failures")
+    assert page.inner_text("[data-problem=Evicted]") == "1"
+    assert page.inner_text("[data-problem=NodeMarkedUnhealthy]") == "1"
+    assert page.locator("#history-problems tbody tr").count() == 2
+    assert "no replacement fits" in page.inner_text("#history-problems")
+
+    # the 40 Pending events in a row are one row, with the time they span
+    rows = page.locator("#history-events table.events tbody tr")
+    assert rows.count() == 50  # a page of rows, not every event
+    run = page.locator("#history-events tr[data-kind=Pending][data-count='40']")
+    assert run.count() == 1
+    text = run.inner_text()
+    assert "\u00d740" in text and "from 2025-06-01 12:10:00" in text and "to 2025-06-01 12:16:30" in text
+    assert "40 more nvidia.com/gpu needed" in text  # the newest of them
+    assert page.locator("#history-events tr[data-kind=Pending][data-count='3']").count() == 1
+    assert f"{total} events" in headings[1]
+
+    # every row is on some page, none twice
+    seen = 0
+    pages = 0
+    url = f"{server_url}/history/"
+    while url:
+        page.goto(url)
+        wait_drawn(page)
+        pages += 1
+        seen += sum(int(c) for c in page.locator("#history-events tbody tr").evaluate_all(
+            "(rows) => rows.map((r) => r.dataset.count)"))
+        older = page.locator("#history-events nav.pager a", has_text="older")
+        url = f"{server_url}/history/{older.get_attribute('href')}" if older.count() else ""
+    assert seen == total and pages == 3
+    # a filter that leaves out every eviction and failure leaves out their summary
+    page.goto(f"{server_url}/history/?kind=Pending")
+    wait_drawn(page)
+    assert page.locator("#history-problems").count() == 0
 
 
 def test_queues_page_lists_pending_with_explanations(live_cluster, server_url, page):
