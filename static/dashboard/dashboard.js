@@ -56,6 +56,7 @@
         el.dataset.plotted = "1";
         bindFigure(el);
       }
+      if (el.dataset.figure === "hierarchy") fitLabels(el);
       el.dataset.traces = String(fig.data.length);
       state.drawn += 1;
       return el;
@@ -64,6 +65,47 @@
 
   function drawAll(figures) {
     return Promise.all(Object.keys(figures).map(function (id) { return draw(id, figures[id]); }));
+  }
+
+  // ------------------------------------------------------------ hierarchy labels
+
+  var LABEL_PADDING_PX = 4;
+
+  // A domain's name is shown only where it fits in its cell: the hierarchy's cells are as wide
+  // as their node counts, and 64 hostnames side by side would print over each other. Hover
+  // names every domain. Runs after every draw (a resize redraws the labels at full size).
+  function fitLabels(el) {
+    var layout = el._fullLayout;
+    if (!layout || !layout.xaxis || !layout.yaxis) return;
+    var xa = layout.xaxis, ya = layout.yaxis;
+    var edgesByRow = {};
+    (el.data || []).forEach(function (t) {
+      if (t.type === "heatmap" && t.y && t.x) edgesByRow[t.y[0]] = Array.from(t.x);
+    });
+    var box = el.getBoundingClientRect();
+    var shown = 0, hidden = 0;
+    el.querySelectorAll("g.heatmap-label text").forEach(function (text) {
+      text.style.display = "";
+      var rect = text.getBoundingClientRect();
+      var px = rect.left + rect.width / 2 - box.left - xa._offset;
+      var py = rect.top + rect.height / 2 - box.top - ya._offset;
+      var edges = edgesByRow[Math.round(ya.p2l(py))];
+      var fits = false;
+      if (edges) {
+        var value = xa.p2l(px);
+        for (var i = 0; i + 1 < edges.length; i++) {
+          if (value >= edges[i] && value <= edges[i + 1]) {
+            fits = rect.width + 2 * LABEL_PADDING_PX <= xa.l2p(edges[i + 1]) - xa.l2p(edges[i]);
+            break;
+          }
+        }
+      }
+      text.style.display = fits ? "" : "none";
+      text.dataset.fits = fits ? "1" : "0";
+      if (fits) shown += 1; else hidden += 1;
+    });
+    el.dataset.labelsShown = String(shown);
+    el.dataset.labelsHidden = String(hidden);
   }
 
   // ------------------------------------------------------------ topology drill-down
@@ -109,6 +151,7 @@
   function bindFigure(el) {
     var kind = el.dataset.figure;
     if (kind === "hierarchy") {
+      el.on("plotly_afterplot", function () { fitLabels(el); });
       el.on("plotly_click", function (event) {
         var point = event.points && event.points[0];
         if (!point || typeof point.customdata !== "string") return;
@@ -150,13 +193,32 @@
 
   // ------------------------------------------------------------ why pending (queues page)
 
+  // The entry's badge and reason as of the read that produced its explanation: the page was
+  // rendered earlier, and the workload may have been admitted (or deleted) since.
+  function showEntryStatus(details, status, message) {
+    var badge = details.querySelector("summary .badge");
+    if (badge && status) {
+      badge.textContent = status;
+      badge.dataset.status = status;
+      badge.className = "badge status-" + status.toLowerCase();
+    }
+    var reason = details.querySelector("summary .reason");
+    if (reason && message !== undefined) reason.textContent = message;
+  }
+
   function loadWhy(details) {
     if (details.dataset.loaded || !details.dataset.whyUrl) return Promise.resolve();
     details.dataset.loaded = "loading";
     return fetch(details.dataset.whyUrl, { headers: { Accept: "application/json" } })
-      .then(function (response) { return response.json(); })
+      .then(function (response) {
+        return response.json().then(function (payload) {
+          if (response.status === 404) showEntryStatus(details, "Deleted", payload.error);
+          return payload;
+        });
+      })
       .then(function (payload) {
         var body = details.querySelector(".why-body");
+        if (payload.workload) showEntryStatus(details, payload.workload.status, payload.workload.message);
         if (payload.error) {
           body.innerHTML = "";
           var p = document.createElement("p");

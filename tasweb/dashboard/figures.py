@@ -42,6 +42,12 @@ MAX_PANELS = 16  # blocks drawn node by node; more, and the grid shows racks (no
 MAX_GRID_CELLS = 20_000
 MAX_HIERARCHY_DOMAINS = 1_500  # levels are added to the hierarchy while it stays below this
 MAX_HIERARCHY_LABELS = 64  # a level with more domains than this draws them without names
+# A domain of the hierarchy is named only where its name can fit: its cell is as wide as its
+# nodes, and the plot is at most this wide (the page's content stops at 1280 px). The page's
+# script hides, after every draw, any name that still does not fit the width it got.
+HIERARCHY_PLOT_PX = 960
+LABEL_CHAR_PX = 6  # a character of a 12 px label, at its narrowest
+LABEL_PADDING_PX = 8
 CHUNK = 40  # nodes per row when the topology has a single level
 MAX_HOVER_WORKLOADS = 3
 MAX_HIGHLIGHT_MARKERS = 1_000  # a workload on more cells than this is shown as a tint, not as markers
@@ -63,6 +69,7 @@ EVENT_STYLE: dict[str, tuple[str, str]] = {
     "Requeued": (OKABE_ITO["blue"], "star"),
     "PodTerminated": (OKABE_ITO["black"], "triangle-down"),
     "Finished": (OKABE_ITO["black"], "circle-dot"),
+    "Deleted": (OKABE_ITO["grey"], "x-thin-open"),
 }
 
 
@@ -493,6 +500,11 @@ def _level_names(levels: Iterable[str]) -> list[str]:
     return short if len(set(short)) == len(short) else list(levels)
 
 
+def label_can_fit(text: str, share: float) -> bool:
+    """Whether a name fits a cell that takes `share` of the hierarchy's width on the widest page."""
+    return share * HIERARCHY_PLOT_PX >= len(text) * LABEL_CHAR_PX + LABEL_PADDING_PX
+
+
 def topology_hierarchy(q: TopologyQuery) -> go.Figure:
     """The block -> rack -> node hierarchy under the scope as an icicle: a row per level, each
     domain as wide as its node count, under its parent; colour is the metric as a share of
@@ -519,7 +531,8 @@ def topology_hierarchy(q: TopologyQuery) -> go.Figure:
         row = _Row(names[level], len(rows))
         for i in inside:
             path = cap.tree.levels[level].values[i]
-            row.add(label(path), counts[i], a.value[i], path[-1] if named else "", texts[i])
+            shown = named and label_can_fit(path[-1], counts[i] / nodes)
+            row.add(label(path), counts[i], a.value[i], path[-1] if shown else "", texts[i])
         rows.append(row)
     axis = colour_axis(TopologyQuery(q.flavor, q.resource, metric, scope, cap), np.array([]))
     fig = go.Figure([trace for row in rows for trace in row.traces()])

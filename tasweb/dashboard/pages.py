@@ -8,6 +8,7 @@ page's script, which swaps the fragments and redraws the figures in place.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import plotly.graph_objects as go
 from django.http import QueryDict
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.utils.text import Truncator
 
 from tasweb.dashboard import figures, selectors
 from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, TopologyQuery
@@ -23,7 +25,8 @@ from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, To
 NODE_TABLE_MAX = 64  # a rack with at most this many nodes lists them in a table
 NODE_TABLE_SMALL = 16  # and so does a whole cluster or block this small
 DOMAIN_ROWS_SHOWN = 200  # decoded assignment rows listed on a workload's page
-EVENTS_PER_PAGE = 100
+EVENTS_PER_PAGE = 50  # rows of the history table (a row is one event or a run of repeats)
+WORKLOAD_EVENTS = 500  # newest events of a workload on its page
 
 
 @dataclass
@@ -123,13 +126,14 @@ def topology_page(params: QueryDict) -> Page:
 # ---------------------------------------------------------------- workloads
 
 
-def _event_rows(rows) -> list[dict[str, Any]]:
+def _event_rows(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """Events (model rows, or `selectors.event_groups`' groups) as the events table shows them."""
     out = []
     for e in rows:
-        namespace, _, name = e.workload_key.partition("/")
-        out.append({"id": e.id, "kind": e.kind, "at": e.at, "workload_key": e.workload_key, "namespace": namespace,
-                    "name": name, "cluster_queue": e.cluster_queue, "node": e.node, "domain": e.domain,
-                    "message": e.message, "trigger": e.trigger})
+        row = e if isinstance(e, Mapping) else {name: getattr(e, name) for name in selectors.EVENT_FIELDS}
+        namespace, _, name = row["workload_key"].partition("/")
+        out.append({**row, "namespace": namespace, "name": name, "count": row.get("count", 1),
+                    "first_at": row.get("first_at", row["at"]), "last_at": row.get("last_at", row["at"])})
     return out
 
 
@@ -192,18 +196,23 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
         why_context, why_figs = _why_context(selectors.why_pending(workload=row))
         context.update(why_context)
         figs.update(why_figs)
-    events = list(selectors.api.event_list().filter(workload_key=row.key).order_by("-at", "-id")[:500])
-    context["events"] = _event_rows(events)
+    history = selectors.api.event_list().filter(workload_key=row.key).order_by("-at", "-id")
+    events = list(history[:WORKLOAD_EVENTS])
+    context["events"] = _event_rows(selectors.event_groups(history, limit=WORKLOAD_EVENTS).groups)
     context["event_count"] = len(events)
     if events:
-        figs["fig-timeline"] = figures.history_timeline(context["events"], height=260)
+        figs["fig-timeline"] = figures.history_timeline(_event_rows(events), height=260)
     return Page("dashboard/workload.html", context, figs, WORKLOAD_FRAGMENTS)
 
 
 def why_pending_fragment(namespace: str, name: str) -> Page:
+    """The explanation of one queue entry, and the status and reason of the row it explains
+    (`workload`), which the entry's summary shows in place of what the page was rendered with."""
     row = selectors.workload_or_404(namespace, name)
-    context, figs = _why_context(selectors.why_pending(workload=row))
-    return Page("dashboard/_why_pending.html", {**context, "compact": True}, figs,
+    why = selectors.why_pending(workload=row)
+    context, figs = _why_context(why)
+    entry = {"status": why["status"], "message": Truncator(why["message"] or "not tried yet").chars(200)}
+    return Page("dashboard/_why_pending.html", {**context, "compact": True, "workload": entry}, figs,
                 {"why": "dashboard/_why_pending.html"})
 
 
@@ -212,6 +221,7 @@ def workload_list_page(params: QueryDict) -> Page:
     page = selectors.page_of(rows, params.get("page"))
     return Page("dashboard/workloads.html", {
         "nav": "workloads", "page": page, "chosen": chosen, "statuses": selectors.cluster.WorkloadStatus.values,
+        "waiting": selectors.WAITING,
         "cluster_queues": selectors.cluster_queue_names(), "filter_query": urlencode(chosen),
         "any_workload": selectors.cluster.Workload.objects.exists(),
     }, {}, {"workload-list": "dashboard/_workload_list.html"})
@@ -223,13 +233,21 @@ def workload_list_page(params: QueryDict) -> Page:
 def history_page(params: QueryDict) -> Page:
     events = selectors.history_events(params)
     drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS])
-    page = selectors.page_of(events, params.get("page"), EVENTS_PER_PAGE)
+    grouped = selectors.event_groups(events)
+    page = selectors.page_of(grouped.groups, params.get("page"), EVENTS_PER_PAGE)
     chosen = {key: params.getlist(key) if key == "kind" else params.get(key, "")
               for key in selectors.HISTORY_FILTERS}
     filtered = any(v for v in chosen.values())
     query = urlencode([(k, v) for k in selectors.HISTORY_FILTERS for v in params.getlist(k) if v], doseq=True)
+    others = [(k, v) for k in selectors.HISTORY_FILTERS if k != "kind" for v in params.getlist(k) if v]
+    counts, newest = selectors.history_problems(events) if drawn else ({}, [])
+    problems = [{"kind": kind, "count": n, "query": urlencode([*others, ("kind", kind)])}
+                for kind, n in counts.items()]
     context = {
         "nav": "history", "page": page, "events": _event_rows(page.object_list), "drawn": len(drawn),
+        "event_total": events.count() if drawn else 0, "grouped": grouped.events, "more": grouped.more,
+        "problems": problems, "problem_count": sum(counts.values()), "problem_events": _event_rows(newest),
+        "problems_query": urlencode([*others, *(("kind", kind) for kind in counts)]),
         "chosen": chosen, "filtered": filtered, "filter_query": query, "kinds": selectors.event_kinds(),
         "cluster_queues": selectors.cluster_queue_names(), "local_queues": selectors.local_queue_names(),
         "figure_limit": selectors.HISTORY_FIGURE_EVENTS, "any_event": filtered or bool(drawn),

@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 from django.core.paginator import Paginator
-from django.db.models import Max, QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import counts_as_non_tas_usage
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
+from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
@@ -386,15 +387,24 @@ def placement_scope(capacity: FlavorCapacity, paths: list[tuple[str, ...]]) -> t
     return tuple(common[: max(capacity.depth - 2, 0)])
 
 
+# the status filter's value for every waiting workload: Pending (looked at again as its queue
+# moves) and Inadmissible (parked until an event could change the answer), where nearly all are
+WAITING = "waiting"
+
+
 def workload_list(params: QueryDict) -> tuple[QuerySet, dict[str, str]]:
     """Workloads for the list page: filtered by status, namespace, ClusterQueue or name."""
     rows = api.workload_list().order_by("namespace", "name")
     chosen = {}
     status = params.get("status") or ""
     if status:
-        if status not in cluster.WorkloadStatus.values:
-            raise BadInput(f"status {status!r}: expected one of {', '.join(cluster.WorkloadStatus.values)}")
-        rows = rows.filter(status=status)
+        if status == WAITING:
+            rows = rows.filter(status__in=cluster.WAITING_STATUSES)
+        elif status in cluster.WorkloadStatus.values:
+            rows = rows.filter(status=status)
+        else:
+            known = ", ".join(cluster.WorkloadStatus.values)
+            raise BadInput(f"status {status!r}: expected {WAITING} (Pending or Inadmissible) or one of {known}")
         chosen["status"] = status
     if params.get("namespace"):
         rows = rows.filter(namespace=params["namespace"])
@@ -436,6 +446,56 @@ def history_events(params: QueryDict) -> QuerySet:
         raise BadInput(_errors_text(exc.detail)) from None
 
 
+# Events grouped on the history page: the newest this many that match the filters (older ones
+# are reached by narrowing the time range), so a page costs the same however long the history.
+HISTORY_GROUPED_EVENTS = 20_000
+EVENT_FIELDS = ("id", "kind", "at", "workload_key", "cluster_queue", "node", "domain", "message", "trigger")
+# what went wrong, shown before everything else on the history page
+PROBLEM_KINDS = (EventKind.EVICTED, EventKind.PREEMPTED, EventKind.NODE_UNHEALTHY, EventKind.REPLACEMENT_FAILED)
+
+
+@dataclass
+class EventGroups:
+    groups: list[dict[str, Any]]  # newest first, each with count, first_at and last_at
+    events: int  # events grouped
+    more: bool  # older events matched but were not grouped (beyond HISTORY_GROUPED_EVENTS)
+
+
+def event_groups(rows: QuerySet, *, limit: int = HISTORY_GROUPED_EVENTS) -> EventGroups:
+    """Events (newest first) with each workload's consecutive repeats made one row: the same
+    kind, node and domain, and the same reason but for its numbers ("Pending x37, from ... to ...").
+    A run is broken only by another event of the same workload."""
+    groups: list[dict[str, Any]] = []
+    latest: dict[str, dict[str, Any]] = {}  # workload -> its oldest group so far
+    count = 0
+    more = False
+    for row in rows.values(*EVENT_FIELDS)[: limit + 1].iterator(chunk_size=2000):
+        if count == limit:
+            more = True
+            break
+        count += 1
+        key = (row["kind"], message_shape(row["message"] or ""), row["node"], row["domain"])
+        group = latest.get(row["workload_key"])
+        if group is not None and group["key"] == key:
+            group["count"] += 1
+            group["first_at"] = row["at"]
+            continue
+        group = {**row, "key": key, "count": 1, "first_at": row["at"], "last_at": row["at"]}
+        groups.append(group)
+        latest[row["workload_key"]] = group
+    return EventGroups(groups=groups, events=count, more=more)
+
+
+def history_problems(rows: QuerySet, *, latest: int = 8) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Evictions, preemptions and node failures among the events: how many of each kind, and
+    the newest few."""
+    problems = rows.filter(kind__in=PROBLEM_KINDS)
+    found = dict(problems.order_by().values_list("kind").annotate(n=Count("id")))
+    counts = {kind: found.get(kind, 0) for kind in PROBLEM_KINDS}
+    newest = list(problems.values(*EVENT_FIELDS)[:latest]) if any(counts.values()) else []
+    return counts, newest
+
+
 def _errors_text(errors: Mapping) -> str:
     parts = []
     for name, messages in errors.items():
@@ -468,6 +528,11 @@ class QueueCard:
     cohort: str
     invalid_reason: str
     counts: api.QueueCounts
+    waiting_by_status: dict[str, int]  # Pending, Inadmissible (cluster.WAITING_STATUSES) -> workloads
+
+    @property
+    def waiting(self) -> int:
+        return sum(self.waiting_by_status.values())
     quota: list[dict[str, Any]] | None  # the API's resource groups with usage
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
 
@@ -479,6 +544,7 @@ def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
         if not rows.exists():
             raise NotFound(f"ClusterQueue {cluster_queue!r} not found")
     counts = api.cluster_queue_counts()
+    waiting = waiting_counts()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN)
@@ -492,8 +558,24 @@ def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
                                **api.workload_summary(w)})
         cards.append(QueueCard(name=row.name, cohort=row.cohort, invalid_reason=row.invalid_reason,
                                counts=counts.get(row.name, api.QueueCounts()),
+                               waiting_by_status={status: waiting.get(row.name, {}).get(status, 0)
+                                                  for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed))
     return cards
+
+
+def waiting_counts() -> dict[str, dict[str, int]]:
+    """ClusterQueue -> status -> its workloads waiting (Pending or Inadmissible) in its LocalQueues."""
+    targets = api.local_queue_targets()
+    out: dict[str, dict[str, int]] = {}
+    rows = (cluster.Workload.objects.filter(status__in=cluster.WAITING_STATUSES)
+            .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
+    for namespace, queue, status, n in rows:
+        cq = targets.get((namespace, queue))
+        if cq is not None:
+            by_status = out.setdefault(cq, {})
+            by_status[status] = by_status.get(status, 0) + n
+    return out
 
 
 def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:

@@ -129,10 +129,13 @@ def workload(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 
 @dashboard_view
 def why_pending(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    """The why-pending explanation of one workload as a fragment, for the queues page."""
+    """The why-pending explanation of one workload as a fragment, for the queues page, with
+    the status and reason it was computed from: the page shows those in the entry's summary,
+    so the badge and the explanation under it always come from the same read."""
     page = pages.why_pending_fragment(namespace, name)
     html = render_to_string(page.template, page.context, request)
-    body = f'{{"html":{json.dumps(html)},"figures":{page.figures_json()}}}'
+    body = (f'{{"html":{json.dumps(html)},"workload":{json.dumps(page.context["workload"])},'
+            f'"figures":{page.figures_json()}}}')
     return HttpResponse(body, content_type="application/json")
 
 

@@ -96,6 +96,9 @@ class EventKind(models.TextChoices):
     FINISHED = "Finished"
     PODS_UNGATED = "PodsUngated"
     POD_TERMINATED = "PodTerminated"
+    # the Workload left the cluster before it finished (its owner withdrew it, or it was
+    # deleted): the last entry of its history, so a waiting one does not end on "Pending"
+    DELETED = "Deleted"
 
 
 class WorkloadEvent(models.Model):

@@ -588,6 +588,21 @@ def workload_observed(*, workload: cluster.Workload, old_status: str | None, old
                                      message=workload.message, details={"observed": True})
 
 
+def workload_deleted(*, workload: cluster.Workload, reason: str = "", at: datetime | None = None) -> None:
+    """A workload is about to leave the mirror: close its history with a Deleted event that
+    says what it was doing and why it went, unless it had finished (Finished is its end).
+    Called before the row is deleted; the event keeps the workload's key after that."""
+    if workload.status == WorkloadStatus.FINISHED:
+        return
+    why = reason or "deleted from the cluster"
+    message = f"{why}; it was {workload.status}"
+    if workload.message:
+        message += f": {workload.message}"
+    WorkloadEvent.objects.create(workload=workload, workload_key=workload.key, cluster_queue=workload.cluster_queue,
+                                 kind=EventKind.DELETED, at=at or timezone.now(), message=message,
+                                 details={"status": workload.status, "reason": why})
+
+
 def scheduling_pass_run(*, now: datetime | None = None, trigger: str = SchedulingPass.Trigger.MANUAL,
                         send_to_cluster: bool | None = None, observe: bool | None = None,
                         before_commit: Callable[[SchedulingPass], None] | None = None) -> SchedulingPass:

@@ -19,7 +19,7 @@ import logging
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +33,7 @@ from scheduler.errors import InputError
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import KINDS, WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import _row_values, object_delete, object_uid, object_upsert, rows_insert
-from tasweb.scheduling.services import kueue_configuration, workload_observed
+from tasweb.scheduling.services import kueue_configuration, workload_deleted, workload_observed
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.config import SimulatorSettings, simulator_settings
 from tasweb.simulator.models import SimulatorState
@@ -57,6 +57,14 @@ HEALTH_CHECK_BATCH = 32
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _duration(seconds: float) -> str:
+    """A wait as people say it: 45 s, 15 min, 2 h 5 min."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -693,17 +701,22 @@ class Tick:
 
         patience = self.now - timedelta(seconds=self.config.give_up_seconds)
         waiting = cluster.Workload.objects.filter(status__in=WAITING, created_at__lte=patience)
-        gave_up = []
+        gave_up = {}
         for wl in waiting:
             requeued = _condition(wl.raw.get("status") or {}, "Requeued") or {}
             since = max(filter(None, (wl.created_at, _parse_time(requeued.get("lastTransitionTime")))))
             if since <= patience:
-                gave_up.append(wl)
+                waited = (self.now - since).total_seconds()
+                gave_up[wl] = f"withdrawn: its owner gave up after waiting {_duration(waited)}"
         self.report.gave_up += len(gave_up)
-        self.delete_workloads(gave_up)
+        self.delete_workloads(gave_up, reasons=gave_up)
 
-    def delete_workloads(self, rows: Iterable[cluster.Workload]) -> None:
+    def delete_workloads(self, rows: Iterable[cluster.Workload], *,
+                         reasons: Mapping[cluster.Workload, str] | None = None) -> None:
+        """Delete workloads with their pods; one that had not finished gets a closing event
+        (`reasons`: why each went)."""
         for wl in sorted(rows, key=lambda w: (w.namespace, w.name)):
+            workload_deleted(workload=wl, reason=(reasons or {}).get(wl, ""), at=self.now)
             for pod in cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name).order_by("name"):
                 self.writer.delete("Pod", pod.raw)
                 self.report.pods_deleted += 1

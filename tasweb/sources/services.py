@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from tasweb.cluster import models as cluster
 from tasweb.cluster.services import object_delete, object_uid, object_upsert, objects_resync
 from tasweb.scheduling.models import ClusterWrite
-from tasweb.scheduling.services import workload_observed
+from tasweb.scheduling.services import workload_deleted, workload_observed
 from tasweb.sources.kubeapi import CONNECTION_ERRORS, Discovery, KubeApi, NotServed, describe_error
 from tasweb.sources.locks import CacheLock
 from tasweb.sources.models import ClusterWriteRetry, MirrorCheckpoint
@@ -89,6 +89,14 @@ def _observe(before: Mapping[str, WorkloadState], uids: Iterable[str]) -> int:
     return len(changed)
 
 
+def _workloads_deleted(uids: Iterable[str]) -> None:
+    """Close the history of workloads about to leave the mirror (before their rows go)."""
+    uids = list(uids)
+    for start in range(0, len(uids), 1000):
+        for row in cluster.Workload.objects.filter(uid__in=uids[start:start + 1000]).order_by("namespace", "name"):
+            workload_deleted(workload=row)
+
+
 # ---------------------------------------------------------------- the mirror
 
 
@@ -97,6 +105,10 @@ def mirror_list_apply(*, kind: str, api_version: str, objects: list[Mapping], re
     """Make the mirror of `kind` equal to a full list and checkpoint the list's resourceVersion."""
     with transaction.atomic():
         before = _workload_states() if observe and kind == "Workload" else None
+        if kind == "Workload":
+            listed = {object_uid(kind, obj) for obj in objects}
+            _workloads_deleted(uid for uid in cluster.Workload.objects.values_list("uid", flat=True)
+                               if uid not in listed)
         counts = objects_resync(kind=kind, objects=objects)
         if before is not None:
             counts["observed"] = _observe(before, (object_uid(kind, obj) for obj in objects))
@@ -111,6 +123,8 @@ def mirror_event_apply(*, kind: str, api_version: str, event_type: str, obj: Map
     resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
     with transaction.atomic():
         if event_type == "DELETED":
+            if kind == "Workload":
+                _workloads_deleted([object_uid(kind, obj)])
             changed = object_delete(kind=kind, obj=obj)
         else:
             uid = object_uid(kind, obj)

@@ -6,13 +6,17 @@ TAS_SCREENSHOT_DIR)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
+from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.scheduling.models import AssignmentDomain, EventKind, PodSetAssignment, WorkloadEvent
+from tasweb.simulator.config import SimulatorSettings
+from tasweb.simulator.services import simulator_seed
 from tests.dashboard.browser import load, screenshot_dir, wait_drawn
-from tests.dashboard.conftest import NODES, NOT_READY_NODE, TOO_BIG, node_update, not_ready
+from tests.dashboard.conftest import NODES, NOT_READY_NODE, NOW, TOO_BIG, node_update, not_ready
 
 pytestmark = [pytest.mark.services, pytest.mark.browser]
 
@@ -97,6 +101,41 @@ def test_topology_page_draws_every_node_and_marks_conditions(live_cluster, serve
     assert page.inner_text("[data-summary=workloads]") == "3"
     # the legend of the colours says what they mean, with the unit
     assert "used % of" in page.evaluate(COLOURBAR_TITLE)
+
+
+HIERARCHY_LABELS = """(id) => Array.from(document.querySelectorAll('#' + id + ' g.heatmap-label text'))
+  .filter((t) => getComputedStyle(t).display !== 'none')
+  .map((t) => { const b = t.getBoundingClientRect();
+                return {text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom}; })"""
+
+
+def overlapping(labels: list[dict]) -> list[tuple[str, str]]:
+    return [(a["text"], b["text"]) for i, a in enumerate(labels) for b in labels[i + 1:]
+            if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]]
+
+
+def test_hierarchy_names_only_the_domains_whose_names_fit(transactional_db, server_url, page):
+    # the simulator's default shape: 2 blocks x 4 racks x 8 nodes, 64 hostnames in one row
+    simulator_seed(config=SimulatorSettings(blocks=2, racks_per_block=4, nodes_per_rack=8,
+                                            serving_node_fraction=0.0), now=NOW)
+    open_page(page, f"{server_url}/topology/", "topology-64-nodes")
+    labels = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(labels) == []
+    shown = sorted(label["text"] for label in labels)
+    # the flavor, its blocks and racks are named; the hostnames, 15 px apart, only on hover
+    assert shown == sorted(["tas-gpu", "b1", "b2"] + ["r1", "r2", "r3", "r4"] * 2)
+    # a phone's width redraws the figure: the racks' names no longer fit and are hidden too
+    page.set_viewport_size({"width": 360, "height": 800})
+    page.wait_for_function("() => document.getElementById('fig-hierarchy').getBoundingClientRect().width < 360")
+    page.wait_for_function("() => document.getElementById('fig-hierarchy').dataset.labelsHidden === '8'")
+    narrow = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(narrow) == [] and sorted(label["text"] for label in narrow) == ["b1", "b2", "tas-gpu"]
+    # in one rack, 8 nodes side by side: their names fit and are shown
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, f"{server_url}/topology/?domain=b1/r2", "topology-64-nodes-rack")
+    rack = page.evaluate(HIERARCHY_LABELS, "fig-hierarchy")
+    assert overlapping(rack) == []
+    assert {f"b1-r2-n{i}" for i in range(1, 9)} <= {label["text"] for label in rack}
 
 
 def test_topology_drill_down_by_click(live_cluster, server_url, page):
@@ -185,7 +224,7 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     open_page(page, f"{server_url}/history/", "history")
     traces = figure(page, "fig-history")
     assert sum(t["points"] for t in traces) == live_cluster.events
-    assert page.locator("table.events tbody tr").count() == live_cluster.events
+    assert page.locator("#history-events table.events tbody tr").count() == live_cluster.events
     # by kind
     page.locator("input[name=kind][value=Evicted]").check()
     with page.expect_navigation():
@@ -194,7 +233,7 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     assert [t["name"] for t in figure(page, "fig-history")] == ["Evicted (1)"]
     assert "no replacement fits" in page.inner_text("table.events")
     # by node and time
-    node = page.locator("table.events tbody tr td").nth(3).locator("a").inner_text()
+    node = page.locator("#history-events table.events tbody tr td").nth(3).locator("a").inner_text()
     page.goto(f"{server_url}/history/?node={node}&since=2025-06-01T12:03:00Z")
     wait_drawn(page)
     assert sorted(t["name"] for t in figure(page, "fig-history")) == ["Evicted (1)", "Requeued (1)"]
@@ -206,6 +245,69 @@ def test_history_timeline_and_filters(live_cluster, server_url, page):
     wait_drawn(page)
     assert sum(t["points"] for t in figure(page, "fig-history")) == 3
     page.screenshot(path=str(screenshot_dir() / "history-filtered.png"), full_page=True)
+
+
+def pending_flips(workload: Workload, count: int, start: datetime) -> None:
+    """What a waiting workload's history looks like after a while: the same reason, with other
+    numbers, every time a pass looks at it again."""
+    WorkloadEvent.objects.bulk_create([
+        WorkloadEvent(workload=workload, workload_key=workload.key, cluster_queue="cluster-queue",
+                      kind=EventKind.PENDING, at=start + timedelta(seconds=10 * i),
+                      message=f"couldn't assign flavors to pod set main: {i + 1} more nvidia.com/gpu needed")
+        for i in range(count)])
+
+
+def test_history_leads_with_evictions_collapses_repeats_and_pages(live_cluster, server_url, page):
+    too_big = Workload.objects.get(namespace="training", name="too-big")
+    pending_flips(too_big, 40, NOW + timedelta(minutes=10))
+    # a run broken by another of its events is two runs; other workloads' events do not break it
+    WorkloadEvent.objects.create(workload=too_big, workload_key=too_big.key, kind=EventKind.REQUEUED,
+                                 at=NOW + timedelta(minutes=30), message="requeued")
+    pending_flips(too_big, 3, NOW + timedelta(minutes=31))
+    other = Workload.objects.get(namespace="research", name="train-rack")
+    for i in range(120):  # events that are not repeats: more rows than one page holds
+        WorkloadEvent.objects.create(workload=other, workload_key=other.key,
+                                     kind=EventKind.PODS_UNGATED if i % 2 else EventKind.POD_TERMINATED,
+                                     at=NOW - timedelta(minutes=30) + timedelta(seconds=10 * i), message=f"pod {i}")
+    total = WorkloadEvent.objects.count()
+    open_page(page, f"{server_url}/history/", "history-grouped")
+
+    # evictions and failures first, before the timeline and the table, with their counts
+    headings = page.locator("#history-results h2").all_inner_texts()
+    assert headings[0].startswith("Evictions and failures")
+    assert page.inner_text("[data-problem=Evicted]") == "1"
+    assert page.inner_text("[data-problem=NodeMarkedUnhealthy]") == "1"
+    assert page.locator("#history-problems tbody tr").count() == 2
+    assert "no replacement fits" in page.inner_text("#history-problems")
+
+    # the 40 Pending events in a row are one row, with the time they span
+    rows = page.locator("#history-events table.events tbody tr")
+    assert rows.count() == 50  # a page of rows, not every event
+    run = page.locator("#history-events tr[data-kind=Pending][data-count='40']")
+    assert run.count() == 1
+    text = run.inner_text()
+    assert "\u00d740" in text and "from 2025-06-01 12:10:00" in text and "to 2025-06-01 12:16:30" in text
+    assert "40 more nvidia.com/gpu needed" in text  # the newest of them
+    assert page.locator("#history-events tr[data-kind=Pending][data-count='3']").count() == 1
+    assert f"{total} events" in headings[1]
+
+    # every row is on some page, none twice
+    seen = 0
+    pages = 0
+    url = f"{server_url}/history/"
+    while url:
+        page.goto(url)
+        wait_drawn(page)
+        pages += 1
+        seen += sum(int(c) for c in page.locator("#history-events tbody tr").evaluate_all(
+            "(rows) => rows.map((r) => r.dataset.count)"))
+        older = page.locator("#history-events nav.pager a", has_text="older")
+        url = f"{server_url}/history/{older.get_attribute('href')}" if older.count() else ""
+    assert seen == total and pages == 3
+    # a filter that leaves out every eviction and failure leaves out their summary
+    page.goto(f"{server_url}/history/?kind=Pending")
+    wait_drawn(page)
+    assert page.locator("#history-problems").count() == 0
 
 
 def test_queues_page_lists_pending_with_explanations(live_cluster, server_url, page):
@@ -220,6 +322,44 @@ def test_queues_page_lists_pending_with_explanations(live_cluster, server_url, p
     bars = figure(page, "fig-quota-cluster-queue")[0]
     assert bars["y"] == ["tas-gpu · cpu", "tas-gpu · memory", "tas-gpu · nvidia.com/gpu"]
     page.screenshot(path=str(screenshot_dir() / "queues.png"), full_page=True)
+
+
+def test_queues_page_counts_every_waiting_workload_and_lists_them(live_cluster, server_url, page):
+    open_page(page, f"{server_url}/queues/", "queues-waiting")
+    card = page.locator("article[data-cluster-queue=cluster-queue]")
+    # Pending and Inadmissible are both waiting; the fixture's one waiting workload is Inadmissible
+    assert card.locator("[data-count=waiting]").inner_text() == "1"
+    assert card.locator("[data-count=inadmissible]").inner_text() == "1"
+    assert card.locator("[data-count=pending]").inner_text() == "0"
+    with page.expect_navigation():
+        card.locator("a[data-count=waiting]").click()
+    wait_drawn(page)
+    assert page.locator("select[name=status]").input_value() == "waiting"
+    rows = page.locator("table.workloads tbody tr")
+    assert rows.count() == 1 and TOO_BIG in rows.first.inner_text()
+
+
+def test_queue_entry_badge_and_explanation_come_from_the_same_read(live_cluster, server_url, page, settings):
+    """The page lists a workload as Inadmissible; the scheduler admits it before the page asks
+    for its explanation. The entry must not say Inadmissible above "the Workload is Admitted"."""
+    settings.TAS_DASHBOARD_POLL_MS = 0  # no poll redraws the list meanwhile
+    namespace, name = TOO_BIG.split("/")
+
+    def admitted_meanwhile(route):
+        Workload.objects.filter(namespace=namespace, name=name).update(
+            status=WorkloadStatus.ADMITTED, message="Admitted by ClusterQueue cluster-queue")
+        route.continue_()
+
+    page.route(f"**/workloads/{TOO_BIG}/why-pending/", admitted_meanwhile)
+    open_page(page, f"{server_url}/queues/", "queues-admitted-meanwhile")
+    entry = page.locator(f"li[data-workload='{TOO_BIG}']")
+    entry.locator(".why-body .why").wait_for()
+    body = entry.locator(".why-body").inner_text()
+    badge = entry.locator("summary .badge")
+    assert "the Workload is Admitted" in body
+    assert badge.inner_text() == badge.get_attribute("data-status") == "Admitted"
+    assert "status-admitted" in badge.get_attribute("class")
+    assert entry.locator("summary .reason").inner_text() == "Admitted by ClusterQueue cluster-queue"
 
 
 def test_workload_list_links_to_placements(live_cluster, server_url, page):

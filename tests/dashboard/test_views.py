@@ -67,6 +67,15 @@ def test_history_filter_without_match_offers_to_clear(cluster, client):
     assert "No event matches these filters" in body
 
 
+def test_the_waiting_filter_finds_inadmissible_workloads_too(cluster, client):
+    # the only waiting workload is Inadmissible, like nearly every waiting one: a Pending-only
+    # filter finds nothing, the waiting filter finds it
+    assert TOO_BIG not in client.get("/workloads/?status=Pending").content.decode()
+    body = client.get("/workloads/?status=waiting&cluster_queue=cluster-queue").content.decode()
+    assert f"{TOO_BIG}/" in body and "research/train-rack" not in body
+    assert '<option value="waiting" selected>' in body
+
+
 def test_live_json_and_unchanged_versions(cluster, client):
     first = client.get("/topology/", {"format": "live"}).json()
     assert set(first["fragments"]) == {"topology-summary", "topology-breadcrumbs", "topology-nodes"}

@@ -251,8 +251,13 @@ def test_waiting_workloads_are_withdrawn_after_the_users_patience(run_ticks):
     reports = run_ticks(4, config=config)
     assert sum(r.gave_up for r in reports) == 1
     assert not cluster.Workload.objects.exists()
-    # its history stays
-    assert WorkloadEvent.objects.filter(workload_key=wl.key, kind=EventKind.QUEUED).exists()
+    # its history stays, and ends with the withdrawal, not with "Pending"
+    history = list(WorkloadEvent.objects.filter(workload_key=wl.key).order_by("at", "id"))
+    assert history[0].kind == EventKind.QUEUED
+    last = history[-1]
+    assert last.kind == EventKind.DELETED and last.at > history[-2].at and last.workload is None
+    assert last.message.startswith("withdrawn: its owner gave up after waiting 2") and " s; it was " in last.message
+    assert last.details["status"] in (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE)
 
 
 def test_every_write_takes_the_next_resource_version(run_ticks):
