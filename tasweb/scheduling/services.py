@@ -22,6 +22,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import CharField, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
@@ -592,6 +594,7 @@ def workload_deleted(*, workload: cluster.Workload, reason: str = "", at: dateti
     """A workload is about to leave the mirror: close its history with a Deleted event that
     says what it was doing and why it went, unless it had finished (Finished is its end).
     Called before the row is deleted; the event keeps the workload's key after that."""
+    WorkloadStop.objects.filter(workload_key=workload.key).delete()  # nothing waits any more
     if workload.status == WorkloadStatus.FINISHED:
         return
     why = reason or "deleted from the cluster"
@@ -664,6 +667,17 @@ def _prune_change_log(record: SchedulingPass) -> None:
         retention = float(getattr(settings, "TAS_SCHEDULER_CHANGE_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS))
         deleted = change_log_prune(before=timezone.now() - timedelta(seconds=retention))
         logger.debug("change log: %d rows pruned", deleted)
+        stale = stops_prune()
+        logger.debug("why-pending records of workloads gone from the mirror: %d pruned", stale)
+
+
+def stops_prune() -> int:
+    """Drop the scheduler's stop records of workloads no longer in the mirror (deleted by a
+    path that did not go through workload_deleted, e.g. a table emptied by a re-list)."""
+    live = cluster.Workload.objects.annotate(
+        key=Concat("namespace", Value("/"), "name", output_field=CharField())).values("key")
+    deleted, _ = WorkloadStop.objects.exclude(workload_key__in=live).delete()
+    return deleted
 
 
 def engine_pass_run(engine: Engine, now: datetime) -> PassResult:

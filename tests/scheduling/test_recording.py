@@ -136,3 +136,22 @@ def test_a_waiting_workloads_reason_is_recorded_when_it_changes_not_when_its_cou
                       "topology allows to fit only 2 out of 4 pod(s)"]
     waiting.refresh_from_db()
     assert waiting.message == "topology allows to fit only 2 out of 4 pod(s)"  # the row is current
+
+
+def test_stop_records_of_deleted_workloads_go(db):
+    from tasweb.scheduling.models import WorkloadStop
+    from tasweb.scheduling.services import stops_prune, workload_deleted
+
+    import_example_cluster()
+    services.scheduling_pass_run()
+    stops = dict(WorkloadStop.objects.values_list("workload_key", "step"))
+    assert stops, "the example cluster has a workload that never fits: the pass records why"
+    key = next(iter(stops))
+    namespace, name = key.split("/")
+    row = Workload.objects.get(namespace=namespace, name=name)
+    workload_deleted(workload=row, reason="withdrawn")
+    assert not WorkloadStop.objects.filter(workload_key=key).exists()
+    # a deletion that bypassed the service: the periodic prune finds the orphan
+    WorkloadStop.objects.create(workload_key="gone/never", step="quota", record={}, at=row.updated_at)
+    assert stops_prune() == 1
+    assert set(WorkloadStop.objects.values_list("workload_key", flat=True)) == set(stops) - {key}
