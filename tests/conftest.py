@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -21,3 +23,16 @@ def fresh_scheduler_runtime() -> Iterator[None]:
     yield
     runtime_discard("the test ended")
     gc.unfreeze()  # what a pass left out of garbage collections is the next test's garbage
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for every browser test of the session. Playwright's sync API
+    keeps an event loop on the main thread while the browser runs, so a second one cannot
+    start beside it; and Django refuses database calls from a thread with a running loop:
+    the tests' calls are plain synchronous ones, so they are allowed for the session."""
+    from tests.dashboard.browser import chromium
+
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with chromium() as b:
+        yield b

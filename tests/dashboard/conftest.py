@@ -6,7 +6,6 @@ of the project and headless Chromium for the browser tests."""
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from tasweb.scheduling.services import scheduling_pass_run
 from tasweb.simulator.config import SimulatorSettings
 from tasweb.simulator.objects import RACK_LABEL
 from tasweb.simulator.services import simulator_seed
-from tests.dashboard.browser import chromium, live_server
+from tests.dashboard.browser import live_server
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 SHAPE = SimulatorSettings(blocks=2, racks_per_block=2, nodes_per_rack=3, serving_node_fraction=0.0)
@@ -137,16 +136,6 @@ def live_cluster(transactional_db) -> Cluster:
 def server_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     with django_db_blocker.unblock(), live_server() as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    # Playwright's sync API keeps an event loop on the main thread for as long as the browser
-    # runs, and Django refuses database calls from a thread with a running loop; the tests'
-    # database calls are plain synchronous ones, so they are allowed for the session.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture

@@ -3,10 +3,8 @@ load everything from this server: they work offline and tell no third party who 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -14,7 +12,7 @@ from django.contrib.staticfiles import finders
 from django.templatetags.static import static
 from django.test import Client
 
-from tests.dashboard.browser import chromium, live_server
+from tests.dashboard.browser import live_server
 
 DOC_PAGES = ["/api/docs/", "/api/redoc/"]
 # what each page shows once it has drawn the schema
@@ -49,13 +47,6 @@ def test_favicon_is_linked_and_served_at_the_root():
 
 
 # ---------------------------------------------------------------- in a browser
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see tests/dashboard/conftest.py
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture
