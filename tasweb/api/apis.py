@@ -16,7 +16,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import EventFilter, NodeFilter, WorkloadFilter, domain_path
-from tasweb.api.pagination import PagePagination, positive_int
+from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser
 from tasweb.api.permissions import ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
@@ -53,6 +53,10 @@ class BaseApi(generics.GenericAPIView):
     permission_classes = (ReadOpenOrAuthenticated,)
     pagination_class = PagePagination
     filterset_class = None
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        reject_null_characters(request, kwargs)
 
 
 class ListApi(BaseApi, generics.ListAPIView):

@@ -26,6 +26,20 @@ def _setting(name: str, default: int) -> int:
     return int(getattr(settings, name, default))
 
 
+NUL = "\x00"
+
+
+def reject_null_characters(request: Request, path_values: dict) -> None:
+    """A NUL in a parameter is a 400 naming it: no stored name can hold one (PostgreSQL text
+    cannot), and the OpenAPI schema excludes it from every string parameter."""
+    for name, value in path_values.items():
+        if NUL in str(value):
+            raise ValidationError({name: ["must not contain a NUL character"]})
+    for name in request.query_params:
+        if NUL in name or any(NUL in value for value in request.query_params.getlist(name)):
+            raise ValidationError({name.replace(NUL, "\\x00"): ["must not contain a NUL character"]})
+
+
 def positive_int(request: Request, name: str, default: int, maximum: int | None = None) -> int:
     raw = request.query_params.get(name)
     if raw is None:

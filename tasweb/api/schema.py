@@ -13,6 +13,18 @@ from tasweb.api.permissions import anonymous_read_allowed
 from tasweb.api.statuses import STATUS_MEANINGS, status_list_markdown
 
 SAFE_METHODS = ("get", "head", "options")
+NO_NUL = "^[^\\u0000]*$"  # the views refuse a NUL in any parameter
+
+
+def exclude_null_characters(parameter: dict) -> None:
+    schema = parameter.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "string" or "enum" in schema:
+        return
+    if "pattern" not in schema:
+        schema["pattern"] = NO_NUL
+    elif schema["pattern"] != NO_NUL:
+        parameter["schema"] = {"type": "string", "allOf": [{"pattern": schema.pop("pattern")}, {"pattern": NO_NUL}],
+                               **{k: v for k, v in schema.items() if k != "type"}}
 
 PATH_PARAMETERS = {
     "name": "the object's name (metadata.name)",
@@ -52,6 +64,8 @@ def describe_parameters(result: dict, generator, request, public) -> dict:
                 if not parameter.get("description") and parameter.get("name") in PATH_PARAMETERS:
                     parameter["description"] = PATH_PARAMETERS[parameter["name"]]
                 constrain_mirror_parameters(parameter, flavors, levels)
+                if parameter.get("in") in ("query", "path"):
+                    exclude_null_characters(parameter)
             for code, response in operation.get("responses", {}).items():
                 if isinstance(response, dict) and not response.get("description"):
                     response["description"] = "OK" if code.startswith("2") else "error"

@@ -23,12 +23,14 @@ from rest_framework.views import APIView
 
 from tasweb.api import selectors
 from tasweb.api import serializers as out
+from tasweb.api.pagination import reject_null_characters
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 from tasweb.cluster import models as cluster
 
 GROUP = "visibility.kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 DEFAULT_LIMIT = 1000  # Kueue's constants.DefaultPendingWorkloadsLimit
+MAX_INT32 = 2**31 - 1  # the largest limit or offset: Kueue's are int32 too
 
 
 def k8s_time(value) -> str | None:
@@ -70,6 +72,8 @@ def _non_negative(request: Request, name: str, default: int) -> int:
         raise exceptions.ValidationError({name: [f"must be an integer, got {raw!r}"]}) from None
     if value < 0:
         raise exceptions.ValidationError({name: [f"must not be negative, got {value}"]})
+    if value > MAX_INT32:
+        raise exceptions.ValidationError({name: [f"must be at most {MAX_INT32}, got {value}"]})
     return value
 
 
@@ -93,6 +97,7 @@ class VisibilityApi(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
+        reject_null_characters(request, kwargs)
         if kwargs.get("api_version") not in VERSIONS:
             raise exceptions.NotFound(f"the server could not find the requested resource: {GROUP} has no "
                                       f"version {kwargs.get('api_version')!r} (versions: {', '.join(VERSIONS)})")
@@ -109,9 +114,9 @@ class NotFoundObject(exceptions.NotFound):
 
 
 PAGE_PARAMETERS = [
-    OpenApiParameter("offset", {"type": "integer", "minimum": 0},
+    OpenApiParameter("offset", {"type": "integer", "minimum": 0, "maximum": MAX_INT32},
                      description="position of the first pending workload to return, from 0 (default 0)"),
-    OpenApiParameter("limit", {"type": "integer", "minimum": 0},
+    OpenApiParameter("limit", {"type": "integer", "minimum": 0, "maximum": MAX_INT32},
                      description="most pending workloads to return (default 1000; 0 means the default)"),
 ]
 VERSION_PARAMETER = OpenApiParameter("api_version", str, OpenApiParameter.PATH, enum=list(VERSIONS),

@@ -125,7 +125,7 @@ def test_the_schema_states_the_limits_the_code_enforces(db, client):
     doc = schema(client)
     params = {p["name"]: p["schema"] for p in doc["paths"]["/api/v1/nodes/"]["get"]["parameters"]}
     assert params["page"] == {"type": "integer", "minimum": 1, "maximum": 10_000_000}
-    assert "pattern" in params["ready"]
+    assert "[Tt][Rr][Uu][Ee]" in json.dumps(params["ready"])
     visibility = doc["paths"]["/apis/visibility.kueue.x-k8s.io/{api_version}/clusterqueues/{name}/pendingworkloads"]
     params = {p["name"]: p["schema"] for p in visibility["get"]["parameters"]}
     assert params["limit"]["minimum"] == 0 and params["offset"]["minimum"] == 0
@@ -134,3 +134,22 @@ def test_the_schema_states_the_limits_the_code_enforces(db, client):
     obj, array = body["oneOf"]
     assert obj["required"] == ["apiVersion", "kind"] and array["minItems"] == 1
     assert client.get("/api/v1/nodes/?page=10000001").status_code == 400
+
+
+@pytest.mark.parametrize("url,field", [("/api/v1/localqueues/?namespace=a%00", "namespace"),
+                                       ("/api/v1/nodes/?taint=a%00", "taint"),
+                                       ("/api/v1/workloads/?cluster_queue=%00", "cluster_queue"),
+                                       ("/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue/"
+                                        "pendingworkloads?offset=36112247778855161430016", "offset")])
+def test_nul_characters_and_huge_offsets_are_a_400_that_names_the_parameter(scheduled, client, url, field):
+    response = client.get(url)
+    assert response.status_code == 400, response.content
+    assert field in json.dumps(response.json())
+
+
+def test_the_schema_excludes_nul_from_string_parameters(db, client):
+    doc = schema(client)
+    params = {p["name"]: p["schema"] for p in doc["paths"]["/api/v1/localqueues/"]["get"]["parameters"]}
+    assert params["namespace"]["pattern"] == "^[^\\u0000]*$"
+    params = {p["name"]: p["schema"] for p in doc["paths"]["/api/v1/history/"]["get"]["parameters"]}
+    assert {"pattern": "^[^\\u0000]*$"} in params["workload"]["allOf"]
