@@ -4,8 +4,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
-from tasweb.api.urls import visibility_urls
 from tasweb.core.apis import HealthApi
 from tasweb.core.views import favicon
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("api/v1/", include((api_v1, "api"))),
+    path("api/", include(api_root)),  # /api/ itself, and a JSON 404 for any other /api/ path
     # Kueue's visibility API at the paths its clients call (see tasweb/api/visibility.py)
     path("", include((visibility_urls, "visibility"))),
     path("", include("tasweb.dashboard.urls")),

@@ -16,7 +16,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import EventFilter, NodeFilter, WorkloadFilter, domain_path
-from tasweb.api.pagination import PagePagination, positive_int
+from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser
 from tasweb.api.permissions import ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
@@ -30,11 +30,19 @@ ERRORS = {
     403: OpenApiResponse(out.ErrorSerializer, description="the credentials do not allow this"),
 }
 NOT_FOUND = {404: OpenApiResponse(out.ErrorSerializer, description="no such object in the mirror")}
+SERVER_ERRORS = {
+    500: OpenApiResponse(out.ErrorSerializer, description="an unexpected error (logged by the service)"),
+    503: OpenApiResponse(out.ErrorSerializer, description="the database is unreachable; retry later"),
+}
 
 
-def _errors(*codes: int) -> dict:
+def error_responses(*codes: int) -> dict:
     merged = {**ERRORS, **NOT_FOUND}
-    return {code: merged[code] for code in codes}
+    return {**{code: merged[code] for code in codes}, **SERVER_ERRORS}
+
+
+LIST_ERRORS = {**error_responses(400, 401, 403),
+               404: OpenApiResponse(out.ErrorSerializer, description="a page past the last one")}
 
 
 def invalid_or_none(value: str) -> str | None:
@@ -45,6 +53,10 @@ class BaseApi(generics.GenericAPIView):
     permission_classes = (ReadOpenOrAuthenticated,)
     pagination_class = PagePagination
     filterset_class = None
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        reject_null_characters(request, kwargs)
 
 
 class ListApi(BaseApi, generics.ListAPIView):
@@ -85,7 +97,7 @@ class TopologyListApi(ListApi):
         return cluster.Topology.objects.order_by("name")
 
     @extend_schema(operation_id="topologies_list", responses={200: out.TopologySerializer(many=True),
-                                                              **_errors(400, 401, 403)})
+                                                              **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -101,7 +113,7 @@ class TopologyDetailApi(BaseApi):
     serializer_class = out.TopologySerializer
 
     @extend_schema(operation_id="topologies_retrieve", responses={200: out.TopologySerializer,
-                                                                  **_errors(401, 403, 404)})
+                                                                  **error_responses(401, 403, 404)})
     def get(self, request: Request, name: str) -> Response:
         row = cluster.Topology.objects.filter(name=name).first()
         if row is None:
@@ -128,7 +140,7 @@ class FlavorListApi(ListApi):
         return cluster.ResourceFlavor.objects.order_by("name")
 
     @extend_schema(operation_id="flavors_list", responses={200: out.ResourceFlavorSerializer(many=True),
-                                                           **_errors(400, 401, 403)})
+                                                           **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -144,7 +156,7 @@ class FlavorDetailApi(BaseApi):
     serializer_class = out.ResourceFlavorSerializer
 
     @extend_schema(operation_id="flavors_retrieve", responses={200: out.ResourceFlavorSerializer,
-                                                               **_errors(401, 403, 404)})
+                                                               **error_responses(401, 403, 404)})
     def get(self, request: Request, name: str) -> Response:
         row = cluster.ResourceFlavor.objects.filter(name=name).first()
         if row is None:
@@ -165,18 +177,18 @@ class FlavorTreeApi(BaseApi):
     @extend_schema(
         operation_id="flavors_tree",
         parameters=[
-            OpenApiParameter("depth", int, description="only the domains of the first DEPTH levels (1 = the "
-                             "highest level only)"),
+            OpenApiParameter("depth", {"type": "integer", "minimum": 1, "maximum": 8},
+                             description="only the domains of the first DEPTH levels (1 = the highest level only)"),
             OpenApiParameter("domain", str, description="only this domain and the domains below it, named by its "
                              "level values from the root, e.g. b1/r3"),
         ],
-        responses={200: out.TopologyTreeSerializer, **_errors(400, 401, 403, 404)},
+        responses={200: out.TopologyTreeSerializer, **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request, name: str) -> Response:
         depth = positive_int(request, "depth", 0, 8) or None
         raw_domain = request.query_params.get("domain")
         root = None
-        if raw_domain is not None:
+        if raw_domain:  # empty: no filter, as for the list endpoints' text parameters
             try:
                 root = domain_path(raw_domain, "domain")
             except Exception as exc:  # a form error from the shared parser
@@ -240,7 +252,7 @@ class NodeListApi(ListApi):
     def get_queryset(self) -> QuerySet:
         return cluster.Node.objects.only(*NODE_FIELDS).order_by("name")
 
-    @extend_schema(operation_id="nodes_list", responses={200: out.NodeSerializer(many=True), **_errors(400, 401, 403)})
+    @extend_schema(operation_id="nodes_list", responses={200: out.NodeSerializer(many=True), **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -255,7 +267,8 @@ class NodeDetailApi(BaseApi):
 
     serializer_class = out.NodeDetailSerializer
 
-    @extend_schema(operation_id="nodes_retrieve", responses={200: out.NodeDetailSerializer, **_errors(401, 403, 404)})
+    @extend_schema(operation_id="nodes_retrieve", responses={200: out.NodeDetailSerializer,
+                                                             **error_responses(401, 403, 404)})
     def get(self, request: Request, name: str) -> Response:
         row = cluster.Node.objects.only(*NODE_FIELDS).filter(name=name).first()
         if row is None:
@@ -302,7 +315,7 @@ class ClusterQueueListApi(ListApi):
         return cluster.ClusterQueue.objects.order_by("name")
 
     @extend_schema(operation_id="clusterqueues_list", responses={200: out.ClusterQueueSerializer(many=True),
-                                                                 **_errors(400, 401, 403)})
+                                                                 **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -318,7 +331,7 @@ class ClusterQueueDetailApi(BaseApi):
     serializer_class = out.ClusterQueueSerializer
 
     @extend_schema(operation_id="clusterqueues_retrieve", responses={200: out.ClusterQueueSerializer,
-                                                                     **_errors(401, 403, 404)})
+                                                                     **error_responses(401, 403, 404)})
     def get(self, request: Request, name: str) -> Response:
         row = cluster.ClusterQueue.objects.filter(name=name).first()
         if row is None:
@@ -353,7 +366,7 @@ class LocalQueueListApi(ListApi):
         parameters=[OpenApiParameter("namespace", str, description="LocalQueues of this namespace"),
                     OpenApiParameter("cluster_queue", str, description="LocalQueues that submit to this "
                                      "ClusterQueue")],
-        responses={200: out.LocalQueueSerializer(many=True), **_errors(400, 401, 403)})
+        responses={200: out.LocalQueueSerializer(many=True), **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -369,7 +382,7 @@ class LocalQueueDetailApi(BaseApi):
     serializer_class = out.LocalQueueSerializer
 
     @extend_schema(operation_id="localqueues_retrieve", responses={200: out.LocalQueueSerializer,
-                                                                   **_errors(401, 403, 404)})
+                                                                   **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
         row = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).first()
         if row is None:
@@ -404,7 +417,7 @@ class CohortListApi(ListApi):
         return cluster.Cohort.objects.order_by("name")
 
     @extend_schema(operation_id="cohorts_list", responses={200: out.CohortSerializer(many=True),
-                                                           **_errors(400, 401, 403)})
+                                                           **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -419,7 +432,8 @@ class CohortDetailApi(BaseApi):
 
     serializer_class = out.CohortSerializer
 
-    @extend_schema(operation_id="cohorts_retrieve", responses={200: out.CohortSerializer, **_errors(401, 403, 404)})
+    @extend_schema(operation_id="cohorts_retrieve", responses={200: out.CohortSerializer,
+                                                               **error_responses(401, 403, 404)})
     def get(self, request: Request, name: str) -> Response:
         row = cluster.Cohort.objects.filter(name=name).first()
         if row is None:
@@ -442,7 +456,7 @@ class WorkloadListApi(ListApi):
         return selectors.workload_list().order_by("namespace", "name")
 
     @extend_schema(operation_id="workloads_list", responses={200: out.WorkloadSummarySerializer(many=True),
-                                                             **_errors(400, 401, 403)})
+                                                             **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -466,7 +480,7 @@ class WorkloadDetailApi(BaseApi):
     serializer_class = out.WorkloadDetailSerializer
 
     @extend_schema(operation_id="workloads_retrieve", responses={200: out.WorkloadDetailSerializer,
-                                                                 **_errors(401, 403, 404)})
+                                                                 **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
         return Response(selectors.workload_detail(workload=workload_or_404(namespace, name)))
 
@@ -478,7 +492,7 @@ class WorkloadAssignmentApi(BaseApi):
     serializer_class = out.AssignmentSerializer
 
     @extend_schema(operation_id="workloads_assignment", responses={200: out.AssignmentSerializer,
-                                                                   **_errors(401, 403, 404)})
+                                                                   **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
         row = workload_or_404(namespace, name)
         return Response({"namespace": row.namespace, "name": row.name, "status": row.status,
@@ -494,7 +508,7 @@ class WhyPendingApi(BaseApi):
     serializer_class = out.WhyPendingSerializer
 
     @extend_schema(operation_id="workloads_why_pending", responses={200: out.WhyPendingSerializer,
-                                                                    **_errors(401, 403, 404)})
+                                                                    **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
         return Response(selectors.why_pending(workload=workload_or_404(namespace, name)))
 
@@ -518,7 +532,7 @@ class HistoryApi(ListApi):
         return selectors.event_list().order_by("-at", "-id")
 
     @extend_schema(operation_id="history_list", responses={200: out.EventSerializer(many=True),
-                                                           **_errors(400, 401, 403)})
+                                                           **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -537,7 +551,7 @@ class WorkloadHistoryApi(HistoryApi):
         return selectors.event_list().filter(workload_key=key).order_by("-at", "-id")
 
     @extend_schema(operation_id="workloads_history", responses={200: out.EventSerializer(many=True),
-                                                                **_errors(400, 401, 403)})
+                                                                **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -545,12 +559,16 @@ class WorkloadHistoryApi(HistoryApi):
 # ---------------------------------------------------------------- what-if
 
 
+KUBERNETES_OBJECT = {
+    "type": "object", "required": ["apiVersion", "kind"], "additionalProperties": True,
+    "properties": {"apiVersion": {"type": "string", "minLength": 1, "pattern": r"\S"},
+                   "kind": {"type": "string", "minLength": 1, "pattern": r"\S"}},
+}
 WHAT_IF_BODY = {
     "oneOf": [
-        {"type": "object", "description": "one Kubernetes object (a Workload, or any kind the engine reads), or a "
-         "`kind: List` with `items`", "additionalProperties": True},
-        {"type": "array", "items": {"type": "object", "additionalProperties": True},
-         "description": "several objects"},
+        {**KUBERNETES_OBJECT, "description": "one Kubernetes object (a Workload, or any kind the engine reads), "
+         "or a `kind: List` with at least one object in `items`"},
+        {"type": "array", "items": KUBERNETES_OBJECT, "minItems": 1, "description": "several objects"},
     ]
 }
 
@@ -574,13 +592,15 @@ class WhatIfApi(BaseApi):
         request={"application/json": WHAT_IF_BODY, "application/yaml": WHAT_IF_BODY},
         responses={
             200: out.WhatIfSerializer,
-            400: OpenApiResponse(out.ErrorSerializer, description="a malformed object: the error names the object "
-                                 "(Kind/namespace/name) and the field"),
+            400: OpenApiResponse(out.ErrorSerializer, description="a malformed object (e.g. without apiVersion or "
+                                 "kind), or no object at all: the error names the object (Kind/namespace/name) "
+                                 "and the field"),
             401: ERRORS[401],
             403: ERRORS[403],
             413: OpenApiResponse(out.ErrorSerializer, description="the body is larger than TAS_API_MAX_BODY_BYTES"),
             415: OpenApiResponse(out.ErrorSerializer, description="not JSON or YAML"),
             429: OpenApiResponse(out.ErrorSerializer, description="too many what-if requests; retry later"),
+            **SERVER_ERRORS,
         },
         examples=[OpenApiExample("a Workload", request_only=True, value={
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",

@@ -4,20 +4,26 @@
      "errors": [{"field": "status", "message": "...", "object": "...", "file": "..."}]}
 
 Engine `InputError`s (a malformed what-if object) become 400 with the file, the object
-(`Kind/namespace/name`) and the field path they carry.
+(`Kind/namespace/name`) and the field path they carry. A database that cannot be reached
+is a 503 (code `database_unavailable`); any other unexpected error is a 500 (code
+`server_error`), logged with its traceback, never Django's HTML page.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
+from rest_framework.views import exception_handler, set_rollback
 
 from scheduler.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -50,6 +56,27 @@ def input_error_body(exc: InputError) -> dict[str, Any]:
     }
 
 
+def error_body(detail: str, code: str) -> dict[str, Any]:
+    return {"detail": detail, "code": code, "errors": []}
+
+
+def unexpected_error(exc: BaseException | None, path: str) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body for an exception no view handled: 503 when the database is
+    unreachable, 500 otherwise. The traceback goes to the log, not to the client."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        log.error("database unavailable while serving %s: %s", path, exc)
+        return status.HTTP_503_SERVICE_UNAVAILABLE, error_body(
+            "the database is unavailable; retry later", "database_unavailable")
+    log.error("unexpected error while serving %s", path, exc_info=exc)
+    return status.HTTP_500_INTERNAL_SERVER_ERROR, error_body(
+        "unexpected server error; it has been logged", "server_error")
+
+
+def error_response(status_code: int, detail: str, code: str) -> JsonResponse:
+    """An error in the API's shape from a plain Django view (outside DRF)."""
+    return JsonResponse(error_body(detail, code), status=status_code)
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, InputError):
         return Response(input_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
@@ -58,7 +85,12 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "not found")
     response = exception_handler(exc, context)
-    if response is None or not isinstance(exc, exceptions.APIException):
+    if response is None:
+        set_rollback()
+        request = context.get("request")
+        code, body = unexpected_error(exc, getattr(request, "path", "?"))
+        return Response(body, status=code)
+    if not isinstance(exc, exceptions.APIException):
         return response
     detail = exc.detail
     if isinstance(detail, dict | list):

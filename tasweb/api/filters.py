@@ -11,11 +11,12 @@ from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
 from tasweb.api import selectors
+from tasweb.api.statuses import STATUS_FILTER_CHOICES, WAITING, statuses_wanted
 from tasweb.cluster import models as cluster
-from tasweb.cluster.models import WorkloadStatus
 from tasweb.scheduling.models import MAX_LEVELS, EventKind, WorkloadEvent
 
 LEVEL_PREFIX = "level."
@@ -58,7 +59,7 @@ def domain_path(raw: str, field: str) -> list[str]:
 
 
 class StrictBooleanField(forms.Field):
-    """true/false (1/0, yes/no); anything else is an error rather than "no filter"."""
+    """true/false in any case (or 1/0, yes/no); anything else is an error rather than "no filter"."""
 
     def to_python(self, value):
         if value in (None, ""):
@@ -77,6 +78,35 @@ class StrictBooleanFilter(filters.BooleanFilter):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("widget", forms.TextInput)  # the default widget turns bad values into "no filter"
         super().__init__(*args, **kwargs)
+
+
+READY_VALUES = {"true": "True", "1": "True", "false": "False", "0": "False", "unknown": "Unknown", "none": "none"}
+# Every spelling READY_VALUES accepts, in any case, as a pattern the OpenAPI schema can state.
+READY_PATTERN = "^(?:" + "|".join(
+    "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in value) for value in READY_VALUES) + ")$"
+
+
+class ReadyField(forms.Field):
+    """The status of a node's Ready condition: True, False, Unknown, or none (the node reports
+    no Ready condition); in any case, and 1/0 for True/False."""
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        stored = READY_VALUES.get(str(value).lower())
+        if stored is None:
+            raise forms.ValidationError(f"expected true, false, unknown or none, got {value!r}")
+        return stored
+
+
+@extend_schema_field({"type": "string", "pattern": READY_PATTERN})
+class ReadyFilter(filters.Filter):
+    field_class = ReadyField
+
+    def filter(self, qs: QuerySet, value):
+        if value is None:
+            return qs
+        return qs.filter(**{self.field_name: "" if value == "none" else value})  # "": no Ready condition
 
 
 class UTCDateTimeField(IsoDateTimeField):
@@ -126,6 +156,8 @@ class LevelFilterMixin:
     def level_pairs(self) -> list[tuple[str, str]]:
         pairs = []
         for raw in self.data.getlist("level") if hasattr(self.data, "getlist") else []:
+            if not raw:
+                continue  # an empty value is no filter, as for every text parameter
             key, value = split_pair(raw, "level")
             if value is None:
                 raise _invalid("level", f"expected KEY=VALUE, got {raw!r}")
@@ -151,9 +183,54 @@ class LevelFilterMixin:
         return queryset
 
 
+def text_filter(pattern: str) -> type[filters.CharFilter]:
+    """A text filter whose values the OpenAPI schema constrains to `pattern` (empty: no filter)."""
+    return extend_schema_field({"type": "string", "pattern": pattern})(type("TextFilter", (filters.CharFilter,), {}))
+
+
+_KEY = r"\s*[^=\s][^=]*"  # split_pair's KEY: not empty once stripped, up to the first "="
+_EFFECT = "NoSchedule|PreferNoSchedule|NoExecute"
+KeyValueFilter = text_filter(rf"^(?:{_KEY}(?:=[\s\S]*)?)?$")
+# KEY[=VALUE] with no ":", or KEY[=VALUE] (which may hold ":") then ":" and an effect
+TaintFilter = text_filter(rf"^(?:\s*[^=:\s][^=:]*(?:=[^:]*)?|{_KEY}(?:=[\s\S]*)?:(?:{_EFFECT})?)?$")
+WorkloadKeyFilter = text_filter(r"^(?:[^/]+/[^/]+)?$")
+
+
+def rejects_empty(f: filters.Filter) -> bool:
+    """Whether an empty value is an error for this filter: one whose schema has a type or a
+    set of values (a time, a boolean, a status) rather than free text. An empty `ordering`
+    is an empty list of fields (the schema's comma-separated array): the default order."""
+    if isinstance(f, filters.OrderingFilter):
+        return False
+    if isinstance(f, filters.BooleanFilter | filters.IsoDateTimeFilter | ReadyFilter):
+        return True
+    return isinstance(f, filters.ChoiceFilter | filters.MultipleChoiceFilter) and not callable(
+        f.extra.get("choices"))
+
+
 class ValidatingFilterSet(filters.FilterSet):
     """Filter methods that find a bad value (a malformed domain path, an unknown level)
-    raise a form error; it becomes a 400 naming the parameter, like a bad choice does."""
+    raise a form error; it becomes a 400 naming the parameter, like a bad choice does.
+
+    An empty value of a text parameter (`?domain=`) is no filter; an empty value of a typed
+    one (`?until=`, `?ready=`, `?status=`) is a 400, as the OpenAPI schema states (it allows
+    any string for the first and none but a time, a boolean or a listed value for the others)."""
+
+    def empty_typed_values(self) -> dict[str, list[str]]:
+        getlist = self.data.getlist if hasattr(self.data, "getlist") else lambda name: [self.data[name]]
+        return {name: ["must not be empty: leave the parameter out for no filter"]
+                for name, f in self.filters.items() if name in self.data and rejects_empty(f)
+                and any(value == "" for value in getlist(name))}
+
+    def is_valid(self) -> bool:
+        empty = self.empty_typed_values()
+        if empty:  # before the form's own check, which would call "" an unknown choice
+            raise ValidationError(empty)
+        if not super().is_valid():
+            # the form's messages, formatted by Django: django-filter's own translation formats
+            # them again and fails on a value that holds "%"
+            raise ValidationError({name: list(messages) for name, messages in self.form.errors.items()})
+        return True
 
     @property
     def qs(self):
@@ -167,14 +244,13 @@ class ValidatingFilterSet(filters.FilterSet):
 class NodeFilter(LevelFilterMixin, ValidatingFilterSet):
     name = filters.CharFilter(field_name="name", lookup_expr="icontains",
                               help_text="nodes whose name contains this text (case-insensitive)")
-    ready = filters.ChoiceFilter(choices=[("True", "True"), ("False", "False"), ("Unknown", "Unknown"),
-                                          ("none", "no Ready condition")], method="filter_ready",
-                                 help_text="the status of the node's Ready condition")
+    ready = ReadyFilter(help_text="the status of the node's Ready condition: true, false or unknown (in any "
+                        "case; 1/0 for true/false), or none for nodes that report no Ready condition")
     unschedulable = StrictBooleanFilter(help_text="whether the node is cordoned (spec.unschedulable)")
     tainted = StrictBooleanFilter(method="filter_tainted", help_text="whether the node carries any taint")
-    taint = filters.CharFilter(method="filter_taint", help_text="nodes with a taint: KEY, KEY=VALUE or "
+    taint = TaintFilter(method="filter_taint", help_text="nodes with a taint: KEY, KEY=VALUE or "
                                "KEY=VALUE:EFFECT (or KEY:EFFECT)")
-    label = filters.CharFilter(method="filter_label", help_text="nodes with a label: KEY (any value) or "
+    label = KeyValueFilter(method="filter_label", help_text="nodes with a label: KEY (any value) or "
                                "KEY=VALUE; repeat the parameter to require several")
     level = filters.CharFilter(method="filter_nothing", help_text="nodes in a topology domain: LEVEL=VALUE, e.g. "
                                "cloud.example.com/topology-rack=r3 (repeatable). The shorthand "
@@ -198,9 +274,6 @@ class NodeFilter(LevelFilterMixin, ValidatingFilterSet):
 
     def filter_level(self, queryset: QuerySet, key: str, value: str) -> QuerySet:
         return with_label(queryset, key, value)
-
-    def filter_ready(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        return queryset.filter(ready="" if value == "none" else value)
 
     def filter_tainted(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
         return queryset.exclude(taints=[]) if value else queryset.filter(taints=[])
@@ -250,8 +323,11 @@ class WorkloadFilter(LevelFilterMixin, ValidatingFilterSet):
                                        "admitted to, or for a waiting Workload the one its LocalQueue points to")
     # A column of the table itself (no join that could repeat a row), so no DISTINCT: it would
     # make the database sort or hash every matching row, for the page and the count alike.
-    status = filters.MultipleChoiceFilter(choices=WorkloadStatus.choices, distinct=False,
-                                          help_text="the Workload's status; repeat for several")
+    status = filters.MultipleChoiceFilter(
+        choices=STATUS_FILTER_CHOICES, distinct=False, method="filter_status",
+        help_text=f"the Workload's status; repeat for several. `{WAITING}` stands for every status of a Workload "
+        "waiting for admission (Pending and Inadmissible): most waiting Workloads are Inadmissible, so "
+        "`status=Pending` alone finds few")
     flavor = filters.ChoiceFilter(method="filter_flavor", choices=flavor_choices,
                                   help_text="Workloads with a pod set admitted on this ResourceFlavor (TAS)")
     domain = filters.CharFilter(method="filter_domain", help_text="Workloads with pods in this topology domain, "
@@ -288,8 +364,11 @@ class WorkloadFilter(LevelFilterMixin, ValidatingFilterSet):
         return queryset.filter(selectors.workloads_at_level_q(level=key, value=value,
                                                               levels_by_flavor=levels_by_flavor))
 
+    def filter_status(self, queryset: QuerySet, name: str, value: list[str]) -> QuerySet:
+        return queryset.filter(status__in=statuses_wanted(value)) if value else queryset
+
     def filter_cluster_queue(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        statuses = self.form.cleaned_data.get("status") or None
+        statuses = statuses_wanted(self.form.cleaned_data.get("status") or []) or None
         return queryset.filter(selectors.cluster_queue_workloads_q(value, statuses=statuses))
 
     def filter_flavor(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
@@ -319,7 +398,7 @@ class EventFilter(ValidatingFilterSet):
     queue = filters.CharFilter(field_name="workload__queue_name",
                                help_text="events of workloads submitted to this LocalQueue")
     namespace = filters.CharFilter(method="filter_namespace", help_text="events of workloads in this namespace")
-    workload = filters.CharFilter(method="filter_workload", help_text="events of one workload: NAMESPACE/NAME")
+    workload = WorkloadKeyFilter(method="filter_workload", help_text="events of one workload: NAMESPACE/NAME")
     ordering = StableOrderingFilter(fields=(("at", "at"), ("kind", "kind")),
                                     help_text="sort by at or kind; prefix - for descending (default: -at, "
                                     "newest first)")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,16 +19,33 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 PAGE_PARAM = "page"
 PAGE_SIZE_PARAM = "page_size"
+MAX_PAGE = 10_000_000
 
 
 def _setting(name: str, default: int) -> int:
     return int(getattr(settings, name, default))
 
 
+NUL = "\x00"
+
+
+def reject_null_characters(request: Request, path_values: dict) -> None:
+    """A NUL in a parameter is a 400 naming it: no stored name can hold one (PostgreSQL text
+    cannot), and the OpenAPI schema excludes it from every string parameter."""
+    for name, value in path_values.items():
+        if NUL in str(value):
+            raise ValidationError({name: ["must not contain a NUL character"]})
+    for name in request.query_params:
+        if NUL in name or any(NUL in value for value in request.query_params.getlist(name)):
+            raise ValidationError({name.replace(NUL, "\\x00"): ["must not contain a NUL character"]})
+
+
 def positive_int(request: Request, name: str, default: int, maximum: int | None = None) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
+    if raw == "":
+        raise ValidationError({name: ["must not be empty: leave the parameter out for the default"]})
     try:
         value = int(raw)
     except ValueError:
@@ -45,7 +62,7 @@ class PagePagination(BasePagination):
         self.request = request
         max_size = _setting("TAS_API_MAX_PAGE_SIZE", 500)
         self.page_size = positive_int(request, PAGE_SIZE_PARAM, _setting("TAS_API_PAGE_SIZE", 50), max_size)
-        self.page = positive_int(request, PAGE_PARAM, 1, 10_000_000)
+        self.page = positive_int(request, PAGE_PARAM, 1, MAX_PAGE)
         start = (self.page - 1) * self.page_size
         rows = list(queryset[start:start + self.page_size + 1])
         self.has_next = len(rows) > self.page_size
@@ -58,6 +75,11 @@ class PagePagination(BasePagination):
         else:
             counted = queryset.order_by()[:limit + 1].count()  # counting needs no sort
             self.count, self.count_exact = min(counted, limit), counted <= limit
+        if not rows and self.page > 1:
+            last = max(1, -(-self.count // self.page_size))
+            more = "" if self.count_exact else " or later"
+            raise NotFound(f"page {self.page} is past the last page ({last}{more}) of {self.page_size} "
+                           f"items per page")
         return rows
 
     def get_paginated_response(self, data: Any) -> Response:
@@ -102,7 +124,8 @@ class PagePagination(BasePagination):
         max_size = _setting("TAS_API_MAX_PAGE_SIZE", 500)
         return [
             {"name": PAGE_PARAM, "required": False, "in": "query",
-             "description": "page number, from 1", "schema": {"type": "integer", "minimum": 1}},
+             "description": "page number, from 1; a page past the last one is a 404",
+             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}},
             {"name": PAGE_SIZE_PARAM, "required": False, "in": "query",
              "description": f"items per page (default {_setting('TAS_API_PAGE_SIZE', 50)}, at most {max_size})",
              "schema": {"type": "integer", "minimum": 1, "maximum": max_size}},

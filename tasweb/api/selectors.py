@@ -32,10 +32,10 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
 from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignment, WorkloadEvent, WorkloadStop
 
-# Workloads in a ClusterQueue's queue (Kueue requeues evicted and preempted ones), and
-# workloads that hold quota.
-WAITING_STATUSES = (WorkloadStatus.PENDING, WorkloadStatus.INADMISSIBLE, WorkloadStatus.EVICTED,
-                    WorkloadStatus.PREEMPTED)
+# Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
+# evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
+QUEUED_STATUSES = (*cluster.WAITING_STATUSES, WorkloadStatus.EVICTED, WorkloadStatus.PREEMPTED)
+WAITING_STATUSES = QUEUED_STATUSES  # the former name of QUEUED_STATUSES, still read by the dashboard
 RESERVING_STATUSES = (WorkloadStatus.QUOTA_RESERVED, WorkloadStatus.ADMITTED)
 # Kueue's queue order: higher priority first, then the older workload.
 QUEUE_ORDER = ("-priority", "created_at", "namespace", "name")
@@ -95,11 +95,11 @@ def cluster_queue_workloads_q(name: str, *, statuses: Iterable[str] | None = Non
     database walk an index in the page's order instead of sorting every match)."""
     wanted = set(statuses) if statuses else None
     q = Q(pk__in=[])
-    if wanted is None or wanted & set(WAITING_STATUSES):
+    if wanted is None or wanted & set(QUEUED_STATUSES):
         queues = [key for key, cq in local_queue_targets().items() if cq == name]
-        q |= Q(status__in=WAITING_STATUSES) & local_queues_q(queues)
-    if wanted is None or wanted - set(WAITING_STATUSES):
-        q |= Q(cluster_queue=name) & ~Q(status__in=WAITING_STATUSES)
+        q |= Q(status__in=QUEUED_STATUSES) & local_queues_q(queues)
+    if wanted is None or wanted - set(QUEUED_STATUSES):
+        q |= Q(cluster_queue=name) & ~Q(status__in=QUEUED_STATUSES)
     return q
 
 
@@ -305,7 +305,7 @@ def _counts_by_local_queue(statuses: Iterable[str]) -> dict[tuple[str, str], dic
 
 
 def waiting_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
-    return _counts_by_local_queue(WAITING_STATUSES)
+    return _counts_by_local_queue(QUEUED_STATUSES)
 
 
 def reserving_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
@@ -323,13 +323,15 @@ def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
 
 @dataclass(frozen=True)
 class QueueCounts:
-    pending: int = 0  # waiting and not found inadmissible
+    pending: int = 0  # queued and not found inadmissible (Pending, Evicted, Preempted)
     inadmissible: int = 0
+    waiting: int = 0  # Pending or Inadmissible
     reserving: int = 0  # QuotaReserved or Admitted
     admitted: int = 0
 
     def as_json(self) -> dict[str, int]:
-        return {"pendingWorkloads": self.pending + self.inadmissible, "activePendingWorkloads": self.pending,
+        return {"waitingWorkloads": self.waiting,
+                "pendingWorkloads": self.pending + self.inadmissible, "activePendingWorkloads": self.pending,
                 "inadmissibleWorkloads": self.inadmissible, "reservingWorkloads": self.reserving,
                 "admittedWorkloads": self.admitted}
 
@@ -338,6 +340,7 @@ def _counts(waiting: Mapping[str, int], reserving: Mapping[str, int]) -> QueueCo
     inadmissible = waiting.get(WorkloadStatus.INADMISSIBLE, 0)
     return QueueCounts(
         pending=sum(waiting.values()) - inadmissible, inadmissible=inadmissible,
+        waiting=sum(waiting.get(status, 0) for status in cluster.WAITING_STATUSES),
         reserving=sum(reserving.values()), admitted=reserving.get(WorkloadStatus.ADMITTED, 0))
 
 
@@ -418,7 +421,7 @@ class PendingWorkload:
 
 def _queue_rows(q: Q, *, stop: int | None = None) -> Iterator[tuple]:
     """The waiting workloads `q` selects in queue order; only the first `stop` when given."""
-    rows = (cluster.Workload.objects.filter(q, status__in=WAITING_STATUSES).order_by(*QUEUE_ORDER)
+    rows = (cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES).order_by(*QUEUE_ORDER)
             .values_list("namespace", "name", "queue_name", "priority", "created_at",
                          "raw__metadata__ownerReferences"))
     if stop is not None:
@@ -741,7 +744,7 @@ def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
     if workload.invalid_reason:
         return {**base, "pending": False, "explanation": None,
                 "summary": f"the engine cannot read this Workload: {workload.invalid_reason}"}
-    if workload.status not in WAITING_STATUSES:
+    if workload.status not in QUEUED_STATUSES:
         return {**base, "pending": False, "explanation": None,
                 "summary": f"the Workload is {workload.status}, not waiting: nothing to explain"}
     stop = workload_stop(workload)

@@ -145,9 +145,13 @@ class ResourceGroupSerializer(s.Serializer):
 
 
 class QueueCountsSerializer(s.Serializer):
-    pendingWorkloads = s.IntegerField(help_text="Workloads waiting in the queue (active and inadmissible)")
-    activePendingWorkloads = s.IntegerField(help_text="waiting Workloads not found inadmissible")
-    inadmissibleWorkloads = s.IntegerField(help_text="waiting Workloads the last pass found inadmissible")
+    waitingWorkloads = s.IntegerField(help_text="Workloads waiting for admission: status Pending or Inadmissible "
+                                      "(the Workloads `/api/v1/workloads/?status=waiting` lists)")
+    pendingWorkloads = s.IntegerField(help_text="Workloads in the queue, as Kueue counts them: the waiting ones "
+                                      "and the Evicted and Preempted ones it has requeued")
+    activePendingWorkloads = s.IntegerField(help_text="Workloads in the queue not found inadmissible (Pending, "
+                                            "Evicted, Preempted)")
+    inadmissibleWorkloads = s.IntegerField(help_text="Workloads in the queue the last pass found inadmissible")
     reservingWorkloads = s.IntegerField(help_text="Workloads holding quota (QuotaReserved or Admitted)")
     admittedWorkloads = s.IntegerField(help_text="Workloads admitted")
 

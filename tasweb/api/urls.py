@@ -2,11 +2,12 @@
 
 from django.urls import path, re_path
 
-from tasweb.api import apis, visibility
+from tasweb.api import apis, index, visibility
 
 app_name = "api"
 
 v1 = [
+    path("", index.ApiV1Api.as_view(), name="index"),
     path("topologies/", apis.TopologyListApi.as_view(), name="topology-list"),
     path("topologies/<str:name>/", apis.TopologyDetailApi.as_view(), name="topology-detail"),
     path("flavors/", apis.FlavorListApi.as_view(), name="flavor-list"),
@@ -32,7 +33,14 @@ v1 = [
     path("what-if/", apis.WhatIfApi.as_view(), name="what-if"),
 ]
 
-_VISIBILITY = r"^apis/visibility\.kueue\.x-k8s\.io/(?P<api_version>v1beta1|v1beta2)"
+# /api/ itself, and a JSON 404 for every other path under /api/ (after the routes above)
+api_root = [
+    path("", index.ApiRootApi.as_view(), name="api-root"),
+    re_path(r"^(?P<rest>.*)$", index.api_not_found, name=index.NOT_FOUND_ROUTE),
+]
+
+# Any version segment: an unknown version is a 404 Status, as Kubernetes answers it
+_VISIBILITY = r"^apis/visibility\.kueue\.x-k8s\.io/(?P<api_version>[^/]+)"
 visibility_urls = [
     re_path(rf"{_VISIBILITY}$", visibility.VisibilityDiscoveryApi.as_view(), name="visibility-resources"),
     re_path(rf"{_VISIBILITY}/clusterqueues/(?P<name>[^/]+)/pendingworkloads$",

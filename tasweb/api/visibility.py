@@ -23,12 +23,14 @@ from rest_framework.views import APIView
 
 from tasweb.api import selectors
 from tasweb.api import serializers as out
+from tasweb.api.pagination import reject_null_characters
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 from tasweb.cluster import models as cluster
 
 GROUP = "visibility.kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 DEFAULT_LIMIT = 1000  # Kueue's constants.DefaultPendingWorkloadsLimit
+MAX_INT32 = 2**31 - 1  # the largest limit or offset: Kueue's are int32 too
 
 
 def k8s_time(value) -> str | None:
@@ -60,14 +62,18 @@ def summary_json(api_version: str, items: list[selectors.PendingWorkload]) -> di
 
 def _non_negative(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name)
-    if raw in (None, ""):
+    if raw is None:
         return default
+    if raw == "":
+        raise exceptions.ValidationError({name: ["must not be empty: leave the parameter out for the default"]})
     try:
         value = int(raw)
     except ValueError:
         raise exceptions.ValidationError({name: [f"must be an integer, got {raw!r}"]}) from None
     if value < 0:
         raise exceptions.ValidationError({name: [f"must not be negative, got {value}"]})
+    if value > MAX_INT32:
+        raise exceptions.ValidationError({name: [f"must be at most {MAX_INT32}, got {value}"]})
     return value
 
 
@@ -79,7 +85,8 @@ class VisibilityApi(APIView):
         """Errors as Kubernetes Status objects, which Kueue's clients decode."""
         response = super().handle_exception(exc)
         reason = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-                  405: "MethodNotAllowed", 429: "TooManyRequests"}.get(response.status_code, "InternalError")
+                  405: "MethodNotAllowed", 429: "TooManyRequests",
+                  503: "ServiceUnavailable"}.get(response.status_code, "InternalError")
         data = response.data if isinstance(response.data, dict) else {}
         message = data.get("detail") or reason
         if isinstance(exc, NotFoundObject):
@@ -87,6 +94,13 @@ class VisibilityApi(APIView):
         else:
             response.data = status_body(response.status_code, reason, str(message))
         return response
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        reject_null_characters(request, kwargs)
+        if kwargs.get("api_version") not in VERSIONS:
+            raise exceptions.NotFound(f"the server could not find the requested resource: {GROUP} has no "
+                                      f"version {kwargs.get('api_version')!r} (versions: {', '.join(VERSIONS)})")
 
     def options_page(self, request: Request) -> tuple[int, int]:
         limit = _non_negative(request, "limit", DEFAULT_LIMIT) or DEFAULT_LIMIT  # Kueue defaults 0 to 1000
@@ -100,10 +114,10 @@ class NotFoundObject(exceptions.NotFound):
 
 
 PAGE_PARAMETERS = [
-    OpenApiParameter("offset", int, description="position of the first pending workload to return, from 0 "
-                     "(default 0)"),
-    OpenApiParameter("limit", int, description="most pending workloads to return (default 1000; 0 means the "
-                     "default)"),
+    OpenApiParameter("offset", {"type": "integer", "minimum": 0, "maximum": MAX_INT32},
+                     description="position of the first pending workload to return, from 0 (default 0)"),
+    OpenApiParameter("limit", {"type": "integer", "minimum": 0, "maximum": MAX_INT32},
+                     description="most pending workloads to return (default 1000; 0 means the default)"),
 ]
 VERSION_PARAMETER = OpenApiParameter("api_version", str, OpenApiParameter.PATH, enum=list(VERSIONS),
                                      description="the visibility API version: v1beta1 or v1beta2")
@@ -111,7 +125,11 @@ STATUS_RESPONSES = {
     400: OpenApiResponse(out.KubernetesStatusSerializer, description="a bad limit or offset (Status BadRequest)"),
     401: OpenApiResponse(out.KubernetesStatusSerializer, description="no valid credentials (Status Unauthorized)"),
     403: OpenApiResponse(out.KubernetesStatusSerializer, description="not allowed (Status Forbidden)"),
-    404: OpenApiResponse(out.KubernetesStatusSerializer, description="no such queue (Status NotFound)"),
+    404: OpenApiResponse(out.KubernetesStatusSerializer, description="no such queue, or no such API version "
+                         "(Status NotFound)"),
+    500: OpenApiResponse(out.KubernetesStatusSerializer, description="an unexpected error (Status InternalError)"),
+    503: OpenApiResponse(out.KubernetesStatusSerializer, description="the database is unreachable (Status "
+                         "ServiceUnavailable)"),
 }
 
 
@@ -156,8 +174,8 @@ class VisibilityDiscoveryApi(VisibilityApi):
     """The APIResourceList of the visibility group version, for clients that discover it."""
 
     @extend_schema(operation_id="visibility_resources", parameters=[VERSION_PARAMETER],
-                   responses={200: out.APIResourceListSerializer, 401: STATUS_RESPONSES[401],
-                              403: STATUS_RESPONSES[403]})
+                   responses={200: out.APIResourceListSerializer,
+                              **{code: STATUS_RESPONSES[code] for code in (401, 403, 404, 500, 503)}})
     def get(self, request: Request, api_version: str) -> Response:
         def resource(name: str, kind: str, namespaced: bool, verbs: list[str], singular: str = "") -> dict:
             return {"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind, "verbs": verbs}

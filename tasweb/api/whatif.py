@@ -49,11 +49,38 @@ LISTS = {  # ParsedObjects field -> Kubernetes kind
 }
 
 
+TYPE_FIELDS = ("apiVersion", "kind")
+
+
+def require_type_fields(doc: Any, where: str = "") -> None:
+    """Every object of the body (and a `kind: List` itself) names its apiVersion and kind:
+    the engine would skip an object without them, and the answer would be silently empty."""
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            require_type_fields(item, f"{where}[{i}]")
+        return
+    if not isinstance(doc, Mapping):
+        return  # flatten_objects names the item that is not an object
+    for name in TYPE_FIELDS:
+        value = doc.get(name)
+        if not isinstance(value, str) or not value.strip():
+            reason = "is missing" if value is None else f"must be a non-empty string, got {value!r}"
+            raise InputError(f"{reason}: every object needs apiVersion and kind (e.g. apiVersion: "
+                             "kueue.x-k8s.io/v1beta2, kind: Workload)", field=f"{where}.{name}".lstrip("."),
+                             obj=object_label({**doc, "kind": None} if name == "kind" else doc), file=BODY)
+    items = doc.get("items")
+    if str(doc["kind"]).endswith("List") and isinstance(items, list):
+        require_type_fields(items, f"{where}.items".lstrip("."))
+
+
 def posted_objects(body: Any) -> tuple[ParsedObjects, list[str]]:
     """The objects of a request body (one object, a JSON array, or a `kind: List`), parsed
     and validated as the CLI reads files; `InputError` names the object and the field."""
     if not isinstance(body, Mapping | list):
         raise InputError("expected a Kubernetes object, a list of objects or a `kind: List`", file=BODY)
+    if isinstance(body, Mapping) and not body:
+        raise InputError("empty: send a Workload, a list of objects or a `kind: List`", file=BODY)
+    require_type_fields(body)
     objects = flatten_objects([body], file=BODY)
     if not objects:
         raise InputError("no objects: send a Workload, a list of objects or a `kind: List`", file=BODY)

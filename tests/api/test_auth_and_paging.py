@@ -75,8 +75,9 @@ def test_pagination(scheduled, client):
     assert first["previous"] is None and "page=2" in first["next"]
     last = client.get("/api/v1/nodes/", {"page_size": 10, "page": 7}).json()
     assert len(last["results"]) == 4 and last["next"] is None and "page=6" in last["previous"]
-    beyond = client.get("/api/v1/nodes/", {"page_size": 10, "page": 99}).json()
-    assert beyond["results"] == [] and beyond["count"] == 64
+    beyond = client.get("/api/v1/nodes/", {"page_size": 10, "page": 99})
+    assert beyond.status_code == 404 and beyond.json()["detail"] == ("page 99 is past the last page (7) of 10 "
+                                                                      "items per page")
     pages = [n["name"] for p in range(1, 8) for n in results(client.get("/api/v1/nodes/", {"page_size": 10,
                                                                                             "page": p}))]
     assert len(pages) == len(set(pages)) == 64

@@ -20,7 +20,8 @@ def test_cluster_queue_quota_usage_and_counts(scheduled, client):
     # 7 admitted workloads hold 272 GPUs (the engine's count, as in why-pending's quota lines)
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "512", "borrowingLimit": None, "lendingLimit": None,
                    "usage": "272", "available": "240"}
-    assert cq["counts"] == {"pendingWorkloads": 1, "activePendingWorkloads": 0, "inadmissibleWorkloads": 1,
+    assert cq["counts"] == {"waitingWorkloads": 1, "pendingWorkloads": 1, "activePendingWorkloads": 0,
+                            "inadmissibleWorkloads": 1,
                             "reservingWorkloads": 7, "admittedWorkloads": 7}
     assert client.get("/api/v1/clusterqueues/nope/").status_code == 404
 

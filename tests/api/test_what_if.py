@@ -164,3 +164,21 @@ def test_what_if_is_throttled(scheduled, token_client, settings):
         settings.REST_FRAMEWORK = original
         api_settings.reload()
         ScopedRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+
+
+@pytest.mark.parametrize(("body", "field", "obj"), [
+    ({k: v for k, v in workload_object("no-version").items() if k != "apiVersion"}, "apiVersion",
+     "Workload/ml/no-version"),
+    ({k: v for k, v in workload_object("no-kind").items() if k != "kind"}, "kind", "object/ml/no-kind"),
+    ({**workload_object("blank-kind"), "kind": " "}, "kind", "object/ml/blank-kind"),
+    ([workload_object("fine"), {k: v for k, v in workload_object("second").items() if k != "apiVersion"}],
+     "[1].apiVersion", "Workload/ml/second"),
+    ({"apiVersion": "v1", "kind": "List", "items": [{"kind": "Workload", "metadata": {"name": "in-list"}}]},
+     "items[0].apiVersion", "Workload/in-list"),
+])
+def test_an_object_without_api_version_or_kind_is_a_400_naming_it(scheduled, token_client, body, field, obj):
+    response = post(token_client, body)
+    assert response.status_code == 400, response.content
+    (error,) = response.json()["errors"]
+    assert (error["field"], error["object"], error["file"]) == (field, obj, "request body")
+    assert "every object needs apiVersion and kind" in error["message"]

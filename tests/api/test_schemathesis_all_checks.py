@@ -1,0 +1,64 @@
+"""Schemathesis with every check (as `--checks all`: server errors, status codes, content
+types, response headers and bodies, negative data rejected, positive data accepted,
+authentication enforced as declared, ...) against the served OpenAPI schema, in-process on
+the WSGI app: for every operation, schema-valid (positive) and schema-violating (negative)
+requests.
+
+The example cluster is scheduled first. Reads go without credentials, as the schema allows
+while `TAS_API_ANONYMOUS_READ` is on (the test settings' default), which also lets
+`ignored_auth` check that the schema says so; the what-if POST sends a token. Examples per
+operation are bounded so that the run stays well under a minute."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import CHECKS, is_check_class, load_all_checks
+
+from tasweb.wsgi import application
+from tests.api.test_schema_properties import wsgi_requests_keep_the_test_connection  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+EXAMPLES_PER_OPERATION = 8
+BUDGET_SECONDS = 60
+MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
+
+
+def all_checks() -> list:
+    load_all_checks()
+    return [check for check in CHECKS.get_all() if not is_check_class(check)]
+
+
+def test_schemathesis_all_checks_find_no_failure(scheduled, token, wsgi_requests_keep_the_test_connection):  # noqa: F811
+    started = time.monotonic()
+    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 20
+    checks = all_checks()
+    assert {"negative_data_rejection", "positive_data_acceptance", "ignored_auth"} <= {c.__name__ for c in checks}
+
+    def run(operation, mode) -> None:
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def check(case) -> None:
+            headers = {"Host": "localhost"}
+            if case.method.upper() == "POST":
+                headers["Authorization"] = f"Token {token}"
+            case.call_and_validate(headers=headers, checks=checks)  # raises schemathesis' failure report
+
+        try:
+            check()
+        except Unsatisfiable:
+            assert mode is schemathesis.GenerationMode.NEGATIVE  # an operation with nothing to violate
+
+    for operation in operations:
+        for mode in MODES:
+            run(operation, mode)
+
+    assert time.monotonic() - started < BUDGET_SECONDS
