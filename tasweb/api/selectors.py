@@ -35,7 +35,6 @@ from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignm
 # Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
 # evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
 QUEUED_STATUSES = (*cluster.WAITING_STATUSES, WorkloadStatus.EVICTED, WorkloadStatus.PREEMPTED)
-WAITING_STATUSES = QUEUED_STATUSES  # the former name of QUEUED_STATUSES, still read by the dashboard
 RESERVING_STATUSES = (WorkloadStatus.QUOTA_RESERVED, WorkloadStatus.ADMITTED)
 # Kueue's queue order: higher priority first, then the older workload.
 QUEUE_ORDER = ("-priority", "created_at", "namespace", "name")

@@ -192,7 +192,7 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
             context.update(q=q, placement_nodes=len(placement.pods_per_path), placement_tinted=tinted,
                            placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
                            topology_query=urlencode(q.as_params(domain=())))
-    if row.status in selectors.api.WAITING_STATUSES or row.invalid_reason:
+    if row.status in selectors.api.QUEUED_STATUSES or row.invalid_reason:
         why_context, why_figs = _why_context(selectors.why_pending(workload=row))
         context.update(why_context)
         figs.update(why_figs)
