@@ -425,22 +425,27 @@ class PassRecorder:
     def record_stops(self, result: PassResult) -> None:
         """Keep, per waiting workload the pass decided on, where the cycle stopped it (for
         why-pending); forget it for those that no longer wait."""
-        stops: dict[str, WorkloadStop] = {}
+        stops: dict[str, dict[str, Any]] = {}
+        # a parked equivalence class shares one record: made into JSON once
+        as_json: dict[int, dict[str, Any]] = {}
         done = []
         for wr in result.workloads:
             if wr.key not in self.rows or wr.key in self.stale:
                 continue
             if wr.status in WAITING and isinstance(wr.stop, StopRecord):
-                stops[wr.key] = WorkloadStop(workload_key=wr.key, step=wr.stop.step, record=wr.stop.to_json(),
-                                             at=self.now, scheduling_pass=self.scheduling_pass)
+                record = as_json.get(id(wr.stop))
+                if record is None:
+                    record = as_json[id(wr.stop)] = wr.stop.to_json()
+                stops[wr.key] = {"workload_key": wr.key, "step": wr.stop.step, "record": record, "at": self.now,
+                                 "scheduling_pass": self.scheduling_pass}
             elif wr.status not in WAITING:
                 done.append(wr.key)
-        if done:
-            WorkloadStop.objects.filter(workload_key__in=done).delete()
-        if stops:
-            WorkloadStop.objects.bulk_create(list(stops.values()), batch_size=2000, update_conflicts=True,
-                                             unique_fields=["workload_key"],
-                                             update_fields=["step", "record", "at", "scheduling_pass"])
+        # replaced: the old rows go, the new ones come in one COPY (a first pass writes one a
+        # waiting workload, tens of thousands)
+        replaced = [*done, *stops]
+        for start in range(0, len(replaced), ROW_CHUNK):
+            WorkloadStop.objects.filter(workload_key__in=replaced[start:start + ROW_CHUNK]).delete()
+        rows_insert(model=WorkloadStop, rows=stops.values())
 
     def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:
         new_status = WorkloadStatus(wr.status) if wr.status in WORKLOAD_STATUSES else WorkloadStatus.PENDING
