@@ -334,6 +334,12 @@ class TickReport:
         return f"tick {self.tick}: " + (", ".join(parts) if parts else "quiet")
 
 
+def admitted_pods(wl: cluster.Workload) -> int:
+    """The pods the workload's admission counts (0 without one)."""
+    admission = (wl.raw.get("status") or {}).get("admission") or {}
+    return sum(int(psa.get("count") or 0) for psa in admission.get("podSetAssignments") or [])
+
+
 class Tick:
     """One step of the simulated cluster. Each method plays one actor of a real cluster."""
 
@@ -581,6 +587,12 @@ class Tick:
         # in bulk: a burst of admissions brings thousands of pods in one tick
         self.report.pods_created += self.writer.create_all("Pod", created)
 
+    def running_pods(self, workloads: list[cluster.Workload]) -> dict[tuple[str, str], int]:
+        """Running pods per (namespace, workload)."""
+        return {(row["namespace"], row["workload_name"]): row["n"] for row in
+                self.pods_of(workloads).filter(phase="Running")
+                .values("namespace", "workload_name").annotate(n=Count("id"))}
+
     def track_pods_ready(self) -> None:
         """The job controller's PodsReady condition: True once every pod of an admitted workload
         runs, False while they start or after one failed. Written only when Kueue's
@@ -593,13 +605,10 @@ class Tick:
         workloads = self.admitted_workloads() if enabled else []
         if not workloads:
             return
-        running = {(row["namespace"], row["workload_name"]): row["n"] for row in
-                   self.pods_of(workloads).filter(phase="Running")
-                   .values("namespace", "workload_name").annotate(n=Count("id"))}
+        running = self.running_pods(workloads)
         for wl in workloads:
             status = wl.raw.get("status") or {}
-            expected = sum(int(psa.get("count") or 0) for psa in (status.get("admission") or {}).get(
-                "podSetAssignments") or [])
+            expected = admitted_pods(wl)
             current = _condition(status, "PodsReady")
             if expected and running.get((wl.namespace, wl.name), 0) >= expected:
                 wanted = ("True", "PodsReady", "All pods reached readiness and the workload is running")
@@ -621,12 +630,9 @@ class Tick:
         workloads = self.admitted_workloads()
         if not workloads:
             return
-        running = {(row["namespace"], row["workload_name"]): row["n"] for row in
-                   self.pods_of(workloads).filter(phase="Running")
-                   .values("namespace", "workload_name").annotate(n=Count("id"))}
+        running = self.running_pods(workloads)
         for wl in workloads:
-            admission = (wl.raw.get("status") or {}).get("admission") or {}
-            expected = sum(int(psa.get("count") or 0) for psa in admission.get("podSetAssignments") or [])
+            expected = admitted_pods(wl)
             if not expected or running.get((wl.namespace, wl.name), 0) < expected or wl.admitted_at is None:
                 continue
             runtime = float(((wl.raw.get("metadata") or {}).get("annotations") or {})
