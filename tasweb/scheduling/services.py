@@ -440,12 +440,27 @@ class PassRecorder:
                                  "scheduling_pass": self.scheduling_pass}
             elif wr.status not in WAITING:
                 done.append(wr.key)
+        self._keep_unchanged_stops(stops)
         # replaced: the old rows go, the new ones come in one COPY (a first pass writes one a
         # waiting workload, tens of thousands)
         replaced = [*done, *stops]
         for start in range(0, len(replaced), ROW_CHUNK):
             WorkloadStop.objects.filter(workload_key__in=replaced[start:start + ROW_CHUNK]).delete()
         rows_insert(model=WorkloadStop, rows=stops.values())
+
+    @staticmethod
+    def _keep_unchanged_stops(stops: dict[str, dict[str, Any]]) -> None:
+        """Leave out of `stops` the records whose stored row already says the same (step and
+        message): a head decided again and again keeps the record of when it was first
+        stopped so (its `since`), and a pass writes only what changed."""
+        keys = list(stops)
+        for start in range(0, len(keys), ROW_CHUNK):
+            stored = WorkloadStop.objects.filter(workload_key__in=keys[start:start + ROW_CHUNK]).values_list(
+                "workload_key", "step", "record__message")
+            for key, step, message in stored:
+                wanted = stops[key]
+                if wanted["step"] == step and wanted["record"].get("message") == message:
+                    del stops[key]
 
     def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:
         new_status = WorkloadStatus(wr.status) if wr.status in WORKLOAD_STATUSES else WorkloadStatus.PENDING
