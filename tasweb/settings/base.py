@@ -88,6 +88,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tasweb.core.middleware.ContentSecurityPolicyMiddleware",
+    # A NUL in the path or query is refused before any view can pass it to the database.
+    "tasweb.core.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
