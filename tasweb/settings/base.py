@@ -305,6 +305,10 @@ if TAS_CLUSTER_SOURCE == "simulator":
 TAS_API_ANONYMOUS_READ = env_bool("TAS_API_ANONYMOUS_READ", True)
 # Largest request body the API reads (what-if objects); bigger bodies get 413.
 TAS_API_MAX_BODY_BYTES = env_int("TAS_API_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# How deep arrays and objects may nest in a JSON body, and how many digits an integer in it
+# may have; beyond either the body is a 400 (Kubernetes objects need neither much).
+TAS_API_MAX_JSON_DEPTH = env_int("TAS_API_MAX_JSON_DEPTH", 64)
+TAS_API_MAX_INTEGER_DIGITS = env_int("TAS_API_MAX_INTEGER_DIGITS", 40)
 # Page sizes of list endpoints: the default, and the most `page_size` may ask for.
 TAS_API_PAGE_SIZE = env_int("TAS_API_PAGE_SIZE", 50)
 TAS_API_MAX_PAGE_SIZE = env_int("TAS_API_MAX_PAGE_SIZE", 500)
