@@ -351,6 +351,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its pages follow TAS_API_ANONYMOUS_READ like the API they describe.
+    "SERVE_PERMISSIONS": ["tasweb.api.permissions.ReadOpenOrAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI and ReDoc from the sidecar package's static files: no CDN needed.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -365,6 +367,12 @@ SPECTACULAR_SETTINGS = {
         "EventKindEnum": "tasweb.scheduling.models.EventKind",
     },
 }
+
+# --- Health ------------------------------------------------------------------------------
+
+# /healthz is 503 when no heartbeat (every 30 s) and no scheduling pass has completed for
+# this many seconds: the database and broker answering is not enough if nothing runs.
+TAS_HEALTH_MAX_AGE_SECONDS = env_int("TAS_HEALTH_MAX_AGE_SECONDS", 180)
 
 # --- Dashboard ----------------------------------------------------------------------------
 
