@@ -7,13 +7,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
 from tasweb.core.apis import HealthApi, LivenessApi
+from tasweb.core.login import LoginView
 from tasweb.core.views import favicon
 
 urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
     path("healthz/live", LivenessApi.as_view(), name="healthz-live"),
     path("favicon.ico", favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

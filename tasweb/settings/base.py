@@ -381,6 +381,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/topology/"
 LOGOUT_REDIRECT_URL = "login"
 
+# Signing in: after this many wrong passwords for one username or from one address within
+# the window (seconds), every attempt for it is refused until the window has passed.
+TAS_LOGIN_MAX_FAILURES = env_int("TAS_LOGIN_MAX_FAILURES", 10)
+TAS_LOGIN_FAILURE_WINDOW_SECONDS = env_int("TAS_LOGIN_FAILURE_WINDOW_SECONDS", 900)
+
 # How often a dashboard page asks the server for changes, in milliseconds (0: never).
 TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)
 
