@@ -389,6 +389,24 @@ TAS_LOGIN_FAILURE_WINDOW_SECONDS = env_int("TAS_LOGIN_FAILURE_WINDOW_SECONDS", 9
 # How often a dashboard page asks the server for changes, in milliseconds (0: never).
 TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)
 
+# Sent with every response (tasweb.core.middleware): everything from this server, no inline
+# script, no plugin, no framing. The dashboard's figures travel as a JSON data block, which
+# is not a script. Styles: Plotly and Swagger UI/ReDoc set style attributes and add <style>
+# elements while drawing, which style-src must allow; nothing can run from a style.
+TAS_CONTENT_SECURITY_POLICY = env_str("TAS_CONTENT_SECURITY_POLICY") or "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "worker-src 'self' blob:",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
+
 # --- Internationalization, static files ---------------------------------------------------
 
 LANGUAGE_CODE = "en-us"
