@@ -2,20 +2,22 @@
 
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
-from tasweb.core.apis import HealthApi
+from tasweb.core.apis import HealthApi, LivenessApi
+from tasweb.core.login import LoginView
 from tasweb.core.views import favicon
 
 urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
+    path("healthz/live", LivenessApi.as_view(), name="healthz-live"),
     path("favicon.ico", favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/", include(api_root)),  # /api/ itself, and a JSON 404 for any other /api/ path

@@ -34,6 +34,50 @@ def read_bounded(stream, parser_context: dict | None) -> bytes:
     return data
 
 
+def max_json_depth() -> int:
+    return int(getattr(settings, "TAS_API_MAX_JSON_DEPTH", 64))
+
+
+def max_integer_digits() -> int:
+    return int(getattr(settings, "TAS_API_MAX_INTEGER_DIGITS", 40))
+
+
+def json_depth_check(text: str, limit: int) -> None:
+    """400 when arrays and objects nest deeper than `limit`. Checked before parsing: the
+    parser recurses once per level, so a body of 100,000 `[` exhausts the stack (a 500)."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                raise ParseError(f"request body: arrays and objects nest deeper than {limit} levels")
+        elif char in "]}":
+            depth -= 1
+
+
+def bounded_int(limit: int):
+    """json's parse_int that refuses integers longer than `limit` digits: Python would
+    otherwise refuse (ValueError) or spend quadratic time on a 5,000-digit number."""
+
+    def parse(literal: str) -> int:
+        digits = len(literal.lstrip("-"))
+        if digits > limit:
+            raise ParseError(f"request body: an integer has {digits} digits; the limit is {limit}")
+        return int(literal)
+
+    return parse
+
+
 def _text(data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -46,11 +90,14 @@ class BoundedJSONParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
         text = _text(read_bounded(stream, parser_context))
+        json_depth_check(text, max_json_depth())
         try:
-            return json.loads(text)
+            return json.loads(text, parse_int=bounded_int(max_integer_digits()))
         except json.JSONDecodeError as exc:
             raise ParseError(f"request body is not valid JSON: {exc.msg} at line {exc.lineno}, "
                              f"column {exc.colno}") from None
+        except (RecursionError, ValueError) as exc:  # the checks above should leave none of these
+            raise ParseError(f"request body is not valid JSON: {exc}") from None
 
 
 class YAMLParser(BaseParser):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
+from django.db.models import Max
 
 from tasweb.core.services import HEARTBEAT_CACHE_KEY
 
@@ -26,11 +28,32 @@ class HealthReport:
     database: CheckResult
     broker: CheckResult
     last_heartbeat: datetime | None
+    last_pass: datetime | None
+    work: CheckResult
 
     @property
     def ok(self) -> bool:
-        # The heartbeat is informational: a web replica is healthy even while no worker runs.
-        return self.database.ok and self.broker.ok
+        return self.database.ok and self.broker.ok and self.work.ok
+
+
+def work_max_age() -> timedelta:
+    return timedelta(seconds=int(getattr(settings, "TAS_HEALTH_MAX_AGE_SECONDS", 180)))
+
+
+def work_check(*, last_heartbeat: datetime | None, last_pass: datetime | None,
+               now: datetime | None = None) -> CheckResult:
+    """Whether a worker has done anything lately: a heartbeat or a finished scheduling pass
+    within TAS_HEALTH_MAX_AGE_SECONDS. Database and broker answering is not enough: with no
+    worker or no beat, nothing is scheduled while the probe would say "ok"."""
+    moments = [moment for moment in (last_heartbeat, last_pass) if moment is not None]
+    max_age = work_max_age()
+    if not moments:
+        return CheckResult(ok=False, detail="no heartbeat or scheduling pass has completed yet")
+    age = (now or datetime.now(UTC)) - max(moments)
+    if age > max_age:
+        return CheckResult(ok=False, detail=f"no heartbeat or scheduling pass for {int(age.total_seconds())} s "
+                                            f"(the limit is {int(max_age.total_seconds())} s)")
+    return CheckResult(ok=True, detail=f"last {int(age.total_seconds())} s ago")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -73,5 +96,24 @@ def heartbeat_last() -> datetime | None:
     return datetime.fromisoformat(raw) if isinstance(raw, str) else None
 
 
+def pass_last() -> datetime | None:
+    """When the last scheduling pass finished, or None if none has (or the database is down)."""
+    from tasweb.scheduling.models import SchedulingPass
+
+    try:
+        return SchedulingPass.objects.aggregate(last=Max("finished_at"))["last"]
+    except Exception:  # the database check reports the outage
+        return None
+
+
+def dependencies_report() -> HealthReport:
+    """Database and broker only: whether this process can serve (liveness)."""
+    return HealthReport(database=database_check(), broker=broker_check(), last_heartbeat=None, last_pass=None,
+                        work=CheckResult(ok=True, detail="not checked"))
+
+
 def health_report() -> HealthReport:
-    return HealthReport(database=database_check(), broker=broker_check(), last_heartbeat=heartbeat_last())
+    database = database_check()
+    last_heartbeat, last_pass = heartbeat_last(), pass_last() if database.ok else None
+    return HealthReport(database=database, broker=broker_check(), last_heartbeat=last_heartbeat,
+                        last_pass=last_pass, work=work_check(last_heartbeat=last_heartbeat, last_pass=last_pass))

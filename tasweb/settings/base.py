@@ -88,6 +88,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tasweb.core.middleware.ContentSecurityPolicyMiddleware",
+    # A NUL in the path or query is refused before any view can pass it to the database.
+    "tasweb.core.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -302,6 +305,10 @@ if TAS_CLUSTER_SOURCE == "simulator":
 TAS_API_ANONYMOUS_READ = env_bool("TAS_API_ANONYMOUS_READ", True)
 # Largest request body the API reads (what-if objects); bigger bodies get 413.
 TAS_API_MAX_BODY_BYTES = env_int("TAS_API_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# How deep arrays and objects may nest in a JSON body, and how many digits an integer in it
+# may have; beyond either the body is a 400 (Kubernetes objects need neither much).
+TAS_API_MAX_JSON_DEPTH = env_int("TAS_API_MAX_JSON_DEPTH", 64)
+TAS_API_MAX_INTEGER_DIGITS = env_int("TAS_API_MAX_INTEGER_DIGITS", 40)
 # Page sizes of list endpoints: the default, and the most `page_size` may ask for.
 TAS_API_PAGE_SIZE = env_int("TAS_API_PAGE_SIZE", 50)
 TAS_API_MAX_PAGE_SIZE = env_int("TAS_API_MAX_PAGE_SIZE", 500)
@@ -344,6 +351,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its pages follow TAS_API_ANONYMOUS_READ like the API they describe.
+    "SERVE_PERMISSIONS": ["tasweb.api.permissions.ReadOpenOrAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI and ReDoc from the sidecar package's static files: no CDN needed.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -359,6 +368,12 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# --- Health ------------------------------------------------------------------------------
+
+# /healthz is 503 when no heartbeat (every 30 s) and no scheduling pass has completed for
+# this many seconds: the database and broker answering is not enough if nothing runs.
+TAS_HEALTH_MAX_AGE_SECONDS = env_int("TAS_HEALTH_MAX_AGE_SECONDS", 180)
+
 # --- Dashboard ----------------------------------------------------------------------------
 
 # Where the dashboard sends a visitor who must sign in, and where signing in and out lead.
@@ -366,8 +381,31 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/topology/"
 LOGOUT_REDIRECT_URL = "login"
 
+# Signing in: after this many wrong passwords for one username or from one address within
+# the window (seconds), every attempt for it is refused until the window has passed.
+TAS_LOGIN_MAX_FAILURES = env_int("TAS_LOGIN_MAX_FAILURES", 10)
+TAS_LOGIN_FAILURE_WINDOW_SECONDS = env_int("TAS_LOGIN_FAILURE_WINDOW_SECONDS", 900)
+
 # How often a dashboard page asks the server for changes, in milliseconds (0: never).
 TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)
+
+# Sent with every response (tasweb.core.middleware): everything from this server, no inline
+# script, no plugin, no framing. The dashboard's figures travel as a JSON data block, which
+# is not a script. Styles: Plotly and Swagger UI/ReDoc set style attributes and add <style>
+# elements while drawing, which style-src must allow; nothing can run from a style.
+TAS_CONTENT_SECURITY_POLICY = env_str("TAS_CONTENT_SECURITY_POLICY") or "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "worker-src 'self' blob:",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
 
 # --- Internationalization, static files ---------------------------------------------------
 

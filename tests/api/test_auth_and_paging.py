@@ -44,7 +44,8 @@ def test_anonymous_read_refused_when_off_and_credentials_work(scheduled, client,
 def test_production_settings_turn_anonymous_read_off(monkeypatch):
     from tests.tasweb.conftest import clean_env, run_python
 
-    env = clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings.production", DJANGO_SECRET_KEY="x" * 50,
+    env = clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings.production",
+                    DJANGO_SECRET_KEY="k3Q9vXy7LmN2pR8sT4uW6zA1bC5dE0fG-h_J+iK=oP%qS@tU!vW#xY",
                     TAS_VAR_DIR="/tmp/tas-api-settings-test")
     code = "import django; django.setup(); from django.conf import settings; print(settings.TAS_API_ANONYMOUS_READ)"
     result = run_python(code, env=env)

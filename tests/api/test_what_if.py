@@ -182,3 +182,22 @@ def test_an_object_without_api_version_or_kind_is_a_400_naming_it(scheduled, tok
     (error,) = response.json()["errors"]
     assert (error["field"], error["object"], error["file"]) == (field, obj, "request body")
     assert "every object needs apiVersion and kind" in error["message"]
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    ("[" * 100_000 + "]" * 100_000, "nest deeper than"),
+    ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nest deeper than"),
+    ('{"apiVersion": "v1", "kind": "Node", "n": ' + "9" * 5000 + "}", "5000 digits"),
+    ('{"n": -' + "1" * 5000 + "}", "5000 digits"),
+])
+def test_deep_or_huge_number_bodies_are_400_json(scheduled, token_client, data, says):
+    response = post(token_client, data)
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert says in response.json()["detail"]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(scheduled, token_client):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "[" * 1000, "labels": {"x": "{" * 1000}}}
+    response = post(token_client, node)
+    assert response.status_code != 400 or "nest deeper" not in response.json()["detail"]

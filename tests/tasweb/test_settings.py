@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.template import engines
@@ -79,3 +80,51 @@ def test_a_database_url_django_cannot_use_is_named():
     assert proc.returncode != 0
     assert "DATABASE_URL is not a database URL Django can use" in proc.stderr
     assert "mongodb" in proc.stderr
+
+
+def compose_app_environment() -> dict[str, str]:
+    """The environment docker-compose gives web, worker and beat, with `${VAR:-default}`
+    resolved to its default and a generated key for the one variable without a default."""
+    import re
+
+    import yaml
+
+    raw = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())["services"]["web"]["environment"]
+    resolved = {name: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value)) for name, value in raw.items()}
+    resolved["DJANGO_SECRET_KEY"] = STRONG_KEY
+    return resolved
+
+
+def test_compose_has_no_default_secret_key_and_refuses_to_start_without_one():
+    import yaml
+
+    text = (PROJECT_ROOT / "docker-compose.yml").read_text()
+    compose = yaml.safe_load(text)
+    for name in ("web", "worker", "scheduler", "beat"):
+        key = compose["services"][name]["environment"]["DJANGO_SECRET_KEY"]
+        # `${VAR:?message}`: docker compose stops with the message when VAR is unset or empty
+        assert key.startswith("${DJANGO_SECRET_KEY:?") and key.endswith("}"), (name, key)
+    assert "compose-local-only" not in text
+
+
+@pytest.mark.parametrize("key", ["", "   ", "compose-local-only-change-me-0123456789abcdefghijklmnopqrstuvwxyz",
+                                 "django-insecure-development-only-key-do-not-use-in-production", "short"])
+def test_production_settings_refuse_an_empty_published_or_weak_key(key):
+    proc = run_python(
+        "import django; django.setup()",
+        env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings.production", DJANGO_SECRET_KEY=key),
+    )
+    assert proc.returncode != 0
+    assert "ImproperlyConfigured" in proc.stderr and "DJANGO_SECRET_KEY" in proc.stderr
+
+
+def test_check_deploy_is_clean_with_the_compose_environment(tmp_path):
+    env = clean_env(**compose_app_environment(), TAS_VAR_DIR=str(tmp_path))
+    assert env["DJANGO_SETTINGS_MODULE"] == "tasweb.settings.production"
+    proc = run_python(
+        "from django.core.management import execute_from_command_line;"
+        "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no issues" in proc.stdout
