@@ -54,8 +54,10 @@ def nesting_depth_exceeds(doc: object, limit: int = MAX_DEPTH) -> bool:
     for _ in range(limit):
         deeper: list = []
         for node in level:
-            items = node.values() if type(node) is dict else node
-            deeper.extend(v for v in items if type(v) is dict or type(v) is list)
+            for value in node.values() if type(node) is dict else node:
+                kind = type(value)
+                if kind is dict or kind is list:
+                    deeper.append(value)
         if not deeper:
             return False
         level = deeper

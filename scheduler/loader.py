@@ -37,19 +37,29 @@ class _YamlLoader(_BaseLoader):  # type: ignore[misc,valid-type]
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
         if isinstance(node, MappingNode):
-            seen: set[tuple[str, str]] = set()
-            for key_node, _ in node.value:
-                if type(key_node) is ScalarNode and key_node.tag != _MERGE_TAG:
-                    key = (key_node.tag, key_node.value)
-                    if key in seen:
-                        raise ConstructorError(None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
-                    seen.add(key)
+            try:
+                keys = {key.value for key, _ in node.value}
+            except TypeError:  # a key that is itself a mapping or a list
+                keys = set()
+            if len(keys) != len(node.value):
+                _refuse_duplicates(node)
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: ScalarNode) -> int | HugeInt:
         if len(node.value) > MAX_INT_DIGITS:
             return HugeInt(node.value)
         return super().construct_yaml_int(node)
+
+
+def _refuse_duplicates(node: MappingNode) -> None:
+    """A ConstructorError at the second of two equal scalar keys (merge keys `<<` aside)."""
+    seen: set[tuple[str, str]] = set()
+    for key_node, _ in node.value:
+        if type(key_node) is ScalarNode and key_node.tag != _MERGE_TAG:
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                raise ConstructorError(None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+            seen.add(key)
 
 
 _YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)
