@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,8 +257,10 @@ _mutations = st.one_of(
 )
 
 
-def check_cli_run(capsys: pytest.CaptureFixture[str], path: str, command: str) -> None:
-    code = main([command, path])
+def check_cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> None:
+    """`main(argv)` returns 0, 1 or 2 and, failing, prints a single error line (besides
+    one-line warnings about objects it skips)."""
+    code = main(list(argv))
     err = capsys.readouterr().err
     assert code in (0, 1, 2), code
     if code != 0:
@@ -265,12 +268,13 @@ def check_cli_run(capsys: pytest.CaptureFixture[str], path: str, command: str) -
         assert len(lines) == 1 and lines[0].startswith("error: "), err
 
 
+_HUGE = re.compile(r"[\"']?HUGE(\d+)[\"']?")
+
+
 def _render(doc: Any, as_yaml: bool) -> str:
     text = yaml.safe_dump(doc) if as_yaml else json.dumps(doc)
     # a huge integer literal cannot be made by json/yaml dumps (Python refuses to print it)
-    for marker in {m for m in text.split() if "HUGE" in m}:
-        digits = int("".join(c for c in marker if c.isdigit()))
-        text = text.replace(marker, "9" * digits)
+    text = _HUGE.sub(lambda m: "9" * int(m[1]), text)
     return text
 
 
@@ -282,7 +286,7 @@ FUZZ = settings(max_examples=int(os.environ.get("TAS_FUZZ_EXAMPLES", "120")), de
 @FUZZ
 @given(doc=_documents, as_yaml=st.booleans(), command=st.sampled_from(["simulate", "decode", "encode"]))
 def test_random_documents_never_crash_the_cli(tmp_path, capsys, doc, as_yaml, command):
-    check_cli_run(capsys, write(tmp_path / "doc.txt", _render(doc, as_yaml)), command)
+    check_cli_run(capsys, command, write(tmp_path / "doc.txt", _render(doc, as_yaml)))
 
 
 @FUZZ
@@ -292,13 +296,13 @@ def test_mutated_clusters_never_crash_the_cli(tmp_path, capsys, data, as_yaml):
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
         path = data.draw(st.sampled_from(_paths(cluster)))
         cluster = _replace(cluster, path, data.draw(_mutations))
-    check_cli_run(capsys, write(tmp_path / "cluster.txt", _render(cluster, as_yaml)), "simulate")
+    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", _render(cluster, as_yaml)))
 
 
 @FUZZ
 @given(blob=st.binary(max_size=300), command=st.sampled_from(["simulate", "decode", "encode"]))
 def test_random_bytes_never_crash_the_cli(tmp_path, capsys, blob, command):
-    check_cli_run(capsys, write(tmp_path / "blob.bin", blob), command)
+    check_cli_run(capsys, command, write(tmp_path / "blob.bin", blob))
 
 
 @FUZZ
@@ -308,4 +312,14 @@ def test_truncated_and_spliced_cluster_files_never_crash_the_cli(tmp_path, capsy
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
     insert = data.draw(st.sampled_from(["", "[", "{", ":", "- ", "\t", "&a ", "*a", "!!python/object ", "\x00",
                                         "9" * 5000, "key: 1\nkey: 2\n"]))
-    check_cli_run(capsys, write(tmp_path / "cluster.txt", text[:cut] + insert + text[cut:]), "simulate")
+    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", text[:cut] + insert + text[cut:]))
+
+
+@FUZZ
+@given(doc=_documents, as_yaml=st.booleans())
+def test_random_configurations_never_crash_the_cli(tmp_path, capsys, doc, as_yaml):
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "x": doc}
+    if isinstance(doc, dict):
+        config.update(doc)
+    cluster = write(tmp_path / "cluster.yaml", dump(VALID))
+    check_cli_run(capsys, "simulate", cluster, "--config", write(tmp_path / "config.txt", _render(config, as_yaml)))
