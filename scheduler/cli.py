@@ -134,3 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # `tas simulate ... | head`
         return 0
+    except MemoryError:  # input under the size limit can still be too much for this machine
+        print("error: out of memory (lower TAS_MAX_INPUT_BYTES or give the process more memory)", file=sys.stderr)
+        return 1

@@ -323,3 +323,11 @@ def test_random_configurations_never_crash_the_cli(tmp_path, capsys, doc, as_yam
         config.update(doc)
     cluster = write(tmp_path / "cluster.yaml", dump(VALID))
     check_cli_run(capsys, "simulate", cluster, "--config", write(tmp_path / "config.txt", _render(config, as_yaml)))
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    def exhausted(path: str) -> list:
+        raise MemoryError
+
+    monkeypatch.setattr("scheduler.loader.read_objects", exhausted)
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "c.yaml", "")), "out of memory")
