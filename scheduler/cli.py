@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from scheduler.errors import FlagError, InputError
+from scheduler.errors import FlagError, InputError, one_line
 from scheduler.features import FeatureGates
 
 
@@ -80,7 +80,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     for path in args.files:
         objects.extend((path, obj) for obj in read_objects(path))
     result = simulate(objects, gates=gates, now=now, cycles=cycles, config=config,
-                      warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+                      warn=lambda msg: print(f"warning: {one_line(msg)}", file=sys.stderr))
     sys.stdout.write(render(result, args.output, by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix))
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -134,3 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # `tas simulate ... | head`
         return 0
+    except MemoryError:  # input under the size limit can still be too much for this machine
+        print("error: out of memory (lower TAS_MAX_INPUT_BYTES or give the process more memory)", file=sys.stderr)
+        return 1

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """`text` with line breaks and other control characters escaped, so that a message
+    quoting names and values from the input stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class InputError(Exception):
     """Bad input. The message is one line naming the file, the object and the field."""
 
@@ -15,7 +23,7 @@ class InputError(Exception):
 
     def render(self) -> str:
         where = [part for part in (self.file, self.obj, self.field) if part]
-        return ": ".join([*where, self.reason])
+        return one_line(": ".join([*where, self.reason]))
 
     def located(self, *, file: str = "", obj: str = "") -> InputError:
         """The same error with a file and/or object filled in where it had none."""

@@ -1,27 +1,92 @@
-"""Reading Kubernetes objects from YAML/JSON files: single objects, arrays, `kind: List`."""
+"""Reading Kubernetes objects from YAML/JSON files: single objects, arrays, `kind: List`.
+
+Input is bounded (see `scheduler.limits`): files are read up to a size, documents may nest
+only so deep, integer literals too long for any Kubernetes field are kept as `HugeInt` for
+the field's parser to refuse, and a YAML mapping may not repeat a key.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, ScalarNode
 
 from scheduler.errors import InputError
+from scheduler.limits import (
+    MAX_DEPTH,
+    MAX_INPUT_BYTES_ENV,
+    MAX_INT_DIGITS,
+    HugeInt,
+    max_input_bytes,
+    nesting_depth_exceeds,
+)
 
 try:  # libyaml's loader is an order of magnitude faster on large dumps
-    _YamlLoader: Any = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YamlLoader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def parse_text(text: str, *, file: str) -> list[Any]:
-    """The documents in `text`: JSON first (fast path), then YAML (single or multi-document)."""
+class _YamlLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing repeated keys and keeping over-long integers as text."""
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
+        if isinstance(node, MappingNode):
+            try:
+                keys = {key.value for key, _ in node.value}
+            except TypeError:  # a key that is itself a mapping or a list
+                keys = set()
+            if len(keys) != len(node.value):
+                _refuse_duplicates(node)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int | HugeInt:
+        if len(node.value) > MAX_INT_DIGITS:
+            return HugeInt(node.value)
+        return super().construct_yaml_int(node)
+
+
+def _refuse_duplicates(node: MappingNode) -> None:
+    """A ConstructorError at the second of two equal scalar keys (merge keys `<<` aside)."""
+    seen: set[tuple[str, str]] = set()
+    for key_node, _ in node.value:
+        if type(key_node) is ScalarNode and key_node.tag != _MERGE_TAG:
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                raise ConstructorError(None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+            seen.add(key)
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)
+
+
+def _json_int(text: str) -> int | HugeInt:
+    return HugeInt(text) if len(text) > MAX_INT_DIGITS else int(text)
+
+
+def _load_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer literal past Python's digit limit: keep it for the field to name
+        return json.loads(text, parse_int=_json_int)
+
+
+def _too_deep(file: str) -> InputError:
+    return InputError(f"nested more than {MAX_DEPTH} levels deep (Kubernetes objects are shallow)", file=file)
+
+
+def _parse_documents(text: str, *, file: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return [json.loads(text)]
+            return [_load_json(text)]
         except json.JSONDecodeError:
             pass  # YAML flow style is a superset of JSON; let the YAML parser report
     try:
@@ -30,20 +95,41 @@ def parse_text(text: str, *, file: str) -> list[Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid syntax"
+        if "nesting depth" in problem:
+            raise _too_deep(file) from None
         raise InputError(f"not valid YAML or JSON{where}: {problem}", file=file) from None
 
 
-def read_text(path: str) -> str:
+def parse_text(text: str, *, file: str) -> list[Any]:
+    """The documents in `text`: JSON first (fast path), then YAML (single or multi-document)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        documents = _parse_documents(text, file=file)
+    except RecursionError:
+        raise _too_deep(file) from None
+    if any(nesting_depth_exceeds(doc) for doc in documents):
+        raise _too_deep(file)
+    return documents
+
+
+def read_text(path: str) -> str:
+    """The file's text, refused beyond `max_input_bytes()` (read no further than that)."""
+    limit = max_input_bytes()
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
     except FileNotFoundError:
         raise InputError("no such file", file=path) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a file", file=path) from None
-    except UnicodeDecodeError:
-        raise InputError("not a text file (not UTF-8)", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    if len(data) > limit:
+        raise InputError(f"larger than {limit:,} bytes (the limit; set {MAX_INPUT_BYTES_ENV} to raise it)",
+                         file=path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not a text file (not UTF-8)", file=path) from None
 
 
 def flatten_objects(documents: list[Any], *, file: str) -> list[dict]:

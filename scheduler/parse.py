@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from scheduler.errors import InputError
+from scheduler.limits import MAX_INT32, MAX_INT64, MIN_INT32, MIN_INT64, HugeInt
 from scheduler.model import (
     Admission,
     AdmissionCheck,
@@ -126,6 +127,8 @@ def _is_mapping(value: Any) -> bool:
 
 
 def _type_name(value: Any) -> str:
+    if type(value) is HugeInt:
+        return repr(value)
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
@@ -167,18 +170,35 @@ def optional_string(d: Any, key: str, where: Where) -> str | None:
     return string(d, key, where) if d.get(key) is not None else None
 
 
-def integer(d: Any, key: str, where: Where, *, default: int | None = None, minimum: int | None = None) -> int | None:
+_INTEGER_TEXT = re.compile(r"[+-]?\d{1,30}")
+
+
+def integer(d: Any, key: str, where: Where, *, default: int | None = None, minimum: int | None = None,
+            maximum: int = MAX_INT64) -> int | None:
+    """An integer field, within Kubernetes' bounds: int64 unless `maximum` says less
+    (`MAX_INT32` for counts)."""
     value = d.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value.strip()):
             value = int(value)
+        elif type(value) is HugeInt:
+            raise where.at(key).error(f"must be at most {maximum}, got {value!r}")
         else:
             raise where.at(key).error(f"must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise where.at(key).error(f"must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise where.at(key).error(f"must be at most {maximum}, got {value}")
+    if value < MIN_INT64:
+        raise where.at(key).error(f"must be at least {MIN_INT64}, got {value}")
     return value
+
+
+def count(d: Any, key: str, where: Where, *, default: int | None = None, minimum: int | None = 0) -> int | None:
+    """A count of pods (or of anything else): int32, as in Kubernetes and Kueue."""
+    return integer(d, key, where, default=default, minimum=minimum, maximum=MAX_INT32)
 
 
 def boolean(d: Any, key: str, where: Where, *, default: bool | None = None) -> bool | None:
@@ -234,6 +254,14 @@ def resource_list(d: Any, key: str, where: Where) -> dict[str, int]:
         except QuantityError as exc:
             raise where.at(key).at(str(name)).error(str(exc)) from None
     return out
+
+
+def non_negative(values: dict[str, int], where: Where) -> dict[str, int]:
+    """`values` unchanged, when none is negative (allocatable and quotas cannot be)."""
+    for name, value in values.items():
+        if value < 0:
+            raise where.at(name).error(f"must not be negative, got {value}")
+    return values
 
 
 def quantity_value(d: Any, key: str, resource: str, where: Where, *, required: bool = False) -> int | None:
@@ -442,7 +470,8 @@ def parse_node(obj: Mapping, where: Where) -> Node:
     return Node(
         name=name,
         labels=string_map(meta, "labels", where.at("metadata")),
-        allocatable=MappingProxyType(resource_list(status, "allocatable", where.at("status"))),
+        allocatable=MappingProxyType(non_negative(resource_list(status, "allocatable", where.at("status")),
+                                                  where.at("status").at("allocatable"))),
         taints=taints,
         unschedulable=bool(boolean(spec, "unschedulable", where.at("spec"), default=False)),
         ready=ready,
@@ -650,6 +679,9 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
     parent = optional_string(spec, "parentName", sw) or optional_string(spec, "parent", sw)
+    if parent and parent == name:
+        field = "parentName" if spec.get("parentName") else "parent"
+        raise sw.at(field).error(f"a Cohort cannot be its own parent ({name!r})")
     return Cohort(name, parent or None, parse_resource_groups(spec, sw), parse_fair_weight(spec, sw))
 
 
@@ -666,7 +698,8 @@ def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:
 
 def parse_priority_class(obj: Mapping, where: Where) -> WorkloadPriorityClass:
     _, name = metadata_name(obj, where)
-    return WorkloadPriorityClass(name, integer(obj, "value", where, default=0))
+    return WorkloadPriorityClass(name, integer(obj, "value", where, default=0, minimum=MIN_INT32,
+                                                         maximum=MAX_INT32))
 
 
 def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
@@ -690,16 +723,16 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
         if not _is_mapping(c):
             raise cw.error(f"must be a mapping, got {_type_name(c)}")
         constraints.append(SliceConstraint(string(c, "topology", cw, required=True),
-                                           integer(c, "size", cw, default=0, minimum=1)))
+                                           count(c, "size", cw, default=0, minimum=1)))
     slice_topology = optional_string(d, "podSetSliceRequiredTopology", where)
-    slice_size = integer(d, "podSetSliceSize", where, minimum=1)
+    slice_size = count(d, "podSetSliceSize", where, minimum=1)
     return TopologyRequest(
         required=required,
         preferred=preferred,
         unconstrained=unconstrained,
         pod_index_label=optional_string(d, "podIndexLabel", where),
         sub_group_index_label=optional_string(d, "subGroupIndexLabel", where),
-        sub_group_count=integer(d, "subGroupCount", where, minimum=0),
+        sub_group_count=count(d, "subGroupCount", where),
         pod_set_group_name=optional_string(d, "podSetGroupName", where),
         slice_required_topology=slice_topology,
         slice_size=slice_size,
@@ -732,10 +765,10 @@ def parse_pod_set(d: Any, where: Where) -> PodSet:
     if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     name = string(d, "name", where, default="main") or "main"
-    count = integer(d, "count", where, default=1, minimum=0)
-    min_count = integer(d, "minCount", where, minimum=0)
-    if min_count is not None and min_count > count:
-        raise where.at("minCount").error(f"must be <= count ({count}), got {min_count}")
+    pods = count(d, "count", where, default=1)
+    min_count = count(d, "minCount", where)
+    if min_count is not None and pods is not None and min_count > pods:
+        raise where.at("minCount").error(f"must be <= count ({pods}), got {min_count}")
     template = mapping(d, "template", where)
     tw = where.at("template")
     spec = parse_pod_spec(mapping(template, "spec", tw), tw.at("spec"))
@@ -743,7 +776,7 @@ def parse_pod_set(d: Any, where: Where) -> PodSet:
     if request is None:
         annotations = string_map(mapping(template, "metadata", tw), "annotations", tw.at("metadata"))
         request = topology_request_from_annotations(annotations, tw.at("metadata").at("annotations"))
-    return PodSet(name=name, count=count, spec=spec, min_count=min_count, topology_request=request)
+    return PodSet(name=name, count=pods, spec=spec, min_count=min_count, topology_request=request)
 
 
 def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAssignment:
@@ -763,11 +796,30 @@ def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAs
     return PodSetAssignment(
         name=string(d, "name", where, default="main") or "main",
         flavors=flavors,
-        count=integer(d, "count", where, minimum=0),
+        count=count(d, "count", where),
         resource_usage=MappingProxyType(resource_list(d, "resourceUsage", where)),
         topology_assignment=assignment,
         delayed_topology_request=delayed,
     )
+
+
+def check_assigned_pods(admission: Admission, pod_sets: list[PodSet], where: Where) -> None:
+    """A topologyAssignment cannot place more pods than both its pod set and its
+    PodSetAssignment count: such a workload is invalid and none of its numbers can be trusted
+    (charging them would over-count usage).
+
+    Placing fewer, or as many as one of the two counts, is left alone: Kueue's own scheduler
+    tests hold such admissions (pods of a group still arriving, partial admission)."""
+    counts = {ps.name: ps.count for ps in pod_sets}
+    for i, psa in enumerate(admission.pod_set_assignments):
+        ta = psa.topology_assignment
+        if ta is None:
+            continue
+        most = max(counts.get(psa.name, 0), psa.count or 0)
+        placed = sum(d.count for d in ta.domains)
+        if placed > most:
+            raise where.at("podSetAssignments").at(i).at("topologyAssignment").error(
+                f"places {placed} pods, more than the {most} of PodSet {psa.name!r}")
 
 
 def parse_conditions(d: Mapping, where: Where) -> list[Condition]:
@@ -809,6 +861,8 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
             pod_set_assignments=[parse_pod_set_assignment(p, aw.at("podSetAssignments").at(i), decode)
                                  for i, p in enumerate(sequence(raw_admission, "podSetAssignments", aw))],
         )
+    if admission is not None:
+        check_assigned_pods(admission, pod_sets, stw.at("admission"))
     checks = []
     for i, ac in enumerate(sequence(status, "admissionChecks", stw)):
         cw = stw.at("admissionChecks").at(i)
@@ -836,7 +890,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         name=name,
         pod_sets=pod_sets,
         queue_name=string(spec, "queueName", sw),
-        priority=integer(spec, "priority", sw),
+        priority=integer(spec, "priority", sw, minimum=MIN_INT32, maximum=MAX_INT32),
         priority_class_name=priority_class,
         uid=string(meta, "uid", mw),
         creation_timestamp=timestamp(meta, "creationTimestamp", mw),
@@ -849,7 +903,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         admission_checks=checks,
         unhealthy_nodes=unhealthy,
         source_api_version=str(obj.get("apiVersion") or "kueue.x-k8s.io/v1beta2"),
-        requeue_count=integer(requeue, "count", rw, minimum=0) or 0,
+        requeue_count=count(requeue, "count", rw) or 0,
         requeue_at=timestamp(requeue, "requeueAt", rw),
     )
 

@@ -12,6 +12,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from scheduler.limits import HugeInt
+
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -29,9 +31,17 @@ class QuantityError(ValueError):
     """Not a Kubernetes quantity."""
 
 
+# Kubernetes keeps a quantity in an int64 with a scale (or an inf.Dec for the rare rest);
+# a number written with more digits than this is no amount anyone means
+MAX_QUANTITY_CHARS = 64
+
+
 @lru_cache(maxsize=65536)
 def parse_quantity(text: str) -> Fraction:
     """The exact amount a quantity string denotes (`"1.5Gi"` -> 1610612736)."""
+    if len(text) > MAX_QUANTITY_CHARS and len(text.strip()) > MAX_QUANTITY_CHARS:
+        raise QuantityError(f"a quantity of {len(text.strip())} characters is too long "
+                            f"(at most {MAX_QUANTITY_CHARS})")
     match = _QUANTITY.match(text.strip())
     if match is None:
         raise QuantityError(f"{text!r} is not a valid quantity (e.g. 500m, 2, 1.5Gi, 1e3)")
@@ -57,6 +67,8 @@ def to_fraction(raw: object) -> Fraction:
         raise QuantityError(f"{raw!r} is not a valid quantity")
     if isinstance(raw, int):
         return Fraction(raw)
+    if type(raw) is HugeInt:
+        raise QuantityError(f"{raw!r} is too large")
     if isinstance(raw, float):
         return parse_quantity(repr(raw))
     if isinstance(raw, str):

@@ -19,6 +19,7 @@ from scheduler.features import FeatureGates
 from scheduler.parse import ParsedObjects, parse_objects
 from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
+from scheduler.validate import cross_object_errors
 
 
 def unknown_level_problems(parsed: ParsedObjects) -> list[InputError]:
@@ -58,6 +59,9 @@ def simulate(
 ) -> PassResult:
     """One pass over objects read from files: `(file, object)` pairs."""
     parsed = parse_objects(list(objects), decode_assignment=decode_assignment, warn=warn)
+    errors = cross_object_errors(parsed)
+    if errors:
+        raise errors[0]
     return simulate_parsed(parsed, gates=gates, now=now, warn=warn, cycles=cycles, config=config)
 
 

@@ -35,7 +35,8 @@ from scheduler.parse import (
     parse_topology,
     parse_workload,
 )
-from tasweb.cluster.models import KINDS, MirroredObject, WorkloadStatus
+from scheduler.validate import assignment_level_error, cohort_cycle
+from tasweb.cluster.models import KINDS, Cohort, MirroredObject, ResourceFlavor, Topology, WorkloadStatus
 
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
@@ -139,8 +140,29 @@ def workload_status(obj: Mapping) -> tuple[str, str]:
     return status, message("QuotaReserved") or (message("Evicted") if true("Evicted") else "")
 
 
+def _flavor_levels(flavors: set[str]) -> dict[str, list[str]]:
+    """The Topology levels of each named TAS flavor, among valid mirrored objects."""
+    topology_of = dict(ResourceFlavor.objects.filter(name__in=flavors, invalid_reason="")
+                       .exclude(topology_name="").values_list("name", "topology_name"))
+    levels = dict(Topology.objects.filter(name__in=set(topology_of.values()), invalid_reason="")
+                  .values_list("name", "levels"))
+    return {f: levels[t] for f, t in topology_of.items() if t in levels}
+
+
+def _check_assignment_levels(wl) -> None:
+    if wl.admission is None:
+        return
+    flavors = {f for psa in wl.admission.pod_set_assignments if psa.topology_assignment is not None
+               for f in psa.flavors.values()}
+    if flavors:
+        error = assignment_level_error(wl, _flavor_levels(flavors))
+        if error is not None:
+            raise error
+
+
 def _workload_fields(obj: Mapping) -> dict[str, Any]:
     wl = parse_workload(obj, Where(object_label(obj)), decode_assignment)
+    _check_assignment_levels(wl)
     status, message = workload_status(obj)
     conditions = {c.type: c for c in wl.conditions}
     admitted = conditions.get("Admitted")
@@ -165,6 +187,21 @@ def _simple(parser, **fields):
     return extract
 
 
+def _cohort_fields(obj: Mapping) -> dict[str, Any]:
+    """A Cohort whose parent chain, through the valid mirrored Cohorts, leads back to it
+    closes a cycle: it is stored invalid, so the tree the engine builds has none."""
+    where = Where(object_label(obj))
+    cohort = parse_cohort(obj, where)
+    if cohort.parent:
+        parents: dict[str, str | None] = dict(
+            Cohort.objects.filter(invalid_reason="").exclude(name=cohort.name).values_list("name", "parent"))
+        parents[cohort.name] = cohort.parent
+        cycle = cohort_cycle(cohort.name, parents)
+        if cycle:
+            raise where.at("spec").at("parentName").error(f"Cohorts form a cycle: {' -> '.join(cycle)}")
+    return {"parent": cohort.parent or ""}
+
+
 EXTRACTORS = {
     "Node": _node_fields,
     "Pod": _pod_fields,
@@ -174,7 +211,7 @@ EXTRACTORS = {
                               node_labels=lambda f: dict(f.node_labels)),
     "ClusterQueue": _simple(parse_cluster_queue, cohort=lambda c: c.cohort or ""),
     "LocalQueue": _simple(parse_local_queue, cluster_queue=lambda q: q.cluster_queue),
-    "Cohort": _simple(parse_cohort, parent=lambda c: c.parent or ""),
+    "Cohort": _cohort_fields,
     "AdmissionCheck": _simple(parse_admission_check, controller_name=lambda a: a.controller_name),
     "WorkloadPriorityClass": _simple(parse_priority_class, value=lambda p: p.value),
 }

@@ -1,0 +1,333 @@
+"""Bad input is refused with one line naming the file, object and field, never a traceback:
+hostile files (deep nesting, huge integers and quantities, endless input, repeated keys),
+objects Kueue's validation rejects, and random documents and mutations of a valid cluster."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.cli import main
+
+from .factories import (
+    HOSTNAME,
+    RACK,
+    V1BETA2,
+    admitted,
+    domains_json,
+    grid,
+    node,
+    tas_setup,
+    workload,
+)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def write(path: Path, text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def dump(objects: list[dict]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+def assert_refused(code: int, err: str, *fragments: str) -> None:
+    assert code == 1, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def cohort(name: str, parent: str | None = None) -> dict:
+    spec = {"parentName": parent} if parent else {}
+    return {"apiVersion": V1BETA2, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+@pytest.mark.parametrize("command", ["simulate", "decode", "encode"])
+def test_json_nested_100000_levels_is_refused(tmp_path, capsys, command):
+    path = write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    assert_refused(*run_cli(capsys, command, path), "deep.json", "nested more than 100 levels")
+
+
+def test_yaml_nested_100000_levels_is_refused(tmp_path, capsys):
+    path = write(tmp_path / "deep.yaml", "a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert_refused(*run_cli(capsys, "simulate", path), "deep.yaml", "nested more than 100 levels")
+
+
+def test_nesting_just_past_the_limit_is_refused_after_parsing(tmp_path, capsys):
+    doc: Any = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}}
+    inner: Any = doc
+    for _ in range(100):
+        inner["x"] = {}
+        inner = inner["x"]
+    path = write(tmp_path / "deep.json", json.dumps(doc))
+    assert_refused(*run_cli(capsys, "simulate", path), "nested more than 100 levels")
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_5000_digit_pod_count_names_the_field(tmp_path, capsys, suffix):
+    wl = workload("train", count=1)
+    text = json.dumps([*tas_setup(), wl]).replace('"count": 1', '"count": ' + "9" * 5000)
+    if suffix == "yaml":
+        text = dump(json.loads(text.replace("9" * 5000, "1"))).replace("count: 1", "count: " + "9" * 5000)
+    path = write(tmp_path / f"big.{suffix}", text)
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", "spec.podSets[0].count",
+                   "an integer of 5000 digits")
+
+
+def test_a_100000_digit_quantity_names_the_field(tmp_path, capsys):
+    n = node("x1", cpu="9" * 100_000)
+    path = write(tmp_path / "big.yaml", dump([n]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Node/x1", "status.allocatable.cpu", "too long")
+
+
+def test_a_5000_digit_count_in_an_assignment_is_refused(tmp_path, capsys):
+    text = json.dumps({"levels": [HOSTNAME], "domains": [{"values": ["x1"], "count": 1}]})
+    path = write(tmp_path / "ta.json", text.replace('"count": 1', '"count": ' + "9" * 5000))
+    assert_refused(*run_cli(capsys, "decode", path), "domains[0].count")
+
+
+def test_dev_zero_stops_at_the_size_limit(capsys, monkeypatch):
+    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", "65536")
+    assert_refused(*run_cli(capsys, "simulate", "/dev/zero"), "/dev/zero", "larger than 65,536 bytes",
+                   "TAS_MAX_INPUT_BYTES")
+
+
+def test_a_file_over_the_limit_is_refused_and_one_at_it_is_read(tmp_path, capsys, monkeypatch):
+    text = dump(tas_setup())
+    path = write(tmp_path / "c.yaml", text)
+    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", str(len(text.encode()) - 1))
+    assert_refused(*run_cli(capsys, "simulate", path), "larger than")
+    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", str(len(text.encode())))
+    assert run_cli(capsys, "simulate", path)[0] == 0
+
+
+def test_a_bad_size_limit_is_reported(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", "lots")
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "c.yaml", dump(tas_setup()))),
+                   "TAS_MAX_INPUT_BYTES='lots'")
+
+
+def test_duplicate_yaml_keys_name_the_key_and_line(tmp_path, capsys):
+    text = "apiVersion: v1\nkind: Node\nmetadata:\n  name: a\n  labels: {}\n  name: b\n"
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "dup.yaml", text)),
+                   "dup.yaml", "line 6", "duplicate key 'name'")
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path, capsys):
+    text = ("apiVersion: v1\nkind: Node\nmetadata:\n  name: a\n  labels: &l {a: '1'}\n"
+            "  annotations:\n    <<: *l\n    a: '2'\n")
+    assert run_cli(capsys, "simulate", write(tmp_path / "merge.yaml", text))[0] == 0
+
+
+# ---------------------------------------------------------------- objects Kueue rejects
+
+
+def test_a_topology_assignment_of_1000_pods_for_a_pod_set_of_2_is_refused(tmp_path, capsys):
+    wl = admitted(workload("train", count=2, cpu="1"),
+                  assignments={"main": domains_json([HOSTNAME], [("x1", 1000)])})
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train",
+                   "status.admission.podSetAssignments[0].topologyAssignment", "places 1000 pods")
+
+
+def test_a_topology_assignment_in_another_topologys_levels_is_refused(tmp_path, capsys):
+    wl = admitted(workload("train", count=2, cpu="1"),
+                  assignments={"main": domains_json(["example.com/zone"], [("z1", 2)])})
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train",
+                   "topologyAssignment.levels", "example.com/zone")
+
+
+def test_an_assignment_at_some_levels_of_its_topology_is_read(tmp_path, capsys):
+    wl = admitted(workload("train", count=2, cpu="1", required=RACK),
+                  assignments={"main": domains_json([RACK], [("r1", 2)])})
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert run_cli(capsys, "simulate", path)[0] == 0
+
+
+def test_negative_node_allocatable_is_refused(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", dump([node("x1", cpu="-4")]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Node/x1", "status.allocatable.cpu", "negative")
+
+
+def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", dump([cohort("a", "a")]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "spec.parentName", "own parent")
+
+
+def test_a_cohort_cycle_is_refused_by_name(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", dump([cohort("a", "b"), cohort("b", "c"), cohort("c", "a"), cohort("d", "a")]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "a -> b -> c -> a")
+
+
+@pytest.mark.parametrize("count", [10**30, 2**31])
+def test_a_pod_set_count_over_int32_is_refused(tmp_path, capsys, count):
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), workload("train", count=count)]))
+    assert_refused(*run_cli(capsys, "simulate", path), "spec.podSets[0].count", "at most 2147483647")
+
+
+def test_a_pod_set_count_of_int32_max_is_read(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), workload("train", count=2**31 - 1)]))
+    assert run_cli(capsys, "simulate", path)[0] == 0
+
+
+def test_a_priority_over_int32_is_refused(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), workload("train", priority=2**40)]))
+    assert_refused(*run_cli(capsys, "simulate", path), "spec.priority")
+
+
+# ---------------------------------------------------------------- fuzzing
+
+
+def _valid_cluster() -> list[dict]:
+    wl = admitted(workload("held", count=2, cpu="1"), assignments={"main": domains_json([HOSTNAME], [("x1", 2)])})
+    return [*tas_setup(), *grid(1, 1, 2), wl, workload("waiting", count=2, cpu="1", required=RACK)]
+
+
+VALID = _valid_cluster()
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
+    st.text(max_size=12), st.sampled_from(["", "1", "-1", "1e999", "9" * 60, "1Gi", "x" * 70]),
+)
+_documents = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["kind", "apiVersion", "metadata", "spec", "status",
+                                                             "name", "count", "levels", "slices", "domains",
+                                                             "podSets", "items", "x"]), inner, max_size=5)),
+    max_leaves=20,
+)
+
+
+def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.extend(_paths(v, (*prefix, k)))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out.extend(_paths(v, (*prefix, i)))
+    return out
+
+
+def _replace(doc: Any, path: tuple, value: Any) -> Any:
+    if not path:
+        return value
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return doc
+
+
+def _deep(depth: int) -> Any:
+    doc: list = []
+    for _ in range(depth - 1):
+        doc = [doc]
+    return doc
+
+
+_mutations = st.one_of(
+    _scalars,
+    _documents,
+    st.integers(min_value=95, max_value=300).map(_deep),
+    st.integers(min_value=4301, max_value=6000).map(lambda n: "HUGE" + str(n)),
+)
+
+
+def check_cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> None:
+    """`main(argv)` returns 0, 1 or 2 and, failing, prints a single error line (besides
+    one-line warnings about objects it skips)."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code in (0, 1, 2), code
+    if code != 0:
+        lines = [line for line in err.splitlines() if not line.startswith("warning: ")]
+        assert len(lines) == 1 and lines[0].startswith("error: "), err
+
+
+_HUGE = re.compile(r"[\"']?HUGE(\d+)[\"']?")
+
+
+def _render(doc: Any, as_yaml: bool) -> str:
+    text = yaml.safe_dump(doc) if as_yaml else json.dumps(doc)
+    # a huge integer literal cannot be made by json/yaml dumps (Python refuses to print it)
+    text = _HUGE.sub(lambda m: "9" * int(m[1]), text)
+    return text
+
+
+# more examples for a longer hunt: TAS_FUZZ_EXAMPLES=5000
+FUZZ = settings(max_examples=int(os.environ.get("TAS_FUZZ_EXAMPLES", "120")), deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@FUZZ
+@given(doc=_documents, as_yaml=st.booleans(), command=st.sampled_from(["simulate", "decode", "encode"]))
+def test_random_documents_never_crash_the_cli(tmp_path, capsys, doc, as_yaml, command):
+    check_cli_run(capsys, command, write(tmp_path / "doc.txt", _render(doc, as_yaml)))
+
+
+@FUZZ
+@given(data=st.data(), as_yaml=st.booleans())
+def test_mutated_clusters_never_crash_the_cli(tmp_path, capsys, data, as_yaml):
+    cluster = copy.deepcopy(VALID)
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        path = data.draw(st.sampled_from(_paths(cluster)))
+        cluster = _replace(cluster, path, data.draw(_mutations))
+    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", _render(cluster, as_yaml)))
+
+
+@FUZZ
+@given(blob=st.binary(max_size=300), command=st.sampled_from(["simulate", "decode", "encode"]))
+def test_random_bytes_never_crash_the_cli(tmp_path, capsys, blob, command):
+    check_cli_run(capsys, command, write(tmp_path / "blob.bin", blob))
+
+
+@FUZZ
+@given(data=st.data())
+def test_truncated_and_spliced_cluster_files_never_crash_the_cli(tmp_path, capsys, data):
+    text = dump(VALID) if data.draw(st.booleans()) else json.dumps(VALID)
+    cut = data.draw(st.integers(min_value=0, max_value=len(text)))
+    insert = data.draw(st.sampled_from(["", "[", "{", ":", "- ", "\t", "&a ", "*a", "!!python/object ", "\x00",
+                                        "9" * 5000, "key: 1\nkey: 2\n"]))
+    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", text[:cut] + insert + text[cut:]))
+
+
+@FUZZ
+@given(doc=_documents, as_yaml=st.booleans())
+def test_random_configurations_never_crash_the_cli(tmp_path, capsys, doc, as_yaml):
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "x": doc}
+    if isinstance(doc, dict):
+        config.update(doc)
+    cluster = write(tmp_path / "cluster.yaml", dump(VALID))
+    check_cli_run(capsys, "simulate", cluster, "--config", write(tmp_path / "config.txt", _render(config, as_yaml)))
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    def exhausted(path: str) -> list:
+        raise MemoryError
+
+    monkeypatch.setattr("scheduler.loader.read_objects", exhausted)
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "c.yaml", "")), "out of memory")

@@ -1,0 +1,95 @@
+"""The mirror stores an object the engine must not trust with its `invalid_reason`: such a
+row is kept (the API shows why) but never read by a scheduling pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.limits import HugeInt
+from tasweb.cluster import models as cluster
+from tasweb.cluster.services import extract_fields, object_upsert
+from tasweb.scheduling import selectors
+from tests.sources import objects
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+
+def store(kind: str, obj: dict) -> None:
+    object_upsert(kind=kind, obj=obj)
+
+
+def admitted_workload(name: str, hosts: list[tuple[str, int]], *, count: int = 2) -> dict:
+    return objects.kueue_admission(objects.workload(name, count=count), hosts)
+
+
+def reason(model, name: str) -> str:
+    return model.objects.get(name=name).invalid_reason
+
+
+def test_an_assignment_placing_more_pods_than_the_pod_set_has_is_invalid():
+    store("Topology", objects.topology())
+    store("ResourceFlavor", objects.flavor())
+    wl = admitted_workload("huge", [("b1-r1-n1", 1000)])
+    wl["status"]["admission"]["podSetAssignments"][0]["count"] = 2
+    store("Workload", wl)
+    why = reason(cluster.Workload, "huge")
+    assert "status.admission.podSetAssignments[0].topologyAssignment" in why
+    assert "places 1000 pods" in why
+    row = cluster.Workload.objects.get(name="huge")
+    assert row.pod_count == 0  # no number of it is trusted
+    assert not selectors.active_workload_rows().filter(name="huge").exists()
+
+
+def test_a_matching_assignment_is_valid():
+    store("Topology", objects.topology())
+    store("ResourceFlavor", objects.flavor())
+    store("Workload", admitted_workload("fits", [("b1-r1-n1", 2)]))
+    assert reason(cluster.Workload, "fits") == ""
+
+
+def test_an_assignment_in_levels_the_flavors_topology_lacks_is_invalid():
+    store("Topology", objects.topology())
+    store("ResourceFlavor", objects.flavor())
+    wl = admitted_workload("elsewhere", [("b1-r1-n1", 2)])
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    ta["levels"] = ["example.com/zone"]
+    store("Workload", wl)
+    why = reason(cluster.Workload, "elsewhere")
+    assert "topologyAssignment.levels" in why and "example.com/zone" in why
+
+
+def test_negative_allocatable_makes_a_node_invalid():
+    n = objects.node("x1", block="b1", rack="r1")
+    n["status"]["allocatable"]["cpu"] = "-4"
+    store("Node", n)
+    assert "status.allocatable.cpu: must not be negative" in reason(cluster.Node, "x1")
+
+
+def test_a_cohort_that_is_its_own_parent_is_invalid():
+    c = objects.cohort("a")
+    c["spec"]["parentName"] = "a"
+    store("Cohort", c)
+    assert "own parent" in reason(cluster.Cohort, "a")
+
+
+def test_the_cohort_closing_a_cycle_is_invalid_by_name():
+    for name, parent in (("a", "b"), ("b", "c"), ("c", "a")):
+        c = objects.cohort(name)
+        c["spec"]["parentName"] = parent
+        store("Cohort", c)
+    assert reason(cluster.Cohort, "a") == ""
+    assert reason(cluster.Cohort, "b") == ""
+    assert "Cohorts form a cycle: c -> a -> b -> c" in reason(cluster.Cohort, "c")
+
+
+def test_a_pod_set_count_over_int32_is_invalid():
+    store("Workload", objects.workload("big", count=10**30))
+    assert "spec.podSets[0].count: must be at most 2147483647" in reason(cluster.Workload, "big")
+
+
+def test_a_5000_digit_count_is_invalid_not_a_crash():
+    # a literal the loader keeps as HugeInt (a file import refuses the file before that)
+    wl = objects.workload("digits")
+    wl["spec"]["podSets"][0]["count"] = HugeInt("9" * 5000)
+    fields, why = extract_fields("Workload", wl)
+    assert fields == {} and "spec.podSets[0].count" in why and "an integer of 5000 digits" in why
