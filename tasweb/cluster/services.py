@@ -8,7 +8,8 @@ list that races with a watch, changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -140,8 +141,34 @@ def workload_status(obj: Mapping) -> tuple[str, str]:
     return status, message("QuotaReserved") or (message("Evicted") if true("Evicted") else "")
 
 
+# flavor set -> levels, while a bulk write builds its rows (see flavor_levels_cached)
+_levels_cache: dict[frozenset[str], dict[str, list[str]]] | None = None
+
+
+@contextlib.contextmanager
+def flavor_levels_cached() -> Iterator[None]:
+    """Read each flavor set's Topology levels once for the rows of a bulk write, not once a
+    row; the rows must be built (and the levels read) before the write's COPY starts: a COPY
+    in progress holds the connection, and a query on it would wait forever."""
+    global _levels_cache
+    outer, _levels_cache = _levels_cache, {} if _levels_cache is None else _levels_cache
+    try:
+        yield
+    finally:
+        _levels_cache = outer
+
+
 def _flavor_levels(flavors: set[str]) -> dict[str, list[str]]:
     """The Topology levels of each named TAS flavor, among valid mirrored objects."""
+    if _levels_cache is not None:
+        key = frozenset(flavors)
+        if key not in _levels_cache:
+            _levels_cache[key] = _read_flavor_levels(flavors)
+        return _levels_cache[key]
+    return _read_flavor_levels(flavors)
+
+
+def _read_flavor_levels(flavors: set[str]) -> dict[str, list[str]]:
     topology_of = dict(ResourceFlavor.objects.filter(name__in=flavors, invalid_reason="")
                        .exclude(topology_name="").values_list("name", "topology_name"))
     levels = dict(Topology.objects.filter(name__in=set(topology_of.values()), invalid_reason="")
@@ -310,7 +337,9 @@ def objects_resync(*, kind: str, objects: Iterable[Mapping]) -> dict[str, int]:
                 newer.append((uid, obj))
         if connection.vendor == "postgresql":
             # generators: each object is parsed as it is streamed, while the server stores the last
-            _pg_insert(model, ((uid, _row_values(kind, obj)) for uid, obj in new))
+            with flavor_levels_cached():  # every row built before the COPY starts
+                rows = [(uid, _row_values(kind, obj)) for uid, obj in new]
+            _pg_insert(model, rows)
             _pg_update(model, [(uid, _row_values(kind, obj)) for uid, obj in newer])
         else:
             model.objects.bulk_create([model(uid=uid, **_row_values(kind, obj)) for uid, obj in new],

@@ -32,7 +32,14 @@ from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.errors import InputError
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import KINDS, WAITING_STATUSES, WorkloadStatus
-from tasweb.cluster.services import _row_values, object_delete, object_uid, object_upsert, rows_insert
+from tasweb.cluster.services import (
+    _row_values,
+    flavor_levels_cached,
+    object_delete,
+    object_uid,
+    object_upsert,
+    rows_insert,
+)
 from tasweb.scheduling.services import kueue_configuration, workload_deleted, workload_observed
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.config import SimulatorSettings, simulator_settings
@@ -159,8 +166,9 @@ class ClusterWriter:
             existing = set(model.objects.filter(uid__in=stamped).values_list("uid", flat=True))
             # _row_values is the mirror's own row builder, so rows written here are the rows
             # object_upsert would write; the mirror has no public bulk insert of objects
-            rows_insert(model=model, rows=({"uid": uid, **_row_values(kind, obj)}
-                                           for uid, obj in stamped.items() if uid not in existing))
+            with flavor_levels_cached():  # every row built (and checked) before the COPY starts
+                rows = [{"uid": uid, **_row_values(kind, obj)} for uid, obj in stamped.items() if uid not in existing]
+            rows_insert(model=model, rows=rows)
             for uid in existing:
                 object_upsert(kind=kind, obj=stamped[uid])
             written += len(stamped)
