@@ -167,6 +167,9 @@ else:
 
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport with the fix that keeps a worker alive through a broker
+    # outage (tasweb/broker.py)
+    CELERY_BROKER_TRANSPORT = "tasweb.broker:Transport"
     CELERY_RESULT_BACKEND = REDIS_URL
     # A task delivered but not acknowledged after this many seconds goes back to the queue
     # (acks are late), so a task whose worker was SIGKILLed runs again within about a
