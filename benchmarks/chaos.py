@@ -389,31 +389,35 @@ def main() -> int:
     records: list[FaultRecord] = []
     started = time.monotonic()
     queue: list[str] = []
-    while time.monotonic() - started < args.duration or len(records) < args.min_faults:
-        if not queue:
-            queue = rng.sample(kinds, len(kinds))  # every kind once per round, in random order
-        kind = queue.pop()
-        begin = datetime.now(UTC)
-        log(f"fault {len(records) + 1}: {kind}")
-        if kind.startswith("kill-"):
-            stack.programs[kind.removeprefix("kill-")].kill()  # the restart policy brings it back
-        elif kind == "redis-down":
-            servers.redis_stop()
-            time.sleep(args.redis_outage)
+    try:
+        while time.monotonic() - started < args.duration or len(records) < args.min_faults:
+            if not queue:
+                queue = rng.sample(kinds, len(kinds))  # every kind once per round, in random order
+            kind = queue.pop()
+            begin = datetime.now(UTC)
+            log(f"fault {len(records) + 1}: {kind}")
+            if kind.startswith("kill-"):
+                stack.programs[kind.removeprefix("kill-")].kill()  # the restart policy brings it back
+            elif kind == "redis-down":
+                servers.redis_stop()
+                time.sleep(args.redis_outage)
+                servers.redis_start()
+            elif kind == "postgres-restart":
+                servers.pg_restart()
+            elif kind == "second-scheduler":
+                stack.extra.start()
+                time.sleep(30)
+                stack.extra.stop()
+            records.append(FaultRecord(kind, begin, datetime.now(UTC)))
+            # the next fault once scheduling had its chance to resume from this one
+            time.sleep(rng.uniform(args.resume_target + 1, args.resume_target + 7))
+        time.sleep(5)
+    finally:
+        # also on Ctrl-C: the programs run in sessions of their own and would outlive the run
+        checker.stop()
+        stack.stop()
+        if not servers.redis_up():
             servers.redis_start()
-        elif kind == "postgres-restart":
-            servers.pg_restart()
-        elif kind == "second-scheduler":
-            stack.extra.start()
-            time.sleep(30)
-            stack.extra.stop()
-        records.append(FaultRecord(kind, begin, datetime.now(UTC)))
-        # the next fault once scheduling had its chance to resume from this one
-        time.sleep(rng.uniform(args.resume_target + 1, args.resume_target + 7))
-
-    time.sleep(5)
-    checker.stop()
-    stack.stop()
 
     # scheduling after each fault: the first pass to finish after the fault ended
     for _attempt in range(30):

@@ -231,14 +231,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # The broker going away, for any length of time, is waited out: the worker and beat retry
 # the connection with backoff for ever (the default gives up after 100 attempts and exits),
-# at start-up as well as after a loss. A late-ack task running when the connection drops
-# cannot be acknowledged on the new connection and will be redelivered, so it is cancelled
-# rather than left to run twice (scheduling passes roll back unless they still hold the lock).
+# at start-up as well as after a loss. A task running when the connection drops is left to
+# finish, not killed: a scheduling pass commits only if it still holds the leader lock
+# (which lives in Redis too), every other task is idempotent, and a copy redelivered after
+# the visibility timeout finds the work done. (Cancelling it would kill the prefork child
+# mid-write and then fail to record the cancellation in the unreachable result backend.)
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_RESULT_EXPIRES = timedelta(days=1)
 CELERY_TASK_TIME_LIMIT = 30 * 60
 CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
