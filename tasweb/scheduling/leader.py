@@ -5,7 +5,7 @@ pass runs while holding this lock (DESIGN.md: one scheduler, the leader, as in K
 Which lock depends on the deployment:
 
 * Redis (REDIS_URL set): a redis-py lock, a key holding this holder's random token with an
-  expiry of `TAS_SCHEDULER_LOCK_TTL` seconds. While the pass runs, a watchdog thread
+  expiry of `TAS_SCHEDULER_LOCK_TTL` seconds (6 by default). While the pass runs, a watchdog thread
   extends it every third of the TTL with redis-py's `reacquire` (a Lua script that resets
   the expiry only while the key still holds this holder's token). A holder that dies, or
   hangs, stops renewing and its lock lapses within the TTL; a waiting worker then takes
@@ -42,7 +42,7 @@ from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LOCK_TTL = 30.0
+DEFAULT_LOCK_TTL = 6.0
 DEFAULT_LOCK_WAIT = 2.0
 
 
@@ -92,9 +92,11 @@ class LeaderLock(ABC):
 
 @functools.cache
 def _redis_client(url: str) -> redis.Redis:
-    # Bounded timeouts: a renewal stuck on a dead connection must fail in time to be retried
-    # before the lock expires. redis-py resets its pool in a forked child (prefork workers).
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=10)
+    # Bounded timeouts, well under the renewal interval (a third of the TTL): a renewal stuck
+    # on a dead connection must fail in time to be retried before the lock expires. redis-py
+    # resets its pool in a forked child (prefork workers).
+    return redis.Redis.from_url(url, socket_timeout=1.5, socket_connect_timeout=1.5, socket_keepalive=True,
+                                health_check_interval=10)
 
 
 class RedisLeaderLock(LeaderLock):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -752,9 +753,16 @@ def _finish_record(record: SchedulingPass, result: PassResult, started: float, *
 #               message is lost, e.g. with Redis restarted empty).
 
 DEFAULT_DEBOUNCE = 1.0
-# How long "scheduled" outlives the task's countdown: the time a queued task may wait for a
-# free worker before another change is allowed to queue one more.
-SCHEDULED_SLACK_SECONDS = 60
+# How long "scheduled" outlives the task's countdown (TAS_SCHEDULER_SCHEDULED_SLACK): the
+# time a queued task may wait for a free worker before another change is allowed to queue
+# one more. Short, because it is also how long a mark left by a task lost with its worker
+# (SIGKILL, Redis restarted empty) holds back change-triggered passes; a surplus task finds
+# every change read and returns ("covered").
+DEFAULT_SCHEDULED_SLACK = 8.0
+
+
+def scheduled_slack() -> float:
+    return float(getattr(settings, "TAS_SCHEDULER_SCHEDULED_SLACK", DEFAULT_SCHEDULED_SLACK))
 
 
 @dataclass(frozen=True)
@@ -780,7 +788,7 @@ def pass_schedule(*, countdown: float) -> bool:
     """Queue one change-triggered pass in `countdown` seconds unless one is queued already;
     True when this call queued it."""
     scheduled = scheduler_key("scheduled")
-    if not cache.add(scheduled, 1, timeout=int(countdown + SCHEDULED_SLACK_SECONDS)):
+    if not cache.add(scheduled, 1, timeout=max(1, math.ceil(countdown + scheduled_slack()))):
         return False
     from tasweb.scheduling.tasks import run_pass  # tasks import this module
 

@@ -11,6 +11,7 @@ import kombu.exceptions
 import redis.exceptions
 from celery import shared_task
 from django import db
+from django.conf import settings
 
 from tasweb.scheduling.leader import LeadershipLost
 from tasweb.scheduling.models import SchedulingPass
@@ -34,9 +35,12 @@ TRANSIENT_ERRORS = (
     ignore_result=True,
     autoretry_for=TRANSIENT_ERRORS,
     retry_backoff=1,
-    retry_backoff_max=60,
+    # under the broker's visibility timeout: a retry's countdown is held unacknowledged
+    retry_backoff_max=20,
     retry_jitter=True,
     max_retries=10,
+    soft_time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT,
+    time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 10,
 )
 def run_pass(trigger: str = SchedulingPass.Trigger.CHANGE) -> dict[str, object]:
     """One scheduling pass (node failures, admission cycle, second pass, ungating) if this

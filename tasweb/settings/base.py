@@ -170,10 +170,34 @@ else:
 
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport with the fix that keeps a worker alive through a broker
+    # outage (tasweb/broker.py)
+    CELERY_BROKER_TRANSPORT = "tasweb.broker:Transport"
     CELERY_RESULT_BACKEND = REDIS_URL
-    # A task taking longer than this is redelivered to another worker (acks are late), so
-    # it is set well above the longest cycle rather than left implicit.
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
+    # A task delivered but not acknowledged after this many seconds goes back to the queue
+    # (acks are late), so a task whose worker was SIGKILLed runs again within about a
+    # minute rather than an hour. It must stay above the longest task: a scheduling pass
+    # (seconds; its time limit is TAS_SCHEDULER_PASS_TIME_LIMIT), a simulator tick, a
+    # retry's countdown (run_pass backs off at most 20 s). The Kubernetes mirror watches for
+    # TAS_MIRROR_WINDOW_SECONDS, so with that source the timeout grows to cover it (a copy
+    # redelivered early would only find the mirror lock held and return).
+    # The sweep that puts expired messages back runs every unacked_restore_interval seconds
+    # (throttle 1: every sweep scans). Socket timeouts and keepalive make a vanished Redis
+    # an error within seconds instead of a read blocked forever, and the health check
+    # pings a connection idle for that long before reusing it.
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "visibility_timeout": env_int("TAS_BROKER_VISIBILITY_TIMEOUT", 45),
+        "unacked_restore_interval": 5,
+        "unacked_restore_throttle": 1,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+    }
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"socket_keepalive": True, "health_check_interval": 10}
+    CELERY_REDIS_SOCKET_TIMEOUT = 10
+    CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 5
+    CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10
 else:
     # The embedded broker: kombu's filesystem transport. Producers write message files
     # into the queue folder and consumers take them from it, so in == out; fanout
@@ -208,7 +232,18 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Late acks with prefetching would hold tasks hostage on a busy worker; take one at a time.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The broker going away, for any length of time, is waited out: the worker and beat retry
+# the connection with backoff for ever (the default gives up after 100 attempts and exits),
+# at start-up as well as after a loss. A task running when the connection drops is left to
+# finish, not killed: a scheduling pass commits only if it still holds the leader lock
+# (which lives in Redis too), every other task is idempotent, and a copy redelivered after
+# the visibility timeout finds the work done. (Cancelling it would kill the prefork child
+# mid-write and then fail to record the cancellation in the unreachable result backend.)
+CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_CONNECTION_TIMEOUT = 5
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_RESULT_EXPIRES = timedelta(days=1)
 CELERY_TASK_TIME_LIMIT = 30 * 60
 CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
@@ -248,7 +283,10 @@ TAS_KUEUE_CONFIG = env_str("TAS_KUEUE_CONFIG")
 # The scheduler's leader lock (tasweb/scheduling/leader.py): a dead leader's lock lapses
 # after LOCK_TTL seconds; a triggered pass waits up to LOCK_WAIT seconds for it, and a burst
 # of changes is answered by one pass DEBOUNCE seconds after its first change.
-TAS_SCHEDULER_LOCK_TTL = env_int("TAS_SCHEDULER_LOCK_TTL", 30)
+# The lock is renewed every third of its TTL while a pass runs, so a short TTL costs three
+# Redis round trips per TTL and lets a SIGKILLed leader be replaced within it (plus the
+# next beat-triggered pass).
+TAS_SCHEDULER_LOCK_TTL = env_int("TAS_SCHEDULER_LOCK_TTL", 6)
 # Scheduling passes go to their own queue, consumed by one process (a solo-pool worker):
 # that process keeps the engine's state in memory between passes and only applies the
 # mirror's changes (tasweb/scheduling/runtime.py). Any other process that runs a pass works
@@ -257,6 +295,12 @@ TAS_SCHEDULER_QUEUE = env_str("TAS_SCHEDULER_QUEUE") or "scheduler"
 CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
 TAS_SCHEDULER_LOCK_WAIT = env_int("TAS_SCHEDULER_LOCK_WAIT", 2)
 TAS_SCHEDULER_DEBOUNCE = env_int("TAS_SCHEDULER_DEBOUNCE", 1)
+# How long the "a change-triggered pass is queued" mark outlives the task's countdown: a
+# queued task lost with its worker suppresses new change-triggered passes at most this long.
+TAS_SCHEDULER_SCHEDULED_SLACK = env_int("TAS_SCHEDULER_SCHEDULED_SLACK", 8)
+# A scheduling pass takes seconds; one stuck far longer is stopped (soft: the pass rolls
+# back) so that its lock and queue slot are freed; this must stay under the visibility timeout.
+TAS_SCHEDULER_PASS_TIME_LIMIT = env_int("TAS_SCHEDULER_PASS_TIME_LIMIT", 30)
 # The scheduler process leaves its long-lived state out of garbage collections and collects
 # it in full this often (seconds).
 TAS_SCHEDULER_FULL_COLLECTION_SECONDS = env_int("TAS_SCHEDULER_FULL_COLLECTION_SECONDS", 600)
@@ -274,6 +318,9 @@ TAS_KUBE_IN_CLUSTER = env_str("TAS_KUBE_IN_CLUSTER")
 TAS_MIRROR_WINDOW_SECONDS = env_int("TAS_MIRROR_WINDOW_SECONDS", 300)
 TAS_MIRROR_LOCK_TTL_SECONDS = env_int("TAS_MIRROR_LOCK_TTL_SECONDS", 60)
 if TAS_CLUSTER_SOURCE == "kubernetes":
+    if REDIS_URL:
+        CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(
+            int(CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]), TAS_MIRROR_WINDOW_SECONDS + 30)
     CELERY_BEAT_SCHEDULE["sources-mirror-kubernetes"] = {
         "task": "tasweb.sources.tasks.mirror_kubernetes",
         "schedule": timedelta(seconds=env_int("TAS_MIRROR_BEAT_SECONDS", 15)),

@@ -73,9 +73,11 @@ class WorkerProcess:
     """One `celery worker` process (and its pool children) in its own process group."""
 
     def __init__(self, name: str, *, tmp_path: Path, pool: str = "solo", env: dict[str, str] | None = None,
-                 broker_options: dict | None = None) -> None:
+                 broker_options: dict | None = None, production_flags: bool = False) -> None:
         self.name = name
         self.pool = pool
+        # as deployed (docker-compose, tas_run): gossip, mingle and heartbeats on
+        self.production_flags = production_flags
         self.log_path = tmp_path / f"{name}.log"
         self.trace_path = tmp_path / f"{name}.trace"
         self.env = {
@@ -94,7 +96,9 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         args = ["worker", "--pool", self.pool, "--concurrency", "1", "--hostname", f"{self.name}@%h",
-                "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+                "--loglevel", "INFO"]
+        if not self.production_flags:
+            args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-c", WORKER_MAIN, *args], cwd=PROJECT_ROOT, env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

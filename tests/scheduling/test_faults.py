@@ -73,7 +73,7 @@ def test_worker_killed_mid_pass_leaves_nothing_half_written_and_the_pass_runs_ag
 
 def test_dead_leader_is_replaced_and_its_pass_is_not_lost(workers):
     # A short visibility timeout makes the dead worker's unacknowledged task visible again
-    # within seconds (it is an hour in the settings: there, beat and new changes come first).
+    # within seconds (45 s in the settings: there, beat and new changes come first).
     quick_redelivery = {"visibility_timeout": 4, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
     first = workers("first", env={"TAS_TEST_PASS_DELAY": "2"}, broker_options=quick_redelivery)
     second = workers("second", env={"TAS_TEST_PASS_DELAY": "2"}, broker_options=quick_redelivery)
