@@ -47,7 +47,8 @@ def constrain_mirror_parameters(parameter: dict, flavors: list[str], levels: lis
     if parameter.get("in") != "query":
         return
     if parameter.get("name") == "flavor" and flavors:
-        parameter["schema"] = {"type": "string", "enum": flavors}
+        # empty, as every text filter, means no filter
+        parameter["schema"] = {"type": "string", "enum": ["", *flavors]}
     elif parameter.get("name") == "level" and levels:
         keys = "|".join(re.escape(level) for level in levels)
         parameter["schema"] = {"type": "string", "pattern": f"^(?:\\s*(?:{keys})\\s*=[\\s\\S]*)?$"}
