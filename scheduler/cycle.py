@@ -37,15 +37,16 @@ from scheduler.flavorassigner import (
 )
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
 from scheduler.placement import PodSetPlacement
-from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, queue_order_time
+from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
 from scheduler.queues import (
     REQUEUE_IMMEDIATE,
     REQUEUE_NO_CANDIDATES,
     REQUEUE_NO_FIT,
     QueueManager,
+    queue_order_timestamp,
 )
-from scheduler.quota import FlavorResource
+from scheduler.quota import FlavorResource, root_of
 from scheduler.results import (
     ADMITTED,
     EVICTED,
@@ -141,7 +142,8 @@ class SchedulingCycle:
         self.report_orphans()
         heads = self.queues.heads()
         entries = [self.nominate(wl, cq) for wl, cq in heads]
-        entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl), self.queue_order_time(e.wl), e.wl.key))
+        entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl), queue_order_timestamp(self.state, e.wl),
+                                    e.wl.key))
         ordered: Iterable[Entry] = entries
         if self.state.config.fair_sharing is not None:
             ordered = self.fair_sharing_order(entries)
@@ -174,10 +176,6 @@ class SchedulingCycle:
                 self.parked += len(moved)
         return self.decided
 
-    def queue_order_time(self, wl: Workload) -> datetime:
-        """Kueue's FIFO time of a head: its creation, or the eviction that sent it back."""
-        return queue_order_time(wl, self.state.config.wait_for_pods_ready) or wl.creation_timestamp or _GO_ZERO_TIME
-
     def fair_sharing_order(self, entries: list[Entry]) -> FairSharingIterator[Entry]:
         """The entries in Kueue's fair-sharing order, shares computed as entries are processed."""
         gates = self.state.gates
@@ -185,7 +183,7 @@ class SchedulingCycle:
         def info(e: Entry) -> HeadInfo:
             usage = {} if e.wl.has_quota_reservation else e.assignment.usage()
             priority = -self.state.priority_of(e.wl) if gates.PrioritySortingWithinCohort else 0
-            return HeadInfo(e.cq.name, usage, (priority, self.queue_order_time(e.wl)))
+            return HeadInfo(e.cq.name, usage, (priority, queue_order_timestamp(self.state, e.wl)))
 
         return FairSharingIterator(self.state.quota, entries, info,
                                    prioritize_non_borrowing=gates.FairSharingPrioritizeNonBorrowing,
@@ -380,7 +378,7 @@ class SchedulingCycle:
             return self.stopped(self.preempt(e), stop), REQUEUE_IMMEDIATE
         if self.admission_blocked():
             self.blocked = True
-            holders = sorted(w.key for w in self.state.holders() if any_not_ready([w]))[:10]
+            holders = sorted(w.key for w in self.state.holders() if not_ready(w))[:10]
             stop = StopRecord(stops.PODS_READY, "fits, but waitForPodsReady blocks admission until the pods of "
                               f"{', '.join(holders) or 'the admitted workloads'} are ready", blocking=holders)
             return self.stopped(self.waiting_for_pods_ready(e), stop), REQUEUE_IMMEDIATE
@@ -458,9 +456,7 @@ class SchedulingCycle:
 
     def cohort_root(self, cq: str) -> str:
         node = self.state.quota.queues.get(cq)
-        while node is not None and node.parent is not None:
-            node = node.parent
-        return node.name if node is not None else cq
+        return root_of(node).name if node is not None else cq
 
     def admission_blocked(self) -> bool:
         """waitForPodsReady with blockAdmission, and some workload holding quota is not ready."""

@@ -37,9 +37,13 @@ def pods_ready(wl: Workload) -> bool:
     return wl.condition_true(PODS_READY)
 
 
+def not_ready(wl: Workload) -> bool:
+    """A workload holding quota whose pods have not all been ready (Kueue's WorkloadsNotReady)."""
+    return not wl.is_finished and not pods_ready(wl)
+
+
 def any_not_ready(holders: Iterable[Workload]) -> bool:
-    """Some workload holding quota has not had all its pods ready (Kueue's WorkloadsNotReady)."""
-    return any(not wl.is_finished and not pods_ready(wl) for wl in holders)
+    return any(not_ready(wl) for wl in holders)
 
 
 def timeout_deadline(wl: Workload, config: WaitForPodsReady) -> datetime | None:

@@ -32,7 +32,6 @@ from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
-_GO_ZERO_SECONDS = _GO_ZERO_TIME.timestamp()
 
 STRICT_FIFO = "StrictFIFO"
 BEST_EFFORT_FIFO = "BestEffortFIFO"
@@ -48,13 +47,16 @@ SECOND_PASS_INITIAL = timedelta(seconds=1)
 SECOND_PASS_MAX = timedelta(seconds=30)
 
 
-def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
-    """Kueue's order within a ClusterQueue: priority, then the queue-order timestamp (the
-    creation time, or the eviction that sent it back: see pods_ready.queue_order_time)."""
+def queue_order_timestamp(state: ClusterState, wl: Workload) -> datetime:
+    """Kueue's queue-order timestamp: the creation time, or the eviction that sent the workload
+    back (see pods_ready.queue_order_time); Go's zero time without either."""
     at = queue_order_time(wl, state.config.wait_for_pods_ready) if wl.conditions else None
-    at = at or wl.creation_timestamp
-    ts = at.timestamp() if at is not None else _GO_ZERO_SECONDS
-    return (-state.priority_of(wl), ts, wl.namespace, wl.name)
+    return at or wl.creation_timestamp or _GO_ZERO_TIME
+
+
+def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
+    """Kueue's order within a ClusterQueue: priority, then the queue-order timestamp."""
+    return (-state.priority_of(wl), queue_order_timestamp(state, wl).timestamp(), wl.namespace, wl.name)
 
 
 def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:

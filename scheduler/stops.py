@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.quantity import format_value
-from scheduler.quota import FlavorResource, QuotaNode, QuotaTree, available_in
+from scheduler.quota import FlavorResource, QuotaNode, QuotaTree, available_in, root_of
 
 if TYPE_CHECKING:
     from scheduler.cluster import ClusterState
@@ -206,9 +206,7 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
     """What requeues a parked workload of `cq` (Kueue's requeue events, as the queue manager
     follows them)."""
     node = state.quota.queues.get(cq.name)
-    root = node
-    while root is not None and root.parent is not None:
-        root = root.parent
+    root = root_of(node) if node is not None else None
     where = f"cohort {root.name}" if root is not None and root is not node else f"ClusterQueue {cq.name}"
     flavors = ", ".join(sorted(set(cq.flavor_names())))
     out = [f"release of quota in {where} (a workload finishing, deleted or evicted)",
