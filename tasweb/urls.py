@@ -8,7 +8,10 @@ from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
 from tasweb.core.apis import HealthApi, LivenessApi
 from tasweb.core.login import LoginView
+from tasweb.core.middleware import with_policy
 from tasweb.core.views import favicon
+
+api_reference = with_policy("TAS_API_REFERENCE_CONTENT_SECURITY_POLICY")
 
 urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
@@ -17,8 +20,8 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("api/docs/", api_reference(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
+    path("api/redoc/", api_reference(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/", include(api_root)),  # /api/ itself, and a JSON 404 for any other /api/ path
     # Kueue's visibility API at the paths its clients call (see tasweb/api/visibility.py)

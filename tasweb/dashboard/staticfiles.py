@@ -1,6 +1,12 @@
 """Plotly's cartesian bundle (tasweb/dashboard/vendor, see its README) as the static file
 `dashboard/vendor/plotly.min.js`: no CDN, no front-end build.
 
+Plotly adds its own style sheet to the page while drawing (an inline <style> element), which
+a Content-Security-Policy without 'unsafe-inline' blocks. Plotly skips that when the page
+already holds an element `#plotly.js-style-global.no-inline-styles`: the dashboard links
+`dashboard/vendor/plotly.css` that way, written here from the rules the bundle itself
+carries, so the two never disagree.
+
 The finder serves it from a folder of its own under TAS_VAR_DIR holding the file and a
 gzip of it beside it, so WhiteNoise (which sends a `.gz` sibling to clients that accept
 gzip) transfers about 0.5 MB instead of 1.5 MB when it serves from the finders (the
@@ -13,6 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from functools import cached_property
@@ -24,6 +31,8 @@ from django.core.files.storage import FileSystemStorage
 
 PLOTLY_PATH = "dashboard/vendor/plotly.min.js"
 PLOTLY_GZ_PATH = PLOTLY_PATH + ".gz"
+PLOTLY_CSS_PATH = "dashboard/vendor/plotly.css"
+SERVED = (PLOTLY_PATH, PLOTLY_GZ_PATH, PLOTLY_CSS_PATH)
 
 
 VENDORED = Path(__file__).resolve().parent / "vendor" / "plotly-cartesian.min.js"
@@ -31,6 +40,58 @@ VENDORED = Path(__file__).resolve().parent / "vendor" / "plotly-cartesian.min.js
 
 def plotly_source() -> Path:
     return VENDORED
+
+
+# The bundle's style rules: `{"X,X div":'direction:ltr;…', …}`, X and Y standing for the plot's
+# and the notifier's selectors (plotly.js src/css, compiled into build/plotcss.js).
+_RULES_START = '{"X,X div":'
+_JS_STRING = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+_JS_KEY = re.compile(_JS_STRING.pattern + r"|([A-Za-z_$][\w$]*)")  # the minifier unquotes plain names
+_SELECTOR_NAMES = ((re.compile(r"^,"), " ,"), (re.compile("X"), ".js-plotly-plot .plotly"),
+                   (re.compile("Y"), ".plotly-notifier"))
+
+
+class PlotlyCssError(ValueError):
+    """The bundle does not hold Plotly's style rules in the shape this module reads."""
+
+
+def _js_string(literal: str) -> str:
+    body = literal[1:-1]
+    return re.sub(r"\\(.)", lambda m: m.group(1), body)
+
+
+def _read_rules(bundle: str) -> list[tuple[str, str]]:
+    start = bundle.find(_RULES_START)
+    if start < 0:
+        raise PlotlyCssError(f"{plotly_source().name}: Plotly's style rules ({_RULES_START}…) not found")
+    rules: list[tuple[str, str]] = []
+    pos = start + 1
+    while True:
+        key = _JS_KEY.match(bundle, pos)
+        if key is None or bundle[key.end()] != ":":
+            raise PlotlyCssError(f"{plotly_source().name}: unreadable style rule at offset {pos}")
+        value = _JS_STRING.match(bundle, key.end() + 1)
+        if value is None:
+            raise PlotlyCssError(f"{plotly_source().name}: unreadable style of {key.group(1)} at offset {pos}")
+        selector = _js_string(key.group(1)) if key.group(1) else key.group(2)
+        rules.append((selector, _js_string(value.group(1))))
+        pos = value.end() + 1
+        if bundle[value.end()] == "}":
+            return rules
+        if bundle[value.end()] != ",":
+            raise PlotlyCssError(f"{plotly_source().name}: unexpected {bundle[value.end()]!r} at offset {value.end()}")
+
+
+def plotly_css(bundle: str) -> str:
+    """The style sheet Plotly would add itself. It inserts each rule at the top of its sheet,
+    so the first rule ends up last and wins ties: the file lists them in reverse to match."""
+    lines = []
+    for selector, declarations in reversed(_read_rules(bundle)):
+        for pattern, replacement in _SELECTOR_NAMES:
+            selector = pattern.sub(replacement, selector)
+        lines.append(f"{selector}{{{declarations}}}")
+    return "/* Plotly's own style rules, written from the bundle it ships with (dashboard/staticfiles.py) */\n" + \
+        "\n".join(lines) + "\n"
 
 
 def _write_atomically(target: Path, write) -> None:
@@ -49,7 +110,8 @@ def vendor_root() -> Path:
     digest = hashlib.sha256(plotly_source().read_bytes()).hexdigest()[:12]
     root = Path(settings.VAR_DIR) / "vendor" / f"plotly-{digest}"
     target = root / PLOTLY_PATH
-    if target.exists() and target.with_suffix(".js.gz").exists():
+    css = root / PLOTLY_CSS_PATH
+    if target.exists() and target.with_suffix(".js.gz").exists() and css.exists():
         return root
     target.parent.mkdir(parents=True, exist_ok=True)
     source = plotly_source()
@@ -59,6 +121,8 @@ def vendor_root() -> Path:
     _write_atomically(target.with_suffix(".js.gz"),
                       lambda out: out.write(gzip.compress(data, compresslevel=9, mtime=0)))
     shutil.copystat(source, target)
+    text = plotly_css(data.decode("utf-8"))
+    _write_atomically(css, lambda out: out.write(text.encode("utf-8")))
     return root
 
 
@@ -75,12 +139,12 @@ class PlotlyFinder(BaseFinder):
         return []
 
     def find(self, path: str, find_all: bool = False, **kwargs):
-        if path not in (PLOTLY_PATH, PLOTLY_GZ_PATH):
+        if path not in SERVED:
             return [] if find_all or kwargs.get("all") else None
         found = str(self.root / path)
         return [found] if find_all or kwargs.get("all") else found
 
     def list(self, ignore_patterns):
         # the gzip too: WhiteNoise serving from the finders only sends alternatives they list
-        yield PLOTLY_PATH, self.storage
-        yield PLOTLY_GZ_PATH, self.storage
+        for path in SERVED:
+            yield path, self.storage

@@ -7,6 +7,8 @@ Setting `DATABASE_URL` and `REDIS_URL` turns the same settings into a deployment
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -437,22 +439,45 @@ TAS_LOGIN_FAILURE_WINDOW_SECONDS = env_int("TAS_LOGIN_FAILURE_WINDOW_SECONDS", 9
 TAS_DASHBOARD_POLL_MS = env_int("TAS_DASHBOARD_POLL_MS", 5000)
 
 # Sent with every response (tasweb.core.middleware): everything from this server, no inline
-# script, no plugin, no framing. The dashboard's figures travel as a JSON data block, which
-# is not a script. Styles: Plotly and Swagger UI/ReDoc set style attributes and add <style>
-# elements while drawing, which style-src must allow; nothing can run from a style.
-TAS_CONTENT_SECURITY_POLICY = env_str("TAS_CONTENT_SECURITY_POLICY") or "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data: blob:",
-    "font-src 'self' data:",
-    "connect-src 'self'",
-    "worker-src 'self' blob:",
-    "object-src 'none'",
-    "base-uri 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
+# script, no inline style sheet, no plugin, no framing. The dashboard's figures travel as a
+# JSON data block, which is not a script; Plotly's style sheet is a file
+# (tasweb/dashboard/staticfiles.py). Plotly writes a few fixed style attributes itself (the
+# styles of its pseudo-HTML text tags, and an empty one): 'unsafe-hashes' allows exactly
+# those values, nothing else. Styles Plotly sets through the DOM (element.style) need nothing.
+PLOTLY_STYLE_ATTRIBUTES = (
+    "", "font-size:70%", "text-decoration:line-through", "text-decoration:underline",
+    "font-weight:bold", "font-style:italic", "cursor:pointer", "font-style:italic;font-weight:bold",
+)
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def _policy(style_src: str, style_src_attr: str) -> str:
+    return "; ".join([
+        "default-src 'self'",
+        "script-src 'self'",
+        f"style-src {style_src}",
+        f"style-src-attr {style_src_attr}",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self' blob:",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ])
+
+
+TAS_CONTENT_SECURITY_POLICY = env_str("TAS_CONTENT_SECURITY_POLICY") or _policy(
+    "'self'", " ".join(["'unsafe-hashes'", *sorted({_csp_hash(v) for v in PLOTLY_STYLE_ATTRIBUTES})]))
+
+# The API reference pages only (Swagger UI, ReDoc: third-party pages that add <style> elements
+# while drawing, with no way to pass them a nonce). Still no inline script there.
+TAS_API_REFERENCE_CONTENT_SECURITY_POLICY = (
+    env_str("TAS_API_REFERENCE_CONTENT_SECURITY_POLICY") or _policy("'self' 'unsafe-inline'", "'unsafe-inline'"))
 
 # --- Internationalization, static files ---------------------------------------------------
 

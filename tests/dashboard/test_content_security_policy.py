@@ -22,14 +22,30 @@ document.addEventListener('securitypolicyviolation', (e) => {
 DASHBOARD_PAGES = ["/topology/", "/workloads/", "/queues/", "/history/"]
 
 
+def directives_of(response) -> dict[str, str]:
+    return dict(part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";"))
+
+
 def test_every_response_carries_the_policy(db):
     client = Client()
-    for url in ["/topology/", "/api/v1/", "/healthz", "/accounts/login/"]:
-        policy = client.get(url)["Content-Security-Policy"]
-        directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    for url in ["/topology/", "/api/v1/", "/healthz", "/accounts/login/", "/api/docs/", "/api/redoc/"]:
+        directives = directives_of(client.get(url))
         assert directives["default-src"] == "'self'"
         assert directives["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
         assert directives["object-src"] == "'none'" and directives["frame-ancestors"] == "'none'"
+
+
+def test_styles_are_files_everywhere_but_the_api_reference_pages(db):
+    client = Client()
+    for url in ["/topology/", "/workloads/", "/api/v1/", "/accounts/login/"]:
+        directives = directives_of(client.get(url))
+        assert directives["style-src"] == "'self'"
+        attr = directives["style-src-attr"].split()
+        # only the fixed values Plotly writes, by hash: no 'unsafe-inline'
+        assert attr[0] == "'unsafe-hashes'" and all(v.startswith("'sha256-") for v in attr[1:]), attr
+        assert "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='" in attr  # the empty value
+    for url in ["/api/docs/", "/api/redoc/"]:
+        assert "'unsafe-inline'" in directives_of(client.get(url))["style-src"]
 
 
 def open_watched(browser, url: str):
@@ -62,6 +78,23 @@ def test_dashboard_pages_draw_their_figures_with_no_violation(live_cluster, serv
         if path == "/topology/":
             assert drawn and all(count > 0 for count in drawn), drawn  # Plotly drew every figure
         page.wait_for_timeout(300)
+        assert violations(page, console) == []
+    finally:
+        context.close()
+
+
+def test_plotly_takes_its_style_sheet_from_the_file_and_adds_no_inline_style(live_cluster, server_url, browser):
+    context, page, console = open_watched(browser, server_url + "/topology/")
+    try:
+        wait_drawn(page)
+        # the file's rules apply (Plotly's own layering of its SVG layers)
+        assert page.evaluate("() => getComputedStyle(document.querySelector('.js-plotly-plot .main-svg')).position") \
+            == "absolute"
+        assert page.evaluate("() => document.querySelectorAll('style[id^=\"plotly.js-style\"]').length") == 0
+        box = page.locator(".js-plotly-plot").first.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # hover labels, mode bar
+        page.wait_for_timeout(500)
+        assert page.evaluate("() => getComputedStyle(document.querySelector('.modebar')).position") == "absolute"
         assert violations(page, console) == []
     finally:
         context.close()

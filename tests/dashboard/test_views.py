@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tasweb.dashboard.staticfiles import PLOTLY_GZ_PATH, PLOTLY_PATH, PlotlyFinder, plotly_source
+from tasweb.dashboard.staticfiles import (
+    PLOTLY_CSS_PATH,
+    PLOTLY_GZ_PATH,
+    PLOTLY_PATH,
+    PlotlyCssError,
+    PlotlyFinder,
+    plotly_css,
+    plotly_source,
+)
 from tests.dashboard.conftest import TOO_BIG
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
@@ -133,8 +141,33 @@ def test_a_wrong_password_is_said_on_the_sign_in_page(client, django_user_model)
 def test_plotly_comes_from_the_installed_package_with_a_gzip_beside_it(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     finder = PlotlyFinder()
-    assert [path for path, _ in finder.list(None)] == [PLOTLY_PATH, PLOTLY_GZ_PATH]
+    assert [path for path, _ in finder.list(None)] == [PLOTLY_PATH, PLOTLY_GZ_PATH, PLOTLY_CSS_PATH]
     found = finder.find(PLOTLY_PATH)
     assert Path(found).read_bytes() == plotly_source().read_bytes()
     assert gzip.decompress(Path(finder.find(PLOTLY_GZ_PATH)).read_bytes()) == plotly_source().read_bytes()
     assert finder.find("other.js") is None and finder.find("other.js", find_all=True) == []
+    assert Path(finder.find(PLOTLY_CSS_PATH)).read_text() == plotly_css(plotly_source().read_text())
+
+
+def test_plotly_css_holds_the_bundles_rules_in_the_order_that_makes_them_win_as_plotly_inserts_them():
+    bundle = ("var a=1;var KE={\"X,X div\":'direction:ltr;font-family:\"Open Sans\";',"
+              "\"X .modebar\":\"position:absolute;\",Y:'position:fixed;',\"X a\":\"fill:#447adb;\"};")
+    css = plotly_css(bundle).splitlines()[1:]
+    # Plotly inserts each rule at index 0, so its first rule ends up last in the sheet
+    assert css == [".js-plotly-plot .plotly a{fill:#447adb;}",
+                   ".plotly-notifier{position:fixed;}",
+                   ".js-plotly-plot .plotly .modebar{position:absolute;}",
+                   '.js-plotly-plot .plotly,.js-plotly-plot .plotly div{direction:ltr;font-family:"Open Sans";}']
+    real = plotly_css(plotly_source().read_text())
+    assert ".js-plotly-plot .plotly .main-svg{position:absolute;top:0;left:0;pointer-events:none;}" in real
+
+
+@pytest.mark.parametrize(("bundle", "said"), [
+    ("no rules here", "style rules"),
+    ('x={"X,X div":1}', "unreadable style of"),
+    ('x={"X,X div":"a";}', "unexpected ';'"),
+])
+def test_a_bundle_without_plotly_css_rules_is_an_error_naming_the_file(bundle, said):
+    with pytest.raises(PlotlyCssError, match=said) as caught:
+        plotly_css(bundle)
+    assert plotly_source().name in str(caught.value)
