@@ -69,13 +69,37 @@ def _json_int(text: str) -> int | HugeInt:
     return HugeInt(text) if len(text) > MAX_INT_DIGITS else int(text)
 
 
-def _load_json(text: str) -> Any:
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One JSON object; a key given twice is an error, as kubectl's strict field validation
+    makes it (a JSON parser would keep the last value and drop the first without a word)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _load_json(text: str, *, file: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except ValueError:  # an integer literal past Python's digit limit: keep it for the field to name
-        return json.loads(text, parse_int=_json_int)
+        try:
+            return json.loads(text, object_pairs_hook=_refuse_duplicate_pairs)
+        except json.JSONDecodeError:
+            raise
+        except _DuplicateKey:
+            raise
+        except ValueError:  # an integer literal past Python's digit limit: keep it for the field to name
+            return json.loads(text, parse_int=_json_int, object_pairs_hook=_refuse_duplicate_pairs)
+    except _DuplicateKey as exc:
+        raise InputError(f"duplicate key {exc.key!r} in a JSON object", file=file) from None
 
 
 def _too_deep(file: str) -> InputError:
@@ -86,7 +110,7 @@ def _parse_documents(text: str, *, file: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return [_load_json(text)]
+            return [_load_json(text, file=file)]
         except json.JSONDecodeError:
             pass  # YAML flow style is a superset of JSON; let the YAML parser report
     try:

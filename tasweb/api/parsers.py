@@ -85,6 +85,16 @@ def _text(data: bytes) -> str:
         raise ParseError("request body is not UTF-8 text") from None
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice in one object is refused (the parser would silently keep the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        keys = [key for key, _ in pairs]
+        twice = next(key for i, key in enumerate(keys) if key in keys[:i])
+        raise ParseError(f"request body: the key {twice!r} appears twice in one JSON object")
+    return out
+
+
 class BoundedJSONParser(BaseParser):
     media_type = "application/json"
 
@@ -92,7 +102,7 @@ class BoundedJSONParser(BaseParser):
         text = _text(read_bounded(stream, parser_context))
         json_depth_check(text, max_json_depth())
         try:
-            return json.loads(text, parse_int=bounded_int(max_integer_digits()))
+            return json.loads(text, parse_int=bounded_int(max_integer_digits()), object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise ParseError(f"request body is not valid JSON: {exc.msg} at line {exc.lineno}, "
                              f"column {exc.colno}") from None

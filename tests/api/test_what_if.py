@@ -189,6 +189,7 @@ def test_an_object_without_api_version_or_kind_is_a_400_naming_it(scheduled, tok
     ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nest deeper than"),
     ('{"apiVersion": "v1", "kind": "Node", "n": ' + "9" * 5000 + "}", "5000 digits"),
     ('{"n": -' + "1" * 5000 + "}", "5000 digits"),
+    ('{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "name": "b"}}', "'name' appears twice"),
 ])
 def test_deep_or_huge_number_bodies_are_400_json(scheduled, token_client, data, says):
     response = post(token_client, data)

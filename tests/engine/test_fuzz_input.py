@@ -134,6 +134,14 @@ def test_duplicate_yaml_keys_name_the_key_and_line(tmp_path, capsys):
                    "dup.yaml", "line 6", "duplicate key 'name'")
 
 
+def test_duplicate_json_keys_name_the_key_and_file(tmp_path, capsys):
+    text = '{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "labels": {}, "name": "b"}}'
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "dup.json", text)),
+                   "dup.json", "duplicate key 'name'")
+    huge = text.replace('"labels": {}', '"n": ' + "9" * 5000)  # the slow path for huge integers checks too
+    assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "dup2.json", huge)), "duplicate key 'name'")
+
+
 def test_yaml_merge_keys_are_not_duplicates(tmp_path, capsys):
     text = ("apiVersion: v1\nkind: Node\nmetadata:\n  name: a\n  labels: &l {a: '1'}\n"
             "  annotations:\n    <<: *l\n    a: '2'\n")
