@@ -146,6 +146,7 @@ class Servers:
         self.redis_port = args.redis_port
         self.pg_ctl = shlex.split(args.pg_ctl) if args.pg_ctl else None
         self.pg_user = args.pg_ctl_user
+        self.pg_log: Path | None = None  # where the restarted server writes (set with the run's logdir)
 
     def redis_up(self) -> bool:
         result = subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"], capture_output=True, text=True,
@@ -169,7 +170,15 @@ class Servers:
         command = [*self.pg_ctl, "-m", "fast", "-w", "restart"]
         if self.pg_user:
             command = ["su", self.pg_user, "-c", shlex.join(command)]
-        subprocess.run(command, capture_output=True, timeout=120, check=True)
+        # The restarted server inherits pg_ctl's output: a pipe would stay open as long as the
+        # server runs (and `run` would wait for it), so it goes to a file.
+        log = open(self.pg_log, "ab") if self.pg_log else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=120,
+                           check=True)
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
 
 
 # ---------------------------------------------------------------- the consistency checker
@@ -363,6 +372,7 @@ def main() -> int:
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     servers = Servers(args)
+    servers.pg_log = logdir / "postgres.log"
     if not servers.redis_up():
         servers.redis_start()
     subprocess.run(["redis-cli", "-p", str(args.redis_port), "flushall"], capture_output=True, check=True)
