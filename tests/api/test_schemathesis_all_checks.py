@@ -34,6 +34,26 @@ def all_checks() -> list:
     return [check for check in CHECKS.get_all() if not is_check_class(check)]
 
 
+def every_operation_in_both_modes(operations: list, call, examples: int) -> None:
+    """`call(case)` for generated schema-valid and schema-violating cases of every operation."""
+
+    def run(operation, mode) -> None:
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def check(case) -> None:
+            call(case)
+
+        try:
+            check()
+        except Unsatisfiable:
+            assert mode is schemathesis.GenerationMode.NEGATIVE  # an operation with nothing to violate
+
+    for operation in operations:
+        for mode in MODES:
+            run(operation, mode)
+
+
 def test_schemathesis_all_checks_find_no_failure(scheduled, token, wsgi_requests_keep_the_test_connection):  # noqa: F811
     run_all_checks(token=token, every_request_authenticated=False, skip=set())
 
@@ -64,23 +84,11 @@ def run_all_checks(*, token: str, every_request_authenticated: bool, skip: set[s
     checks = [check for check in all_checks() if check.__name__ not in skip]
     assert {"positive_data_acceptance", "not_a_server_error"} <= {c.__name__ for c in checks}
 
-    def run(operation, mode) -> None:
-        @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def check(case) -> None:
-            headers = {"Host": "localhost"}
-            if every_request_authenticated or case.method.upper() == "POST":
-                headers["Authorization"] = f"Token {token}"
-            case.call_and_validate(headers=headers, checks=checks)  # raises schemathesis' failure report
+    def call(case) -> None:
+        headers = {"Host": "localhost"}
+        if every_request_authenticated or case.method.upper() == "POST":
+            headers["Authorization"] = f"Token {token}"
+        case.call_and_validate(headers=headers, checks=checks)  # raises schemathesis' failure report
 
-        try:
-            check()
-        except Unsatisfiable:
-            assert mode is schemathesis.GenerationMode.NEGATIVE  # an operation with nothing to violate
-
-    for operation in operations:
-        for mode in MODES:
-            run(operation, mode)
-
+    every_operation_in_both_modes(operations, call, EXAMPLES_PER_OPERATION)
     assert time.monotonic() - started < BUDGET_SECONDS

@@ -23,11 +23,9 @@ from pathlib import Path
 import pytest
 import schemathesis
 from django.db import connection
-from hypothesis import HealthCheck, given, settings
-from hypothesis.errors import Unsatisfiable
 from rest_framework.authtoken.models import Token
 
-from tests.api.test_schemathesis_all_checks import MODES, all_checks
+from tests.api.test_schemathesis_all_checks import all_checks, every_operation_in_both_modes
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -123,21 +121,10 @@ def test_the_served_production_api_gives_no_server_error(served, user):
     assert "not_a_server_error" in {check.__name__ for check in checks}
     calls = 0
 
-    def run(operation, mode) -> None:
-        @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def check(case) -> None:
-            nonlocal calls
-            calls += 1
-            case.call_and_validate(base_url=served, headers=headers, checks=checks, timeout=30)
+    def call(case) -> None:
+        nonlocal calls
+        calls += 1
+        case.call_and_validate(base_url=served, headers=headers, checks=checks, timeout=30)
 
-        try:
-            check()
-        except Unsatisfiable:
-            assert mode is schemathesis.GenerationMode.NEGATIVE  # an operation with nothing to violate
-
-    for operation in operations:
-        for mode in MODES:
-            run(operation, mode)
+    every_operation_in_both_modes(operations, call, EXAMPLES_PER_OPERATION)
     assert calls >= len(operations) * 2  # every operation was called, in both modes
