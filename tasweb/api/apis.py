@@ -523,7 +523,8 @@ class WorkloadDetailApi(BaseApi):
     @extend_schema(operation_id="workloads_retrieve", responses={200: out.WorkloadDetailSerializer,
                                                                  **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(selectors.workload_detail(workload=workload_or_404(request, namespace, name)))
+        return Response(scope(request).redact(selectors.workload_detail(
+            workload=workload_or_404(request, namespace, name))))
 
 
 @extend_schema(tags=["workloads"])
@@ -551,7 +552,8 @@ class WhyPendingApi(BaseApi):
     @extend_schema(operation_id="workloads_why_pending", responses={200: out.WhyPendingSerializer,
                                                                     **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(selectors.why_pending(workload=workload_or_404(request, namespace, name)))
+        row = workload_or_404(request, namespace, name)
+        return Response(scope(request).redact(selectors.why_pending(workload=row)))
 
 
 def event_json(row: WorkloadEvent) -> dict[str, Any]:
@@ -578,7 +580,7 @@ class HistoryApi(ListApi):
         return self.list(request, *args, **kwargs)
 
     def rows_json(self, rows):
-        return [event_json(row) for row in rows]
+        return scope(self.request).redact([event_json(row) for row in rows])
 
 
 @extend_schema(tags=["history"])

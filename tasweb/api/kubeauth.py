@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,7 @@ REQUEST_TIMEOUT = (5.0, 10.0)  # connect, read
 MAX_PARALLEL_REVIEWS = 8
 WORKLOADS = ("kueue.x-k8s.io", "workloads")
 NODES = ("", "nodes")
+HIDDEN_WORKLOAD = "(a workload of another namespace)"
 UNAVAILABLE = "cannot verify the token: the Kubernetes API server is unavailable"
 REJECTED = "the Kubernetes API server did not accept the token (expired, revoked, or not a token of this cluster)"
 
@@ -337,6 +339,36 @@ class AccessScope:
 
     def visible_keys(self, keys: Iterable[str]) -> list[str]:
         return [key for key in keys if self.allows_key(key)]
+
+    @cached_property
+    def _hidden_keys(self) -> re.Pattern | None:
+        """Matches a namespace/name of a namespace of the mirror the reader may not read."""
+        if self.namespaces is None:
+            return None
+        hidden = sorted(set(candidate_namespaces()) - self.namespaces, key=len, reverse=True)
+        if not hidden:
+            return None
+        names = "|".join(re.escape(namespace) for namespace in hidden)
+        return re.compile(rf"(?<![\w./-])(?:{names})/[A-Za-z0-9](?:[-A-Za-z0-9.]*[A-Za-z0-9])?")
+
+    def redact(self, data: Any) -> Any:
+        """`data` (JSON-like) with every namespace/name of a namespace the reader may not read
+        replaced by HIDDEN_WORKLOAD: explanations and events name the workloads ahead in a
+        queue, blocking a placement, or preempted, whatever their namespace."""
+        pattern = self._hidden_keys
+        if pattern is None:
+            return data
+
+        def walk(value: Any) -> Any:
+            if isinstance(value, str):
+                return pattern.sub(HIDDEN_WORKLOAD, value)
+            if isinstance(value, dict):
+                return {key: walk(item) for key, item in value.items()}
+            if isinstance(value, list | tuple):
+                return [walk(item) for item in value]
+            return value
+
+        return walk(data)
 
     @cached_property
     def key(self) -> str:

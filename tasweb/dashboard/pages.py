@@ -127,19 +127,23 @@ def topology_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
 # ---------------------------------------------------------------- workloads
 
 
-def _event_rows(rows: Iterable[Any]) -> list[dict[str, Any]]:
-    """Events (model rows, or `selectors.event_groups`' groups) as the events table shows them."""
+def _event_rows(rows: Iterable[Any], scope: AccessScope = UNRESTRICTED) -> list[dict[str, Any]]:
+    """Events (model rows, or `selectors.event_groups`' groups) as the events table shows them,
+    naming no workload of a namespace the reader may not read."""
     out = []
     for e in rows:
         row = e if isinstance(e, Mapping) else {name: getattr(e, name) for name in selectors.EVENT_FIELDS}
         namespace, _, name = row["workload_key"].partition("/")
-        out.append({**row, "namespace": namespace, "name": name, "count": row.get("count", 1),
+        shown = {**row, "message": scope.redact(row.get("message") or ""),
+                 "trigger": scope.redact(row.get("trigger") or "")} if not scope.unrestricted else row
+        out.append({**shown, "namespace": namespace, "name": name, "count": row.get("count", 1),
                     "first_at": row.get("first_at", row["at"]), "last_at": row.get("last_at", row["at"])})
     return out
 
 
 def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any], dict[str, go.Figure]]:
     figs = {}
+    why = scope.redact(why)
     explanation = why.get("explanation") or {}
     pod_sets = []
     for index, ps in enumerate(explanation.get("podSets") or []):
@@ -165,8 +169,8 @@ WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
                       "workload-events": "dashboard/_events_table.html"}
 
 
-def workload_page(namespace: str, name: str, params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
-    row = selectors.workload_or_404(namespace, name, scope)
+def workload_page(namespace: str, name: str, params: QueryDict, reader: AccessScope = UNRESTRICTED) -> Page:
+    row = selectors.workload_or_404(namespace, name, reader)
     placement = selectors.workload_placement(workload=row)
     context: dict[str, Any] = {"nav": "workloads", "w": placement.summary, "pod_sets": placement.pod_sets,
                                "assignments": [], "why": None, "why_pod_sets": []}
@@ -178,7 +182,7 @@ def workload_page(namespace: str, name: str, params: QueryDict, scope: AccessSco
             "domain_rows": domains[:DOMAIN_ROWS_SHOWN], "domain_count": len(domains),
             "level_names": [figures.short_level(level) for level in (a["decoded"] or {}).get("levels", [])],
         })
-    if placement.flavor and placement.pods_per_path and scope.may_list_nodes:  # the heatmap shows the cluster
+    if placement.flavor and placement.pods_per_path and reader.may_list_nodes:  # the heatmap shows the cluster
         try:
             q = selectors.topology_query(params, flavor=placement.flavor)
         except selectors.DashboardError:
@@ -194,15 +198,15 @@ def workload_page(namespace: str, name: str, params: QueryDict, scope: AccessSco
                            placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
                            topology_query=urlencode(q.as_params(domain=())))
     if row.status in selectors.api.QUEUED_STATUSES or row.invalid_reason:
-        why_context, why_figs = _why_context(selectors.why_pending(workload=row), scope)
+        why_context, why_figs = _why_context(selectors.why_pending(workload=row), reader)
         context.update(why_context)
         figs.update(why_figs)
     history = selectors.api.event_list().filter(workload_key=row.key).order_by("-at", "-id")
     events = list(history[:WORKLOAD_EVENTS])
-    context["events"] = _event_rows(selectors.event_groups(history, limit=WORKLOAD_EVENTS).groups)
+    context["events"] = _event_rows(selectors.event_groups(history, limit=WORKLOAD_EVENTS).groups, reader)
     context["event_count"] = len(events)
     if events:
-        figs["fig-timeline"] = figures.history_timeline(_event_rows(events), height=260)
+        figs["fig-timeline"] = figures.history_timeline(_event_rows(events, reader), height=260)
     return Page("dashboard/workload.html", context, figs, WORKLOAD_FRAGMENTS)
 
 
@@ -210,7 +214,7 @@ def why_pending_fragment(namespace: str, name: str, scope: AccessScope = UNRESTR
     """The explanation of one queue entry, and the status and reason of the row it explains
     (`workload`), which the entry's summary shows in place of what the page was rendered with."""
     row = selectors.workload_or_404(namespace, name, scope)
-    why = selectors.why_pending(workload=row)
+    why = scope.redact(selectors.why_pending(workload=row))
     context, figs = _why_context(why, scope)
     entry = {"status": why["status"], "message": Truncator(why["message"] or "not tried yet").chars(200)}
     return Page("dashboard/_why_pending.html", {**context, "compact": True, "workload": entry}, figs,
@@ -233,7 +237,7 @@ def workload_list_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> 
 
 def history_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
     events = selectors.history_events(params, scope)
-    drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS])
+    drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS], scope)
     grouped = selectors.event_groups(events)
     page = selectors.page_of(grouped.groups, params.get("page"), EVENTS_PER_PAGE)
     chosen = {key: params.getlist(key) if key == "kind" else params.get(key, "")
@@ -245,9 +249,9 @@ def history_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
     problems = [{"kind": kind, "count": n, "query": urlencode([*others, ("kind", kind)])}
                 for kind, n in counts.items()]
     context = {
-        "nav": "history", "page": page, "events": _event_rows(page.object_list), "drawn": len(drawn),
+        "nav": "history", "page": page, "events": _event_rows(page.object_list, scope), "drawn": len(drawn),
         "event_total": events.count() if drawn else 0, "grouped": grouped.events, "more": grouped.more,
-        "problems": problems, "problem_count": sum(counts.values()), "problem_events": _event_rows(newest),
+        "problems": problems, "problem_count": sum(counts.values()), "problem_events": _event_rows(newest, scope),
         "problems_query": urlencode([*others, *(("kind", kind) for kind in counts)]),
         "chosen": chosen, "filtered": filtered, "filter_query": query, "kinds": selectors.event_kinds(),
         "cluster_queues": selectors.cluster_queue_names(), "local_queues": selectors.local_queue_names(),

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db]
 V1BETA2 = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 ML_TOKEN, OPS_TOKEN, NODES_TOKEN, NOBODY_TOKEN, OLD_TOKEN = (
     "eyJ.ml-reader.sig", "eyJ.ops.sig", "eyJ.node-reader.sig", "eyJ.nobody.sig", "eyJ.expired.sig")
+RESEARCH_TOKEN = "eyJ.research-reader.sig"
 
 
 @pytest.fixture
@@ -50,6 +51,8 @@ def cluster_users(request):
     kube.add_token(NODES_TOKEN, "node-reader")
     kube.add_token(NOBODY_TOKEN, "nobody")
     kube.expire_token(OLD_TOKEN)
+    kube.add_token(RESEARCH_TOKEN, "research-reader")
+    kube.allow("research-reader", "list", *WORKLOADS, namespace="research")
     kube.allow("system:serviceaccount:ml:reader", "list", *WORKLOADS, namespace="ml")
     kube.allow("ops-team", "list", *WORKLOADS)  # every namespace, as a ClusterRoleBinding
     kube.allow("ops-team", "list", *NODES)
@@ -307,3 +310,18 @@ def test_the_setting_is_checked():
     for mode in ("local", "kubernetes"):
         with override_settings(TAS_AUTH=mode):
             assert auth_settings_check(None) == []
+
+
+def test_explanations_and_events_name_no_workload_of_another_namespace(two_namespaces, cluster_users):
+    event("research/r-high", EventKind.PREEMPTED, message="preempted to admit ml/job-llm-pretrain")
+    # r-high cannot fit: its explanation names the ml workloads that hold the capacity
+    url = "/api/v1/workloads/research/r-high/why-pending/"
+    assert "ml/job-" in bearer(OPS_TOKEN).get(url).content.decode()
+    why = bearer(RESEARCH_TOKEN).get(url)
+    assert why.status_code == 200
+    text = why.content.decode()
+    assert "ml/" not in text and kubeauth.HIDDEN_WORKLOAD in text
+    for path in ("/api/v1/history/", "/api/v1/workloads/research/r-high/history/"):
+        messages = [e["message"] for e in bearer(RESEARCH_TOKEN).get(path).json()["results"]]
+        assert f"preempted to admit {kubeauth.HIDDEN_WORKLOAD}" in messages
+        assert not any("ml/" in m for m in messages)

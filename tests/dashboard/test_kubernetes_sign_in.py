@@ -8,7 +8,9 @@ from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from tasweb.api.kubeauth import SESSION_KEY
+from tasweb.api.kubeauth import HIDDEN_WORKLOAD, SESSION_KEY
+from tasweb.cluster.models import Workload
+from tasweb.scheduling.models import EventKind, WorkloadEvent
 from tests.dashboard.browser import screenshot_dir
 from tests.dashboard.conftest import TOO_BIG
 from tests.kubeauth import NODES, WORKLOADS, kube_auth  # noqa: F401
@@ -17,6 +19,7 @@ from tests.sources.fakekube import TOKEN_REVIEWS
 pytestmark = [pytest.mark.services]
 
 RESEARCHER, OPERATOR, OLD = "eyJ.researcher.sig", "eyJ.operator.sig", "eyJ.old.sig"
+RESEARCH_LEAD = "eyJ.research-lead.sig"  # research's workloads, and the nodes
 LOGIN = "/accounts/login/"
 
 
@@ -28,6 +31,9 @@ def rbac(request):
     kube.add_token(RESEARCHER, "system:serviceaccount:research:dashboard")
     kube.add_token(OPERATOR, "operator@example.com", groups=("platform",))
     kube.expire_token(OLD)
+    kube.add_token(RESEARCH_LEAD, "research-lead")
+    kube.allow("research-lead", "list", *WORKLOADS, namespace="research")
+    kube.allow("research-lead", "list", *NODES)
     kube.allow("system:serviceaccount:research:dashboard", "list", *WORKLOADS, namespace="research")
     kube.allow("platform", "list", *WORKLOADS)
     kube.allow("platform", "list", *NODES)
@@ -80,6 +86,12 @@ def test_a_token_sign_in_shows_only_the_allowed_namespaces(cluster, rbac):
     assert TOO_BIG not in queues
     history = client.get("/history/").content.decode()
     assert "training/serve-small" not in history  # its evictions are training's business
+    rack = Workload.objects.get(namespace="research", name="train-rack")
+    WorkloadEvent.objects.create(workload=rack, workload_key=rack.key, kind=EventKind.PREEMPTED,
+                                 at=rack.created_at, message=f"preempted to admit {TOO_BIG}")
+    for url in ("/history/", "/workloads/research/train-rack/"):
+        text = client.get(url).content.decode()
+        assert TOO_BIG not in text and f"preempted to admit {HIDDEN_WORKLOAD}" in text, url
     live = client.get("/workloads/", {"format": "live"})
     assert live.status_code == 200 and TOO_BIG.encode() not in live.content
 
@@ -91,6 +103,16 @@ def test_an_operator_sees_everything(cluster, rbac):
     assert client.get("/topology/").status_code == 200
     assert TOO_BIG in client.get("/queues/").content.decode()
     assert "training/serve-small" in client.get("/history/").content.decode()
+
+
+def test_a_reader_of_the_nodes_sees_the_topology_with_their_workloads_only(cluster, rbac):
+    client = signed_in(RESEARCH_LEAD)
+    assert 'id="fig-placement"' in client.get("/workloads/research/train-rack/").content.decode()
+    for url in ("/topology/", "/topology/?domain=b1", "/topology/?domain=b2", "/topology/?domain=b1/r1"):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert "training/" not in page.content.decode(), url
+    assert 'id="fig-placement"' not in signed_in(RESEARCHER).get("/workloads/research/train-rack/").content.decode()
 
 
 def test_pages_are_not_shared_between_readers(cluster, rbac):
