@@ -41,6 +41,7 @@ from django.core.cache import cache
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
@@ -520,3 +521,17 @@ class KubernetesIdentityMiddleware:
             else:
                 request.user = ClusterUser(identity)
         return None
+
+
+# ---------------------------------------------------------------- the OpenAPI schema
+
+
+class KubernetesTokenScheme(OpenApiAuthenticationExtension):
+    target_class = KubernetesTokenAuthentication
+    name = "kubernetesBearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "With TAS_AUTH=kubernetes: a token of the cluster (`kubectl create token ...`), "
+                               "checked with a TokenReview; reads are scoped to the namespaces where its user may "
+                               "list workloads.kueue.x-k8s.io, cluster-wide objects need list nodes"}
