@@ -21,4 +21,9 @@ def auth_settings_check(app_configs, **kwargs) -> list[Error]:
     if not isinstance(seconds, int) or seconds < 0:
         errors.append(Error(f"TAS_AUTH_CACHE_SECONDS: expected a number of seconds (0 or more), got {seconds!r}",
                             id="api.E002"))
+    if mode == "kubernetes" and getattr(settings, "SESSION_ENGINE", "").endswith("signed_cookies"):
+        errors.append(Error("TAS_AUTH=kubernetes keeps a signed-in user's token in the session, and "
+                            f"SESSION_ENGINE {settings.SESSION_ENGINE} would put it in the cookie",
+                            hint="use a server-side session store (the default database sessions, or the cache)",
+                            id="api.E003"))
     return errors

@@ -307,6 +307,9 @@ def test_the_setting_is_checked():
     assert isinstance(errors[0], Error) and "'kubernets'" in errors[0].msg
     with override_settings(TAS_AUTH="kubernetes", TAS_AUTH_CACHE_SECONDS=-1):
         assert [e.id for e in auth_settings_check(None)] == ["api.E002"]
+    cookies = "django.contrib.sessions.backends.signed_cookies"
+    with override_settings(TAS_AUTH="kubernetes", SESSION_ENGINE=cookies):
+        assert [e.id for e in auth_settings_check(None)] == ["api.E003"]
     for mode in ("local", "kubernetes"):
         with override_settings(TAS_AUTH=mode):
             assert auth_settings_check(None) == []

@@ -157,6 +157,9 @@ def test_an_unavailable_api_server_is_a_503_page(cluster, rbac, settings):
     assert b"cannot verify the token: the Kubernetes API server is unavailable" in response.content
     signing_in = Client(HTTP_HOST="localhost").post("/accounts/login/token/", {"token": RESEARCHER})
     assert signing_in.status_code == 503 and SESSION_KEY not in signing_in.wsgi_request.session
+    # signing out needs no answer from the API server
+    assert client.post("/accounts/logout/").status_code == 302
+    assert SESSION_KEY not in client.session
 
 
 def test_reviews_are_cached_between_pages(cluster, rbac):
