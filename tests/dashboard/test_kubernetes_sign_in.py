@@ -3,13 +3,17 @@ page (or sending it as a bearer header), and pages that show the namespaces RBAC
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.conf import settings
 from django.contrib.sessions.models import Session
+from django.core.cache import cache
 from django.test import Client
 
 from tasweb.api.kubeauth import HIDDEN_WORKLOAD, SESSION_KEY
 from tasweb.cluster.models import Workload
+from tasweb.core.login import failure_keys
 from tasweb.scheduling.models import EventKind, WorkloadEvent
 from tests.dashboard.browser import screenshot_dir
 from tests.dashboard.conftest import TOO_BIG
@@ -21,6 +25,16 @@ pytestmark = [pytest.mark.services]
 RESEARCHER, OPERATOR, OLD = "eyJ.researcher.sig", "eyJ.operator.sig", "eyJ.old.sig"
 RESEARCH_LEAD = "eyJ.research-lead.sig"  # research's workloads, and the nodes
 LOGIN = "/accounts/login/"
+
+
+@pytest.fixture(autouse=True)
+def _no_failures_left_over() -> Iterator[None]:
+    """Rejected tokens count against the test client's address, in the shared cache: no test
+    may find another's count (a lock-out), nor leave its own."""
+    keys = failure_keys(username=None, address="127.0.0.1")
+    cache.delete_many(keys)
+    yield
+    cache.delete_many(keys)
 
 
 @pytest.fixture
@@ -184,3 +198,13 @@ def test_browser_sign_in_with_a_token(live_cluster, rbac, server_url, page):
     assert RESEARCHER not in page.evaluate("document.cookie")
     response = page.goto(f"{server_url}/workloads/{TOO_BIG}/")
     assert response.status == 404
+
+
+def test_rejected_tokens_count_against_the_address(cluster, rbac, settings):
+    settings.TAS_LOGIN_MAX_FAILURES = 3
+    client = Client(HTTP_HOST="localhost")
+    for _ in range(3):
+        assert b"did not accept the token" in client.post("/accounts/login/token/", {"token": "guess"}).content
+    refused = client.post("/accounts/login/token/", {"token": RESEARCHER})
+    assert b"Too many rejected tokens" in refused.content
+    assert SESSION_KEY not in client.session
