@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
 from tasweb.core.apis import HealthApi, LivenessApi
-from tasweb.core.login import LoginView
+from tasweb.core.login import LoginView, token_login
 from tasweb.core.middleware import with_policy
 from tasweb.core.views import favicon
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path("healthz/live", LivenessApi.as_view(), name="healthz-live"),
     path("favicon.ico", favicon, name="favicon"),
     path("accounts/login/", LoginView.as_view(), name="login"),
+    path("accounts/login/token/", token_login, name="login-token"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", api_reference(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),

@@ -16,9 +16,10 @@ from rest_framework.throttling import ScopedRateThrottle
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import EventFilter, NodeFilter, WorkloadFilter, domain_path
+from tasweb.api.kubeauth import AccessScope, access_scope
 from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser
-from tasweb.api.permissions import ReadOpenOrAuthenticated, TokenRequired
+from tasweb.api.permissions import ClusterWideRead, ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
 from tasweb.api.whatif import what_if
 from tasweb.cluster import models as cluster
@@ -27,12 +28,15 @@ from tasweb.scheduling.models import WorkloadEvent
 ERRORS = {
     400: OpenApiResponse(out.ErrorSerializer, description="a query parameter is invalid; the error names it"),
     401: OpenApiResponse(out.ErrorSerializer, description="no valid credentials (and anonymous reading is off)"),
-    403: OpenApiResponse(out.ErrorSerializer, description="the credentials do not allow this"),
+    403: OpenApiResponse(out.ErrorSerializer, description="the credentials do not allow this (with "
+                         "TAS_AUTH=kubernetes: cluster-wide objects need RBAC permission to list nodes)"),
 }
-NOT_FOUND = {404: OpenApiResponse(out.ErrorSerializer, description="no such object in the mirror")}
+NOT_FOUND = {404: OpenApiResponse(out.ErrorSerializer, description="no such object in the mirror (or, with "
+                                  "TAS_AUTH=kubernetes, one in a namespace the reader may not list workloads of)")}
 SERVER_ERRORS = {
     500: OpenApiResponse(out.ErrorSerializer, description="an unexpected error (logged by the service)"),
-    503: OpenApiResponse(out.ErrorSerializer, description="the database is unreachable; retry later"),
+    503: OpenApiResponse(out.ErrorSerializer, description="the database is unreachable, or (TAS_AUTH=kubernetes) "
+                         "the Kubernetes API server cannot verify the token; retry later"),
 }
 
 
@@ -57,6 +61,14 @@ class BaseApi(generics.GenericAPIView):
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
         reject_null_characters(request, kwargs)
+
+
+# Views of the whole cluster: with TAS_AUTH=kubernetes, for users who may list nodes
+CLUSTER_WIDE = (ReadOpenOrAuthenticated, ClusterWideRead)
+
+
+def scope(request: Request) -> AccessScope:
+    return access_scope(request)
 
 
 class ListApi(BaseApi, generics.ListAPIView):
@@ -91,6 +103,7 @@ def flavors_by_topology() -> dict[str, list[str]]:
 class TopologyListApi(ListApi):
     """Topologies: their levels and the ResourceFlavors that use them."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.TopologySerializer
 
     def get_queryset(self) -> QuerySet:
@@ -110,6 +123,7 @@ class TopologyListApi(ListApi):
 class TopologyDetailApi(BaseApi):
     """One Topology."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.TopologySerializer
 
     @extend_schema(operation_id="topologies_retrieve", responses={200: out.TopologySerializer,
@@ -134,6 +148,7 @@ def flavor_json(row: cluster.ResourceFlavor, tas: set[str]) -> dict[str, Any]:
 class FlavorListApi(ListApi):
     """ResourceFlavors: node labels, taints, tolerations and Topology."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.ResourceFlavorSerializer
 
     def get_queryset(self) -> QuerySet:
@@ -153,6 +168,7 @@ class FlavorListApi(ListApi):
 class FlavorDetailApi(BaseApi):
     """One ResourceFlavor."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.ResourceFlavorSerializer
 
     @extend_schema(operation_id="flavors_retrieve", responses={200: out.ResourceFlavorSerializer,
@@ -170,6 +186,7 @@ class FlavorTreeApi(BaseApi):
     with allocatable capacity, usage by TAS workloads and by other pods, free capacity per
     resource, node count and the Workloads in it, computed by the engine from the mirror."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.TopologyTreeSerializer
     # JSON is rendered once per engine view (mirror version) and kept: 4.5 MB for 10,000 nodes
     renderer_classes = reusable_renderer_classes()
@@ -196,7 +213,9 @@ class FlavorTreeApi(BaseApi):
         if not cluster.ResourceFlavor.objects.filter(name=name).exists():
             raise NotFound(f"ResourceFlavor {name!r} not found")
         renderer = request.accepted_renderer
-        if isinstance(renderer, ReusableJSONRenderer):
+        if not scope(request).unrestricted:  # the workloads in each domain: those the reader may see
+            tree = visible_tree(selectors.flavor_tree(flavor=name, depth=depth, root=root), scope(request))
+        elif isinstance(renderer, ReusableJSONRenderer):
             context = self.get_renderer_context()
             indent = renderer.get_indent(request.accepted_media_type, context)
             body = selectors.flavor_tree_rendered(
@@ -209,6 +228,18 @@ class FlavorTreeApi(BaseApi):
             raise NotFound(f"ResourceFlavor {name!r} has no topology the engine can use (no Topology, "
                            "or no nodes with its labels)")
         return Response(tree)
+
+
+def visible_tree(tree: dict[str, Any] | None, reader: AccessScope) -> dict[str, Any] | None:
+    """A capacity tree naming only the workloads of namespaces the reader may read."""
+    if tree is None:
+        return None
+    domains = []
+    for domain in tree["domains"]:
+        shown = reader.visible_keys(domain["workloads"])
+        hidden = len(domain["workloads"]) - len(shown)
+        domains.append({**domain, "workloads": shown, "workloadCount": domain["workloadCount"] - hidden})
+    return {**tree, "domains": domains}
 
 
 # ---------------------------------------------------------------- nodes
@@ -246,6 +277,7 @@ NODE_FIELDS = ("id", "name", "hostname", "labels", "allocatable", "taints", "uns
 class NodeListApi(ListApi):
     """Nodes of the mirror with their labels, level values, capacity, taints and readiness."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.NodeSerializer
     filterset_class = NodeFilter
 
@@ -265,6 +297,7 @@ class NodeListApi(ListApi):
 class NodeDetailApi(BaseApi):
     """One Node, with the Workloads that have pods assigned to it."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.NodeDetailSerializer
 
     @extend_schema(operation_id="nodes_retrieve", responses={200: out.NodeDetailSerializer,
@@ -277,13 +310,14 @@ class NodeDetailApi(BaseApi):
         keys = sorted({f"{ns}/{n}" for ns, n in cluster.Workload.objects.filter(
             selectors.workloads_on_node_q(node=row.hostname or row.name)
             | selectors.workloads_on_node_q(node=row.name)).values_list("namespace", "name")}) if hostnames else []
-        return Response({**node_json(row, level_keys_in_order()), "workloads": keys})
+        return Response({**node_json(row, level_keys_in_order()), "workloads": scope(request).visible_keys(keys)})
 
 
 # ---------------------------------------------------------------- queues
 
 
-def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]]) -> dict[str, Any]:
+def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]],
+                       reader: AccessScope) -> dict[str, Any]:
     spec = (row.raw or {}).get("spec") or {}
     groups = selectors.cluster_queue_quota(name=row.name) if not row.invalid_reason else None
     return {
@@ -292,7 +326,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
         "resourceGroups": groups or [],
-        "localQueues": sorted(queues.get(row.name, [])),
+        "localQueues": sorted(reader.visible_keys(queues.get(row.name, []))),
         "counts": counts.get(row.name, selectors.QueueCounts()).as_json(),
         "invalidReason": invalid_or_none(row.invalid_reason),
     }
@@ -309,6 +343,7 @@ def local_queues_by_cluster_queue() -> dict[str, list[str]]:
 class ClusterQueueListApi(ListApi):
     """ClusterQueues: quota and usage per flavor and resource, LocalQueues, Workload counts."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.ClusterQueueSerializer
 
     def get_queryset(self) -> QuerySet:
@@ -321,13 +356,14 @@ class ClusterQueueListApi(ListApi):
 
     def rows_json(self, rows):
         counts, queues = selectors.cluster_queue_counts(), local_queues_by_cluster_queue()
-        return [cluster_queue_json(row, counts, queues) for row in rows]
+        return [cluster_queue_json(row, counts, queues, scope(self.request)) for row in rows]
 
 
 @extend_schema(tags=["queues"])
 class ClusterQueueDetailApi(BaseApi):
     """One ClusterQueue."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.ClusterQueueSerializer
 
     @extend_schema(operation_id="clusterqueues_retrieve", responses={200: out.ClusterQueueSerializer,
@@ -336,7 +372,8 @@ class ClusterQueueDetailApi(BaseApi):
         row = cluster.ClusterQueue.objects.filter(name=name).first()
         if row is None:
             raise NotFound(f"ClusterQueue {name!r} not found")
-        return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue()))
+        return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue(),
+                                           scope(request)))
 
 
 def local_queue_json(row: cluster.LocalQueue, counts: dict) -> dict[str, Any]:
@@ -352,7 +389,7 @@ class LocalQueueListApi(ListApi):
     serializer_class = out.LocalQueueSerializer
 
     def get_queryset(self) -> QuerySet:
-        queryset = cluster.LocalQueue.objects.order_by("namespace", "name")
+        queryset = cluster.LocalQueue.objects.filter(scope(self.request).workloads_q()).order_by("namespace", "name")
         namespace = self.request.query_params.get("namespace")
         cq = self.request.query_params.get("cluster_queue")
         if namespace:
@@ -385,7 +422,7 @@ class LocalQueueDetailApi(BaseApi):
                                                                    **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
         row = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).first()
-        if row is None:
+        if row is None or not scope(request).allows_namespace(namespace):
             raise NotFound(f"LocalQueue {namespace}/{name} not found")
         return Response(local_queue_json(row, selectors.local_queue_counts()))
 
@@ -411,6 +448,7 @@ def cohort_relations() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
 class CohortListApi(ListApi):
     """Cohorts: their parent, child Cohorts, member ClusterQueues and own quota."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.CohortSerializer
 
     def get_queryset(self) -> QuerySet:
@@ -430,6 +468,7 @@ class CohortListApi(ListApi):
 class CohortDetailApi(BaseApi):
     """One Cohort."""
 
+    permission_classes = CLUSTER_WIDE
     serializer_class = out.CohortSerializer
 
     @extend_schema(operation_id="cohorts_retrieve", responses={200: out.CohortSerializer,
@@ -453,7 +492,7 @@ class WorkloadListApi(ListApi):
     filterset_class = WorkloadFilter
 
     def get_queryset(self) -> QuerySet:
-        return selectors.workload_list().order_by("namespace", "name")
+        return selectors.workload_list().filter(scope(self.request).workloads_q()).order_by("namespace", "name")
 
     @extend_schema(operation_id="workloads_list", responses={200: out.WorkloadSummarySerializer(many=True),
                                                              **LIST_ERRORS})
@@ -464,9 +503,11 @@ class WorkloadListApi(ListApi):
         return [selectors.workload_summary(row) for row in rows]
 
 
-def workload_or_404(namespace: str, name: str) -> cluster.Workload:
+def workload_or_404(request: Request, namespace: str, name: str) -> cluster.Workload:
+    """The workload; 404 when it does not exist, and when it is in a namespace the reader may
+    not read (the same answer, so a reader learns nothing of other namespaces)."""
     row = selectors.workload_get(namespace=namespace, name=name)
-    if row is None:
+    if row is None or not scope(request).allows_namespace(namespace):
         raise NotFound(f"Workload {namespace}/{name} not found")
     return row
 
@@ -482,7 +523,8 @@ class WorkloadDetailApi(BaseApi):
     @extend_schema(operation_id="workloads_retrieve", responses={200: out.WorkloadDetailSerializer,
                                                                  **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(selectors.workload_detail(workload=workload_or_404(namespace, name)))
+        return Response(scope(request).redact(selectors.workload_detail(
+            workload=workload_or_404(request, namespace, name))))
 
 
 @extend_schema(tags=["workloads"])
@@ -494,7 +536,7 @@ class WorkloadAssignmentApi(BaseApi):
     @extend_schema(operation_id="workloads_assignment", responses={200: out.AssignmentSerializer,
                                                                    **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        row = workload_or_404(namespace, name)
+        row = workload_or_404(request, namespace, name)
         return Response({"namespace": row.namespace, "name": row.name, "status": row.status,
                          "podSetAssignments": selectors.assignments_decoded(workload=row)})
 
@@ -510,7 +552,8 @@ class WhyPendingApi(BaseApi):
     @extend_schema(operation_id="workloads_why_pending", responses={200: out.WhyPendingSerializer,
                                                                     **error_responses(401, 403, 404)})
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(selectors.why_pending(workload=workload_or_404(namespace, name)))
+        row = workload_or_404(request, namespace, name)
+        return Response(scope(request).redact(selectors.why_pending(workload=row)))
 
 
 def event_json(row: WorkloadEvent) -> dict[str, Any]:
@@ -529,7 +572,7 @@ class HistoryApi(ListApi):
     filterset_class = EventFilter
 
     def get_queryset(self) -> QuerySet:
-        return selectors.event_list().order_by("-at", "-id")
+        return selectors.event_list().filter(scope(self.request).events_q()).order_by("-at", "-id")
 
     @extend_schema(operation_id="history_list", responses={200: out.EventSerializer(many=True),
                                                            **LIST_ERRORS})
@@ -537,7 +580,7 @@ class HistoryApi(ListApi):
         return self.list(request, *args, **kwargs)
 
     def rows_json(self, rows):
-        return [event_json(row) for row in rows]
+        return scope(self.request).redact([event_json(row) for row in rows])
 
 
 @extend_schema(tags=["history"])
@@ -553,6 +596,9 @@ class WorkloadHistoryApi(HistoryApi):
     @extend_schema(operation_id="workloads_history", responses={200: out.EventSerializer(many=True),
                                                                 **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
+        namespace, name = kwargs["namespace"], kwargs["name"]
+        if not scope(request).allows_namespace(namespace):
+            raise NotFound(f"Workload {namespace}/{name} not found")
         return self.list(request, *args, **kwargs)
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from rest_framework import authentication
+from rest_framework import authentication, exceptions
 from rest_framework.request import Request
+
+from tasweb.api.kubeauth import kubernetes_auth
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
     """`Authorization: Token <key>` (DRF's form) or `Authorization: Bearer <key>` (what
-    kubectl and client-go send, so a Kueue visibility client can authenticate unchanged)."""
+    kubectl and client-go send, so a Kueue visibility client can authenticate unchanged).
+
+    With TAS_AUTH=kubernetes a bearer token that is not one of the service's own is left to
+    the next class (KubernetesTokenAuthentication), which asks the cluster about it."""
 
     keywords = ("Token", "Bearer")
 
@@ -19,5 +24,10 @@ class TokenAuthentication(authentication.TokenAuthentication):
         for keyword in self.keywords:
             if header[0].lower() == keyword.lower().encode():
                 self.keyword = keyword
-                return super().authenticate(request)
+                try:
+                    return super().authenticate(request)
+                except exceptions.AuthenticationFailed:
+                    if keyword == "Bearer" and kubernetes_auth():
+                        return None
+                    raise
         return None

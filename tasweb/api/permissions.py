@@ -1,5 +1,6 @@
 """Who may call the API: reads open to anonymous clients only when the setting allows it;
-anything else (what-if, writes) only with a token."""
+anything else (what-if, writes) only with a token. With TAS_AUTH=kubernetes reads need
+credentials, and cluster-wide objects need RBAC permission to list nodes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from tasweb.api.authentication import TokenAuthentication
+from tasweb.api.kubeauth import access_scope, kubernetes_auth
 
 
 def anonymous_read_allowed() -> bool:
-    return bool(getattr(settings, "TAS_API_ANONYMOUS_READ", False))
+    """TAS_API_ANONYMOUS_READ, never with TAS_AUTH=kubernetes: reads there are scoped by RBAC."""
+    return bool(getattr(settings, "TAS_API_ANONYMOUS_READ", False)) and not kubernetes_auth()
 
 
 def authenticated_with_token(request: Request) -> bool:
@@ -31,10 +34,26 @@ class ReadOpenOrAuthenticated(BasePermission):
         return authenticated_with_token(request)
 
 
-class TokenRequired(BasePermission):
-    """Only a client that sent a valid token (a session is not enough)."""
+class ClusterWideRead(BasePermission):
+    """Objects of the whole cluster (nodes, topologies, flavors, ClusterQueues, cohorts): a
+    Kubernetes user needs permission to list nodes (TAS_AUTH=kubernetes)."""
 
-    message = "this endpoint needs a token: send `Authorization: Token <key>` (manage.py tas_api_token USER)"
+    message = "reading cluster-wide objects needs permission to list nodes"
+
+    def has_permission(self, request: Request, view) -> bool:
+        scope = access_scope(request)
+        if scope.may_list_nodes:
+            return True
+        self.message = scope.nodes_denied_message()
+        return False
+
+
+class TokenRequired(BasePermission):
+    """Only a client that sent a valid token of the service's own (a session, or a
+    Kubernetes token, is not enough)."""
+
+    message = ("this endpoint needs a token of the service: send `Authorization: Token <key>` "
+               "(manage.py tas_api_token USER); a session or a Kubernetes token is not enough")
 
     def has_permission(self, request: Request, view) -> bool:
         return authenticated_with_token(request)

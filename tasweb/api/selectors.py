@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -428,19 +428,27 @@ def _queue_rows(q: Q, *, stop: int | None = None) -> Iterator[tuple]:
     return rows.iterator(chunk_size=2000)
 
 
-def pending_in_cluster_queue(*, name: str, offset: int, limit: int) -> list[PendingWorkload]:
-    """Kueue's pendingWorkloadsInCqREST: the ClusterQueue's queue in order, from `offset`."""
+def pending_in_cluster_queue(*, name: str, offset: int, limit: int,
+                             namespaces: Collection[str] | None = None) -> list[PendingWorkload]:
+    """Kueue's pendingWorkloadsInCqREST: the ClusterQueue's queue in order, from `offset`.
+
+    `namespaces`: only entries of these namespaces are listed (`offset` and `limit` count
+    those), each still with its position in the whole queue; None lists every entry."""
     queues = [key for key, cq in local_queue_targets().items() if cq == name]
     out: list[PendingWorkload] = []
     positions: dict[tuple[str, str], int] = defaultdict(int)
-    for index, (namespace, wl_name, queue, priority, created, owners) in enumerate(_queue_rows(
-            local_queues_q(queues), stop=offset + limit)):
-        if index >= offset + limit:
+    shown = 0
+    rows = _queue_rows(local_queues_q(queues), stop=offset + limit if namespaces is None else None)
+    for index, (namespace, wl_name, queue, priority, created, owners) in enumerate(rows):
+        if shown >= offset + limit:
             break
         in_local = positions[(namespace, queue)]
         positions[(namespace, queue)] += 1
-        if index >= offset:
+        if namespaces is not None and namespace not in namespaces:
+            continue
+        if shown >= offset:
             out.append(PendingWorkload(namespace, wl_name, created, owners or [], priority, queue, index, in_local))
+        shown += 1
     return out
 
 

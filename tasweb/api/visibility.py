@@ -8,6 +8,11 @@ paths Kueue's API server extension serves them:
 so a client built for Kueue (client-go's generated visibility client, `kubectl get --raw`)
 whose server URL is this service reads them unchanged. `limit` (default 1000) and `offset`
 (default 0) mean what they mean in Kueue; errors are Kubernetes Status objects.
+
+With TAS_AUTH=kubernetes a reader sees a LocalQueue's list when they may list workloads in
+its namespace (otherwise it is not found), and of a ClusterQueue's list the entries of
+namespaces where they may: positions stay the positions in the whole queue, and `offset`
+and `limit` count the entries shown.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rest_framework.views import APIView
 
 from tasweb.api import selectors
 from tasweb.api import serializers as out
+from tasweb.api.kubeauth import access_scope
 from tasweb.api.pagination import reject_null_characters
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 from tasweb.cluster import models as cluster
@@ -128,8 +134,8 @@ STATUS_RESPONSES = {
     404: OpenApiResponse(out.KubernetesStatusSerializer, description="no such queue, or no such API version "
                          "(Status NotFound)"),
     500: OpenApiResponse(out.KubernetesStatusSerializer, description="an unexpected error (Status InternalError)"),
-    503: OpenApiResponse(out.KubernetesStatusSerializer, description="the database is unreachable (Status "
-                         "ServiceUnavailable)"),
+    503: OpenApiResponse(out.KubernetesStatusSerializer, description="the database is unreachable, or the "
+                         "Kubernetes API server cannot verify the token (Status ServiceUnavailable)"),
 }
 
 
@@ -146,7 +152,8 @@ class ClusterQueuePendingWorkloadsApi(VisibilityApi):
         offset, limit = self.options_page(request)
         if not cluster.ClusterQueue.objects.filter(name=name).exists():
             raise NotFoundObject("clusterqueue", name)
-        items = selectors.pending_in_cluster_queue(name=name, offset=offset, limit=limit)
+        items = selectors.pending_in_cluster_queue(name=name, offset=offset, limit=limit,
+                                                   namespaces=access_scope(request).namespaces)
         return Response(summary_json(api_version, items))
 
 
@@ -162,7 +169,7 @@ class LocalQueuePendingWorkloadsApi(VisibilityApi):
         offset, limit = self.options_page(request)
         cq = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).values_list(
             "cluster_queue", flat=True).first()
-        if cq is None:
+        if cq is None or not access_scope(request).allows_namespace(namespace):
             raise NotFoundObject("localqueue", name)
         items = selectors.pending_in_local_queue(namespace=namespace, name=name, cluster_queue=cq, offset=offset,
                                                  limit=limit)

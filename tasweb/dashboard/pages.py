@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
+from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.dashboard import figures, selectors
 from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, TopologyQuery
 
@@ -45,15 +46,15 @@ class Page:
 # ---------------------------------------------------------------- topology
 
 
-def _summary(q: TopologyQuery) -> dict[str, Any]:
+def _summary(q: TopologyQuery, scope: AccessScope) -> dict[str, Any]:
     cap = q.capacity
     leaves = figures.under(cap, q.domain, cap.depth - 1)
     leaf_slice = slice(leaves.start, leaves.stop)
     a = figures.amounts(cap, cap.depth - 1, q.resource, q.metric)
     flags = cap.flag_counts[-1][leaf_slice].sum(axis=0) if len(leaves) else np.zeros(3, dtype=np.int64)
     alloc, used = float(a.allocatable[leaf_slice].sum()), float(a.used[leaf_slice].sum())
-    workloads = cap.workloads.get(q.domain, []) if q.domain else sorted(
-        {w for path, names in cap.workloads.items() if len(path) == 1 for w in names})
+    workloads = scope.visible_keys(cap.workloads.get(q.domain, []) if q.domain else sorted(
+        {w for path, names in cap.workloads.items() if len(path) == 1 for w in names}))
     unit = q.unit
     return {
         "nodes": sum(len(cap.tree.leaf_nodes[i]) for i in leaves),
@@ -74,7 +75,7 @@ def _breadcrumbs(q: TopologyQuery) -> list[dict[str, str]]:
     return crumbs
 
 
-def _node_rows(q: TopologyQuery) -> list[dict[str, Any]]:
+def _node_rows(q: TopologyQuery, scope: AccessScope) -> list[dict[str, Any]]:
     cap = q.capacity
     leaves = figures.under(cap, q.domain, cap.depth - 1)
     # a rack (or a small cluster) lists its nodes; a block or the whole flavor has the heatmap
@@ -93,7 +94,7 @@ def _node_rows(q: TopologyQuery) -> list[dict[str, Any]]:
             "capacity": unit.show(a.allocatable[i]), "used": unit.show(a.used[i]), "free": unit.show(a.free[i]),
             "used_pct": f"{100 * a.used[i] / a.allocatable[i]:.0f} %" if a.allocatable[i] > 0 else "-",
             "workloads": [{"key": w, "namespace": w.split("/")[0], "name": w.split("/")[1]}
-                          for w in cap.workloads.get(path, [])],
+                          for w in scope.visible_keys(cap.workloads.get(path, []))],
         })
     return rows
 
@@ -103,7 +104,7 @@ TOPOLOGY_FRAGMENTS = {"topology-summary": "dashboard/_topology_summary.html",
                       "topology-nodes": "dashboard/_topology_nodes.html"}
 
 
-def topology_page(params: QueryDict) -> Page:
+def topology_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
     q = selectors.topology_query(params)
     if q is None:
         return Page("dashboard/topology.html", {"empty": True, "node_count": selectors.node_count(),
@@ -112,8 +113,8 @@ def topology_page(params: QueryDict) -> Page:
     grid = figures.grid_layout(cap, q.domain)
     context = {
         "nav": "topology", "q": q, "flavors": selectors.tas_flavors(), "resources": cap.resources,
-        "metrics": METRICS, "levels": cap.levels, "summary": _summary(q), "breadcrumbs": _breadcrumbs(q),
-        "node_rows": _node_rows(q), "no_nodes": cap.leaf_count == 0,
+        "metrics": METRICS, "levels": cap.levels, "summary": _summary(q, scope), "breadcrumbs": _breadcrumbs(q),
+        "node_rows": _node_rows(q, scope), "no_nodes": cap.leaf_count == 0,
         "nodes_without_levels": cap.nodes_without_levels, "grid_level": cap.levels[grid.cell_level]
         if grid.panels else "", "grid_nodes": grid.cell_level == cap.depth - 1, "drill": grid.drill,
         "leaf_level": cap.levels[-1] if cap.levels else "",
@@ -126,19 +127,23 @@ def topology_page(params: QueryDict) -> Page:
 # ---------------------------------------------------------------- workloads
 
 
-def _event_rows(rows: Iterable[Any]) -> list[dict[str, Any]]:
-    """Events (model rows, or `selectors.event_groups`' groups) as the events table shows them."""
+def _event_rows(rows: Iterable[Any], scope: AccessScope = UNRESTRICTED) -> list[dict[str, Any]]:
+    """Events (model rows, or `selectors.event_groups`' groups) as the events table shows them,
+    naming no workload of a namespace the reader may not read."""
     out = []
     for e in rows:
         row = e if isinstance(e, Mapping) else {name: getattr(e, name) for name in selectors.EVENT_FIELDS}
         namespace, _, name = row["workload_key"].partition("/")
-        out.append({**row, "namespace": namespace, "name": name, "count": row.get("count", 1),
+        shown = {**row, "message": scope.redact(row.get("message") or ""),
+                 "trigger": scope.redact(row.get("trigger") or "")} if not scope.unrestricted else row
+        out.append({**shown, "namespace": namespace, "name": name, "count": row.get("count", 1),
                     "first_at": row.get("first_at", row["at"]), "last_at": row.get("last_at", row["at"])})
     return out
 
 
-def _why_context(why: dict[str, Any]) -> tuple[dict[str, Any], dict[str, go.Figure]]:
+def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any], dict[str, go.Figure]]:
     figs = {}
+    why = scope.redact(why)
     explanation = why.get("explanation") or {}
     pod_sets = []
     for index, ps in enumerate(explanation.get("podSets") or []):
@@ -150,7 +155,7 @@ def _why_context(why: dict[str, Any]) -> tuple[dict[str, Any], dict[str, go.Figu
                          "level_rows": [{**fit, "short": figures.short_level(fit["level"]),
                                          "best": "/".join(fit["bestDomain"])} for fit in ps.get("levels") or []]})
     blocking = []
-    for key in (explanation.get("stop") or {}).get("blocking") or []:
+    for key in scope.visible_keys((explanation.get("stop") or {}).get("blocking") or []):
         namespace, _, name = key.partition("/")
         blocking.append({"key": key, "url": reverse("dashboard:workload", kwargs={"namespace": namespace,
                                                                                   "name": name})})
@@ -164,8 +169,8 @@ WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
                       "workload-events": "dashboard/_events_table.html"}
 
 
-def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
-    row = selectors.workload_or_404(namespace, name)
+def workload_page(namespace: str, name: str, params: QueryDict, reader: AccessScope = UNRESTRICTED) -> Page:
+    row = selectors.workload_or_404(namespace, name, reader)
     placement = selectors.workload_placement(workload=row)
     context: dict[str, Any] = {"nav": "workloads", "w": placement.summary, "pod_sets": placement.pod_sets,
                                "assignments": [], "why": None, "why_pod_sets": []}
@@ -177,7 +182,7 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
             "domain_rows": domains[:DOMAIN_ROWS_SHOWN], "domain_count": len(domains),
             "level_names": [figures.short_level(level) for level in (a["decoded"] or {}).get("levels", [])],
         })
-    if placement.flavor and placement.pods_per_path:
+    if placement.flavor and placement.pods_per_path and reader.may_list_nodes:  # the heatmap shows the cluster
         try:
             q = selectors.topology_query(params, flavor=placement.flavor)
         except selectors.DashboardError:
@@ -193,46 +198,46 @@ def workload_page(namespace: str, name: str, params: QueryDict) -> Page:
                            placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
                            topology_query=urlencode(q.as_params(domain=())))
     if row.status in selectors.api.QUEUED_STATUSES or row.invalid_reason:
-        why_context, why_figs = _why_context(selectors.why_pending(workload=row))
+        why_context, why_figs = _why_context(selectors.why_pending(workload=row), reader)
         context.update(why_context)
         figs.update(why_figs)
     history = selectors.api.event_list().filter(workload_key=row.key).order_by("-at", "-id")
     events = list(history[:WORKLOAD_EVENTS])
-    context["events"] = _event_rows(selectors.event_groups(history, limit=WORKLOAD_EVENTS).groups)
+    context["events"] = _event_rows(selectors.event_groups(history, limit=WORKLOAD_EVENTS).groups, reader)
     context["event_count"] = len(events)
     if events:
-        figs["fig-timeline"] = figures.history_timeline(_event_rows(events), height=260)
+        figs["fig-timeline"] = figures.history_timeline(_event_rows(events, reader), height=260)
     return Page("dashboard/workload.html", context, figs, WORKLOAD_FRAGMENTS)
 
 
-def why_pending_fragment(namespace: str, name: str) -> Page:
+def why_pending_fragment(namespace: str, name: str, scope: AccessScope = UNRESTRICTED) -> Page:
     """The explanation of one queue entry, and the status and reason of the row it explains
     (`workload`), which the entry's summary shows in place of what the page was rendered with."""
-    row = selectors.workload_or_404(namespace, name)
-    why = selectors.why_pending(workload=row)
-    context, figs = _why_context(why)
+    row = selectors.workload_or_404(namespace, name, scope)
+    why = scope.redact(selectors.why_pending(workload=row))
+    context, figs = _why_context(why, scope)
     entry = {"status": why["status"], "message": Truncator(why["message"] or "not tried yet").chars(200)}
     return Page("dashboard/_why_pending.html", {**context, "compact": True, "workload": entry}, figs,
                 {"why": "dashboard/_why_pending.html"})
 
 
-def workload_list_page(params: QueryDict) -> Page:
-    rows, chosen = selectors.workload_list(params)
+def workload_list_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
+    rows, chosen = selectors.workload_list(params, scope)
     page = selectors.page_of(rows, params.get("page"))
     return Page("dashboard/workloads.html", {
         "nav": "workloads", "page": page, "chosen": chosen, "statuses": selectors.cluster.WorkloadStatus.values,
         "waiting": selectors.WAITING,
         "cluster_queues": selectors.cluster_queue_names(), "filter_query": urlencode(chosen),
-        "any_workload": selectors.cluster.Workload.objects.exists(),
+        "any_workload": selectors.cluster.Workload.objects.filter(scope.workloads_q()).exists(),
     }, {}, {"workload-list": "dashboard/_workload_list.html"})
 
 
 # ---------------------------------------------------------------- history
 
 
-def history_page(params: QueryDict) -> Page:
-    events = selectors.history_events(params)
-    drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS])
+def history_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
+    events = selectors.history_events(params, scope)
+    drawn = _event_rows(events[: selectors.HISTORY_FIGURE_EVENTS], scope)
     grouped = selectors.event_groups(events)
     page = selectors.page_of(grouped.groups, params.get("page"), EVENTS_PER_PAGE)
     chosen = {key: params.getlist(key) if key == "kind" else params.get(key, "")
@@ -244,9 +249,9 @@ def history_page(params: QueryDict) -> Page:
     problems = [{"kind": kind, "count": n, "query": urlencode([*others, ("kind", kind)])}
                 for kind, n in counts.items()]
     context = {
-        "nav": "history", "page": page, "events": _event_rows(page.object_list), "drawn": len(drawn),
+        "nav": "history", "page": page, "events": _event_rows(page.object_list, scope), "drawn": len(drawn),
         "event_total": events.count() if drawn else 0, "grouped": grouped.events, "more": grouped.more,
-        "problems": problems, "problem_count": sum(counts.values()), "problem_events": _event_rows(newest),
+        "problems": problems, "problem_count": sum(counts.values()), "problem_events": _event_rows(newest, scope),
         "problems_query": urlencode([*others, *(("kind", kind) for kind in counts)]),
         "chosen": chosen, "filtered": filtered, "filter_query": query, "kinds": selectors.event_kinds(),
         "cluster_queues": selectors.cluster_queue_names(), "local_queues": selectors.local_queue_names(),
@@ -259,8 +264,8 @@ def history_page(params: QueryDict) -> Page:
 # ---------------------------------------------------------------- queues
 
 
-def queues_page(params: QueryDict) -> Page:
-    cards = selectors.queue_cards(cluster_queue=params.get("cluster_queue") or None)
+def queues_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
+    cards = selectors.queue_cards(cluster_queue=params.get("cluster_queue") or None, scope=scope)
     figs = {}
     rows = []
     for card in cards:

@@ -33,6 +33,7 @@ from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
 from tasweb.api.filters import EventFilter
+from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import EventKind, WorkloadEvent
@@ -64,6 +65,11 @@ class NotFound(DashboardError):
 class BadInput(DashboardError):
     status = 400
     title = "Bad request"
+
+
+class Forbidden(DashboardError):
+    status = 403
+    title = "Forbidden"
 
 
 # ---------------------------------------------------------------- units
@@ -349,9 +355,10 @@ class WorkloadPlacement:
     pods_per_path: dict[tuple[str, ...], int] = field(default_factory=dict)  # on that flavor
 
 
-def workload_or_404(namespace: str, name: str) -> cluster.Workload:
+def workload_or_404(namespace: str, name: str, scope: AccessScope = UNRESTRICTED) -> cluster.Workload:
+    """The workload; not found too when the reader may not read its namespace (the same page)."""
     row = api.workload_get(namespace=namespace, name=name)
-    if row is None:
+    if row is None or not scope.allows_namespace(namespace):
         raise NotFound(f"Workload {namespace}/{name} not found",
                        hint="It may have finished and been deleted; its history stays on the History page.")
     return row
@@ -392,9 +399,10 @@ def placement_scope(capacity: FlavorCapacity, paths: list[tuple[str, ...]]) -> t
 WAITING = "waiting"
 
 
-def workload_list(params: QueryDict) -> tuple[QuerySet, dict[str, str]]:
-    """Workloads for the list page: filtered by status, namespace, ClusterQueue or name."""
-    rows = api.workload_list().order_by("namespace", "name")
+def workload_list(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> tuple[QuerySet, dict[str, str]]:
+    """Workloads for the list page (of the namespaces the reader may read): filtered by
+    status, namespace, ClusterQueue or name."""
+    rows = api.workload_list().filter(scope.workloads_q()).order_by("namespace", "name")
     chosen = {}
     status = params.get("status") or ""
     if status:
@@ -430,14 +438,15 @@ HISTORY_FIGURE_EVENTS = 2000  # newest events drawn on a timeline
 HISTORY_FILTERS = ("kind", "node", "domain", "cluster_queue", "queue", "namespace", "workload", "since", "until")
 
 
-def history_events(params: QueryDict) -> QuerySet:
-    """Events matching the page's filters (the API's history filter, so both agree), newest first."""
+def history_events(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> QuerySet:
+    """Events matching the page's filters (the API's history filter, so both agree), newest
+    first; only of the namespaces the reader may read."""
     data = QueryDict(mutable=True)
     for key in HISTORY_FILTERS:
         for value in params.getlist(key):
             if value.strip():
                 data.appendlist(key, value.strip())
-    filterset = EventFilter(data=data, queryset=api.event_list().order_by("-at", "-id"))
+    filterset = EventFilter(data=data, queryset=api.event_list().filter(scope.events_q()).order_by("-at", "-id"))
     try:
         if not filterset.is_valid():
             raise BadInput(_errors_text(filterset.errors))
@@ -537,7 +546,9 @@ class QueueCard:
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
 
 
-def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
+def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNRESTRICTED) -> list[QueueCard]:
+    """ClusterQueues with quota, counts and their first pending workloads (of the namespaces
+    the reader may read, at their positions in the whole queue)."""
     rows = cluster.ClusterQueue.objects.order_by("name")
     if cluster_queue:
         rows = rows.filter(name=cluster_queue)
@@ -547,7 +558,8 @@ def queue_cards(*, cluster_queue: str | None = None) -> list[QueueCard]:
     waiting = waiting_counts()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason"):
-        pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN)
+        pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
+                                               namespaces=scope.namespaces)
         stored = {(w.namespace, w.name): w for w in cluster.Workload.objects.filter(
             name__in=[p.name for p in pending]).only(*api.WORKLOAD_LIST_FIELDS)}
         listed = []

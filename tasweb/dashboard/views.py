@@ -1,6 +1,9 @@
 """The dashboard's pages. Each view validates its input through a selector, builds its page
 (`pages.py`) and renders it: whole, or with `?format=live` as the JSON a poll reads, or
-`{"version": ..., "unchanged": true}` when nothing changed since the version the page holds."""
+`{"version": ..., "unchanged": true}` when nothing changed since the version the page holds.
+
+Each page shows what the reader may read (`tasweb.api.kubeauth.access_scope`: everything,
+unless a Kubernetes user is signed in with TAS_AUTH=kubernetes)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_safe
 
+from tasweb.api.kubeauth import AuthUnavailable, access_scope
 from tasweb.api.permissions import anonymous_read_allowed
 from tasweb.dashboard import pages, selectors
 
@@ -43,6 +47,12 @@ def dashboard_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
             return redirect_to_login(request.get_full_path())
         try:
             return view(request, *args, **kwargs)
+        except AuthUnavailable as exc:  # a review the API server could not answer: never shown anyway
+            error = selectors.DashboardError(str(exc.detail))
+            error.status, error.title = 503, "Service unavailable"
+            if request.GET.get("format") == "live":
+                return JsonResponse({"error": error.message, "status": error.status}, status=error.status)
+            return error_page(request, error)
         except selectors.DashboardError as error:
             if request.GET.get("format") == "live":
                 return JsonResponse({"error": error.message, "status": error.status}, status=error.status)
@@ -77,8 +87,19 @@ class RenderedPages:
 rendered = RenderedPages()
 
 
+def require_cluster_wide(request: HttpRequest) -> None:
+    """Pages of the whole cluster: a Kubernetes user needs permission to list nodes."""
+    scope = access_scope(request)
+    if not scope.may_list_nodes:
+        raise selectors.Forbidden(scope.nodes_denied_message(),
+                                  hint="The Workloads, Queues and History pages show your namespaces.")
+
+
 def respond(request: HttpRequest, build: Callable[[], pages.Page]) -> HttpResponse:
     params = _params_key(request)
+    reader = access_scope(request)
+    if not reader.unrestricted:  # a page per set of namespaces its readers may read
+        params = (*params, ("reader", reader.key))
     version = selectors.live_version(request.path, params)
     live = request.GET.get("format") == "live"
     if live and request.GET.get("v") == version:
@@ -108,23 +129,25 @@ def _params_key(request: HttpRequest) -> tuple:
 
 @dashboard_view
 def home(request: HttpRequest) -> HttpResponse:
-    return redirect("dashboard:topology")
+    return redirect("dashboard:topology" if access_scope(request).may_list_nodes else "dashboard:workloads")
 
 
 @dashboard_view
 def topology(request: HttpRequest) -> HttpResponse:
-    return respond(request, lambda: pages.topology_page(request.GET))
+    require_cluster_wide(request)
+    return respond(request, lambda: pages.topology_page(request.GET, access_scope(request)))
 
 
 @dashboard_view
 def workloads(request: HttpRequest) -> HttpResponse:
-    return respond(request, lambda: pages.workload_list_page(request.GET))
+    return respond(request, lambda: pages.workload_list_page(request.GET, access_scope(request)))
 
 
 @dashboard_view
 def workload(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    selectors.workload_or_404(namespace, name)
-    return respond(request, lambda: pages.workload_page(namespace, name, request.GET))
+    scope = access_scope(request)
+    selectors.workload_or_404(namespace, name, scope)
+    return respond(request, lambda: pages.workload_page(namespace, name, request.GET, scope))
 
 
 @dashboard_view
@@ -132,7 +155,7 @@ def why_pending(request: HttpRequest, namespace: str, name: str) -> HttpResponse
     """The why-pending explanation of one workload as a fragment, for the queues page, with
     the status and reason it was computed from: the page shows those in the entry's summary,
     so the badge and the explanation under it always come from the same read."""
-    page = pages.why_pending_fragment(namespace, name)
+    page = pages.why_pending_fragment(namespace, name, access_scope(request))
     html = render_to_string(page.template, page.context, request)
     body = (f'{{"html":{json.dumps(html)},"workload":{json.dumps(page.context["workload"])},'
             f'"figures":{page.figures_json()}}}')
@@ -141,9 +164,9 @@ def why_pending(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 
 @dashboard_view
 def history(request: HttpRequest) -> HttpResponse:
-    return respond(request, lambda: pages.history_page(request.GET))
+    return respond(request, lambda: pages.history_page(request.GET, access_scope(request)))
 
 
 @dashboard_view
 def queues(request: HttpRequest) -> HttpResponse:
-    return respond(request, lambda: pages.queues_page(request.GET))
+    return respond(request, lambda: pages.queues_page(request.GET, access_scope(request)))

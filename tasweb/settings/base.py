@@ -98,6 +98,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # TAS_AUTH=kubernetes: the Kubernetes identity of a session, or of a page's bearer token
+    "tasweb.api.kubeauth.KubernetesIdentityMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -365,6 +367,14 @@ TAS_API_MAX_PAGE_SIZE = env_int("TAS_API_MAX_PAGE_SIZE", 500)
 # bound (counting 100,000 rows on every page costs more than the page itself).
 TAS_API_EXACT_COUNT_LIMIT = env_int("TAS_API_EXACT_COUNT_LIMIT", 10_000)
 
+# Who may read: `local` (the service's own users, sessions and tokens) or `kubernetes`
+# (also a Kubernetes bearer token, checked with a TokenReview, each namespace's workloads
+# readable as a SubjectAccessReview allows; tasweb/api/kubeauth.py). With `kubernetes`
+# anonymous reads are off whatever TAS_API_ANONYMOUS_READ says. The API server's answers are
+# kept this many seconds in the cache (keyed by a hash of the token, never the token).
+TAS_AUTH = env_str("TAS_AUTH") or "local"
+TAS_AUTH_CACHE_SECONDS = env_int("TAS_AUTH_CACHE_SECONDS", 10)
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
@@ -374,6 +384,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tasweb.api.authentication.TokenAuthentication",
+        # TAS_AUTH=kubernetes only: a bearer token that is not one of the service's own
+        "tasweb.api.kubeauth.KubernetesTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Reading cluster state is open; anything that changes it needs a signed-in user.

@@ -9,12 +9,16 @@ It speaks the part of the API the official client uses here, over real HTTP/1.1:
   asked for, an ERROR event with code 410 when the version was compacted away, the server
   ending the response after ``timeoutSeconds``;
 * PATCH of a Workload's status, a pod and a pod's status: recorded as received, then
-  applied (merge patch; the strategic merge directives the writer sends).
+  applied (merge patch; the strategic merge directives the writer sends);
+* POST of TokenReviews and SubjectAccessReviews (Kubernetes sign-in), answered from test
+  data: `add_token` / `expire_token` (token -> user and groups, or expired) and `allow`
+  (user or group, verb, API group, resource, namespace -> allowed, RBAC-like).
 
 Every change bumps one global resourceVersion, as etcd's revision does. Faults are armed by
 methods: `expire` (410 for watches from before it), `fail_next_watches` (an HTTP 410
 answer), `drop_watch` (the connection closed in the middle of an event), `stall_watches`
-(nothing sent, connection kept open), `fail_patches` (error answers to PATCH).
+(nothing sent, connection kept open), `fail_patches` (error answers to PATCH),
+`fail_reviews` (an error status for every review, or the connection closed unanswered).
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ KINDS = {
     "Workload": ("workloads", True, KUEUE),
 }
 PLURALS = {plural: kind for kind, (plural, _, _) in KINDS.items()}
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+EXPIRED = "expired"
+ANY = "*"
 
 
 @dataclass
@@ -135,6 +143,9 @@ class FakeKube:
         self.pending_drops: dict[str, int] = {}
         self.pending_stalls: set[str] = set()
         self.open_watches: list[Watch] = []
+        self.tokens: dict[str, dict[str, Any] | str] = {}  # token -> TokenReview user, or EXPIRED
+        self.rbac: set[tuple[str, str, str, str, str]] = set()  # (subject, verb, group, resource, namespace)
+        self.review_failure: int | str | None = None  # an HTTP status, or "drop"
         self.closing = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.server.daemon_threads = True
@@ -265,6 +276,68 @@ class FakeKube:
         with self.cond:
             self.patch_failures.setdefault(path, []).extend(statuses)
 
+    # -------------------------------------------------------------- sign-in
+
+    def add_token(self, token: str, username: str, *, uid: str = "", groups: tuple[str, ...] = ()) -> None:
+        """A token the TokenReview accepts as `username` in `groups` (system:authenticated added)."""
+        with self.cond:
+            self.tokens[token] = {"username": username, "uid": uid or f"uid-{username}",
+                                  "groups": [*groups, "system:authenticated"]}
+
+    def expire_token(self, token: str) -> None:
+        with self.cond:
+            self.tokens[token] = EXPIRED
+
+    def allow(self, subject: str, verb: str, group: str, resource: str, namespace: str = ANY) -> None:
+        """Let a user or a group (matched by name against both) `verb` the resource; namespace
+        ANY for every namespace and cluster-scoped questions, as a ClusterRoleBinding does."""
+        with self.cond:
+            self.rbac.add((subject, verb, group, resource, namespace))
+
+    def fail_reviews(self, failure: int | str | None) -> None:
+        """Answer every review with this HTTP status, or "drop" to close the connection
+        unanswered; None to answer again."""
+        with self.cond:
+            self.review_failure = failure
+
+    def reviews(self, path: str = TOKEN_REVIEWS) -> list[Request]:
+        """The reviews received (TOKEN_REVIEWS or ACCESS_REVIEWS), failed ones included."""
+        return self.requests_to("POST", path)
+
+    def _allowed(self, spec: dict[str, Any]) -> bool:
+        subjects = {spec.get("user") or "", *(spec.get("groups") or [])} - {""}
+        attributes = spec.get("resourceAttributes") or {}
+        verb, group = attributes.get("verb", ""), attributes.get("group", "")
+        resource, namespace = attributes.get("resource", ""), attributes.get("namespace", "")
+        with self.cond:
+            return any(subject in subjects and rule_verb in (verb, ANY) and rule_group == group
+                       and rule_resource == resource and rule_namespace in (namespace, ANY)
+                       for subject, rule_verb, rule_group, rule_resource, rule_namespace in self.rbac)
+
+    def _review(self, handler, request: Request) -> None:
+        with self.cond:
+            failure = self.review_failure
+        if failure == "drop":
+            return self._drop(handler)
+        if failure is not None:
+            return self._status(handler, request, int(failure), "ServiceUnavailable", f"injected failure {failure}")
+        body = request.body if isinstance(request.body, dict) else {}
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        if request.path == TOKEN_REVIEWS:
+            with self.cond:
+                user = self.tokens.get(spec.get("token") or "")
+            if isinstance(user, dict):
+                status: dict[str, Any] = {"authenticated": True, "user": user, "audiences": ["https://kubernetes"]}
+            else:
+                status = {"authenticated": False, "error": "token has expired" if user == EXPIRED
+                          else "invalid bearer token"}
+            return self._send_json(handler, request, 201, {**body, "status": status})
+        if request.path == ACCESS_REVIEWS:
+            allowed = self._allowed(spec)
+            status = {"allowed": allowed, "reason": "allowed by the test's RBAC table" if allowed else ""}
+            return self._send_json(handler, request, 201, {**body, "status": status})
+        return self._status(handler, request, 404, "NotFound", f"{request.path} is not served")
+
     def requests_to(self, method: str, path: str | None = None) -> list[Request]:
         with self.cond:
             return [r for r in self.requests if r.method == method and (path is None or r.path == path)]
@@ -285,6 +358,9 @@ class FakeKube:
 
             def do_PATCH(self) -> None:
                 fake._serve(self, "PATCH")
+
+            def do_POST(self) -> None:
+                fake._serve(self, "POST")
 
         return Handler
 
@@ -309,6 +385,8 @@ class FakeKube:
         try:
             if method == "PATCH":
                 return self._patch(handler, request, parts)
+            if method == "POST":
+                return self._review(handler, request)
             if parts[:1] == ["apis"] and len(parts) == 3 and parts[1] == KUEUE:
                 return self._discovery(handler, request, parts[2])
             plural, version = self._collection(parts)
