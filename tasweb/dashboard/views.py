@@ -147,3 +147,8 @@ def history(request: HttpRequest) -> HttpResponse:
 @dashboard_view
 def queues(request: HttpRequest) -> HttpResponse:
     return respond(request, lambda: pages.queues_page(request.GET))
+
+
+@dashboard_view
+def comparison(request: HttpRequest) -> HttpResponse:
+    return respond(request, lambda: pages.comparison_page(request.GET))
