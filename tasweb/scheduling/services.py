@@ -705,7 +705,8 @@ def _prune_change_log(record: SchedulingPass) -> None:
         stale = stops_prune()
         logger.debug("why-pending records of workloads gone from the mirror: %d pruned", stale)
         kept = float(getattr(settings, "TAS_COMPARISON_RETENTION_SECONDS", DEFAULT_COMPARISON_RETENTION_SECONDS))
-        old = comparisons_prune(before=timezone.now() - timedelta(seconds=kept))
+        # on the pass's clock, the one comparisons are stamped with (a simulation's may not be now)
+        old = comparisons_prune(before=record.started_at - timedelta(seconds=kept))
         logger.debug("comparisons with Kueue older than %.0f s: %d pruned", kept, old)
 
 

@@ -123,3 +123,17 @@ def test_control_mode_admissions_are_the_engines_own_and_not_compared(small_clus
     record = scheduling_pass_run(now=NOW, send_to_cluster=False)
     assert record.mode == "control" and record.admitted == 1
     assert not AdmissionToCompare.objects.exists() and not AdmissionComparison.objects.exists()
+
+
+def test_comparisons_are_pruned_on_the_clock_of_the_passes(small_cluster, settings):
+    from tasweb.scheduling.services import _prune_change_log
+
+    kueue_writes("train", admitted_on([("b1-r2-n1", 1), ("b1-r2-n2", 1)]))
+    record = observe_pass()
+    settings.TAS_COMPARISON_RETENTION_SECONDS = 3600
+    record.id = 50  # a pass that prunes
+    _prune_change_log(record)
+    assert AdmissionComparison.objects.count() == 1  # simulated time: an hour has not passed
+    record.started_at = NOW + timedelta(hours=2)
+    _prune_change_log(record)
+    assert not AdmissionComparison.objects.exists()
