@@ -62,6 +62,7 @@ from scheduler.results import (
     PodSetResult,
     WorkloadResult,
 )
+from scheduler.snapshot import assignment_room
 from scheduler.stops import StopRecord, quota_checks, requeue_triggers, shortfall_text
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
@@ -486,17 +487,8 @@ class SchedulingCycle:
         flavor = next((f for f in psf.flavors.values() if f in self.state.tas_snapshots), None)
         if flavor is None or placement.assignment is None:
             return True
-        snap = self.state.tas_snapshots[flavor]
-        requests = snap.request_vector(psf.pod_set.spec.requests)
-        remaining = snap.remaining()
-        cols = requests.nonzero()[0]
-        for dom in placement.assignment.domains:
-            leaf = snap.tree.leaf_for_values(dom.values)
-            if leaf is None:
-                return False
-            if len(cols) and int((remaining[leaf][cols] // requests[cols]).min()) < dom.count:
-                return False
-        return True
+        rooms = assignment_room(self.state.tas_snapshots[flavor], psf.pod_set.spec.requests, placement.assignment)
+        return all(room >= dom.count for room, dom in zip(rooms, placement.assignment.domains, strict=True))
 
     # ------------------------------------------------------------ usage held for this cycle
 

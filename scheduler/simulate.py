@@ -80,8 +80,13 @@ def simulate_parsed(
     conditions, unhealthy nodes), so give it objects of its own."""
     for problem in unknown_level_problems(parsed):
         warn(str(problem))
-    result = PassResult()
     engine = Engine.from_parsed(parsed, gates, warn, config=config)
+    return engine_pass(engine, now, cycles=cycles)
+
+
+def engine_pass(engine: Engine, now: datetime, *, cycles: int | None = 1) -> PassResult:
+    """One pass of `engine`, with every workload's result (what `simulate_parsed` returns)."""
+    result = PassResult()
     outcome = engine.run_pass(now, cycles=cycles, result=result)
     result.workloads = engine.results_for(engine.state.workload_map, outcome)
     annotate_failures(result.workloads, outcome.replacement_failures)

@@ -285,3 +285,27 @@ def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Ite
         if n.schedulable_and_ready and n.labels.keys() >= levels and dict(n.labels).items() >= wanted
     ]
     return TASFlavorSnapshot(flavor, topology, TopologyTree(topology.levels, selected))
+
+
+ROOM_UNBOUNDED = 2**31 - 1  # a request of nothing: any number of pods fit
+
+
+def assignment_room(snap: TASFlavorSnapshot, requests: Mapping[str, int], assignment: TopologyAssignment
+                    ) -> list[int]:
+    """Per domain of `assignment`, how many pods of `requests` (per pod, plus one pod slot) fit
+    in what its leaf has left (free capacity less TAS usage); 0 for a domain that names no
+    leaf of the flavor's tree (a node not Ready, cordoned, or gone); below 0 when the leaf
+    is over-committed already."""
+    vector = snap.request_vector(requests)
+    remaining = snap.remaining()
+    cols = vector.nonzero()[0]
+    out = []
+    for dom in assignment.domains:
+        leaf = snap.tree.leaf_for_values(dom.values)
+        if leaf is None:
+            out.append(0)
+        elif not len(cols):
+            out.append(ROOM_UNBOUNDED)
+        else:
+            out.append(int((remaining[leaf][cols] // vector[cols]).min()))
+    return out

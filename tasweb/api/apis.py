@@ -15,7 +15,14 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from tasweb.api import selectors
 from tasweb.api import serializers as out
-from tasweb.api.filters import EventFilter, NodeFilter, WorkloadFilter, domain_path
+from tasweb.api.filters import (
+    ComparisonFilter,
+    ComparisonSummaryFilter,
+    EventFilter,
+    NodeFilter,
+    WorkloadFilter,
+    domain_path,
+)
 from tasweb.api.kubeauth import AccessScope, access_scope
 from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser
@@ -600,6 +607,56 @@ class WorkloadHistoryApi(HistoryApi):
         if not scope(request).allows_namespace(namespace):
             raise NotFound(f"Workload {namespace}/{name} not found")
         return self.list(request, *args, **kwargs)
+
+
+# ---------------------------------------------------------------- side by side with Kueue
+
+
+@extend_schema(tags=["comparison"])
+class ComparisonListApi(ListApi):
+    """Side by side with Kueue (observe mode): every admission Kueue made, beside what this
+    engine would have decided on the same snapshot (the cluster as the observe pass that first
+    saw the admission read it, that workload's admission taken back), newest first. The
+    category says where they differ: SameDomains, SameLevelOtherDomains, DifferentLevel,
+    EngineWouldNotAdmit (with the engine's reason) or NoCapacityForKueue (Kueue's domains lack
+    room in this engine's view of usage)."""
+
+    permission_classes = CLUSTER_WIDE  # both assignments name domains of the whole cluster
+    serializer_class = out.ComparisonSerializer
+    filterset_class = ComparisonFilter
+
+    def get_queryset(self) -> QuerySet:
+        return selectors.comparison_list().order_by("-admitted_at", "-id")
+
+    @extend_schema(operation_id="comparison_list", responses={200: out.ComparisonSerializer(many=True),
+                                                              **LIST_ERRORS})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def rows_json(self, rows):
+        return [selectors.comparison_json(row) for row in rows]
+
+
+@extend_schema(tags=["comparison"])
+class ComparisonSummaryApi(BaseApi):
+    """The agreement rate with Kueue (the share of its admissions this engine would have placed
+    on the same domains), overall and per time bucket, with the count of every category; the
+    filters are those of the list."""
+
+    permission_classes = CLUSTER_WIDE
+    serializer_class = out.ComparisonSummarySerializer
+    filterset_class = ComparisonSummaryFilter
+    pagination_class = None
+
+    def get_queryset(self) -> QuerySet:
+        return selectors.comparison_list()
+
+    @extend_schema(operation_id="comparison_summary", filters=True,
+                   responses={200: out.ComparisonSummarySerializer, **error_responses(400, 401, 403)})
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        bucket = request.query_params.get("bucket") or "hour"
+        return Response(selectors.comparison_summary(queryset, bucket=bucket))
 
 
 # ---------------------------------------------------------------- what-if

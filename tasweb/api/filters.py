@@ -17,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 from tasweb.api import selectors
 from tasweb.api.statuses import STATUS_FILTER_CHOICES, WAITING, statuses_wanted
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.models import MAX_LEVELS, EventKind, WorkloadEvent
+from tasweb.scheduling.models import MAX_LEVELS, AdmissionComparison, ComparisonCategory, EventKind, WorkloadEvent
 
 LEVEL_PREFIX = "level."
 
@@ -419,3 +419,40 @@ class EventFilter(ValidatingFilterSet):
             raise _invalid("workload", f"expected NAMESPACE/NAME, got {value!r}")
         return queryset.filter(workload_key=value)
 
+
+
+BUCKETS = (("minute", "minute"), ("hour", "hour"), ("day", "day"))
+
+
+class ComparisonFilter(ValidatingFilterSet):
+    category = filters.MultipleChoiceFilter(choices=ComparisonCategory.choices, distinct=False,
+                                            help_text="how this engine's decision compares with Kueue's admission; "
+                                            "repeat for several")
+    cluster_queue = filters.CharFilter(help_text="admissions to this ClusterQueue")
+    namespace = filters.CharFilter(help_text="admissions of Workloads in this namespace")
+    workload = WorkloadKeyFilter(method="filter_workload", help_text="the admissions of one Workload: NAMESPACE/NAME")
+    since = TimeFilter(field_name="admitted_at", lookup_expr="gte",
+                       help_text="admissions seen at or after this time (RFC 3339)")
+    until = TimeFilter(field_name="admitted_at", lookup_expr="lt", help_text="admissions seen before this time "
+                       "(RFC 3339)")
+    ordering = StableOrderingFilter(fields=(("admitted_at", "admitted"), ("category", "category")),
+                                    help_text="sort by admitted or category; prefix - for descending (default: "
+                                    "-admitted, newest first)")
+
+    class Meta:
+        model = AdmissionComparison
+        fields: list[str] = []
+
+    def filter_workload(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        if value.count("/") != 1 or not all(value.split("/")):
+            raise _invalid("workload", f"expected NAMESPACE/NAME, got {value!r}")
+        return queryset.filter(workload_key=value)
+
+
+class ComparisonSummaryFilter(ComparisonFilter):
+    bucket = filters.ChoiceFilter(choices=BUCKETS, method="filter_nothing",
+                                  help_text="the length of the time buckets of the agreement rate (default: hour)")
+    ordering = None
+
+    def filter_nothing(self, queryset: QuerySet, name: str, value) -> QuerySet:
+        return queryset  # read by the view

@@ -25,6 +25,8 @@ V1_RESOURCES = {
     "cohorts": ("api:cohort-list", "Cohorts and their quota"),
     "workloads": ("api:workload-list", "Workloads; NS/NAME/ for one, with assignment/, why-pending/, history/"),
     "history": ("api:history", "recorded events, newest first"),
+    "comparison": ("api:comparison-list", "Kueue's admissions beside this engine's decisions (observe mode); "
+                   "summary/ for the agreement rate"),
     "what-if": ("api:what-if", "POST a Workload: where it would be placed now, or why not"),
 }
 

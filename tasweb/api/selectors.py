@@ -30,7 +30,15 @@ from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from tasweb.api.state import EngineView, engine_view, remembered
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
-from tasweb.scheduling.models import MAX_LEVELS, AssignmentDomain, PodSetAssignment, WorkloadEvent, WorkloadStop
+from tasweb.scheduling.models import (
+    MAX_LEVELS,
+    AdmissionComparison,
+    AssignmentDomain,
+    ComparisonCategory,
+    PodSetAssignment,
+    WorkloadEvent,
+    WorkloadStop,
+)
 
 # Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
 # evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
@@ -288,6 +296,45 @@ def workload_summary(w: cluster.Workload) -> dict[str, Any]:
 
 def event_list() -> QuerySet:
     return WorkloadEvent.objects.all()
+
+
+# ---------------------------------------------------------------- side by side with Kueue
+
+
+def comparison_list() -> QuerySet:
+    return AdmissionComparison.objects.all()
+
+
+def comparison_json(row: AdmissionComparison) -> dict[str, Any]:
+    return {"id": row.id, "workload": row.workload_key, "namespace": row.namespace,
+            "clusterQueue": row.cluster_queue, "flavor": row.flavor, "category": row.category,
+            "agrees": row.category == ComparisonCategory.SAME_DOMAINS, "kueue": row.kueue or [],
+            "engine": row.engine or [], "podSets": row.pod_sets or {}, "reason": row.reason,
+            "stop": row.stop if isinstance(row.stop, dict) else None, "admittedAt": row.admitted_at,
+            "comparedAt": row.compared_at, "schedulingPass": row.scheduling_pass_id}
+
+
+def _agreement(categories: Mapping[str, int]) -> dict[str, Any]:
+    total = sum(categories.values())
+    agreeing = categories.get(ComparisonCategory.SAME_DOMAINS, 0)
+    return {"total": total, "agreeing": agreeing, "agreementRate": agreeing / total if total else None,
+            "categories": {c: categories.get(c, 0) for c in ComparisonCategory.values}}
+
+
+def comparison_summary(queryset: QuerySet, *, bucket: str = "hour") -> dict[str, Any]:
+    """The agreement rate over the comparisons of `queryset`, overall and per time bucket."""
+    from django.db.models.functions import TruncDay, TruncHour, TruncMinute
+
+    trunc = {"minute": TruncMinute, "hour": TruncHour, "day": TruncDay}[bucket]
+    overall: dict[str, int] = defaultdict(int)
+    per_bucket: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    rows = (queryset.order_by().annotate(start=trunc("admitted_at")).values_list("start", "category")
+            .annotate(n=Count("id")))
+    for start, category, n in rows:
+        overall[category] += n
+        per_bucket[start][category] += n
+    return {"overall": _agreement(overall), "bucket": bucket,
+            "buckets": [{"start": start, **_agreement(counts)} for start, counts in sorted(per_bucket.items())]}
 
 
 # ---------------------------------------------------------------- queues

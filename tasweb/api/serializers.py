@@ -7,7 +7,7 @@ from __future__ import annotations
 from rest_framework import serializers as s
 
 from tasweb.cluster.models import WorkloadStatus
-from tasweb.scheduling.models import EventKind
+from tasweb.scheduling.models import ComparisonCategory, EventKind
 
 QUANTITIES = "resource name -> quantity in Kubernetes notation (cpu \"32\", memory \"128Gi\", nvidia.com/gpu \"8\")"
 
@@ -422,6 +422,67 @@ class EventSerializer(s.Serializer):
     message = s.CharField(allow_blank=True, help_text="the explanation recorded")
     details = s.DictField(help_text="structured details: flavors, domains, replacement node, pods ungated, ...")
     schedulingPass = s.IntegerField(allow_null=True, help_text="id of the engine pass that recorded it")
+
+
+# ---------------------------------------------------------------- side by side with Kueue
+
+
+class ComparedDomainSerializer(s.Serializer):
+    values = string_list("the domain's value at every level of the Topology, from the root")
+    count = s.IntegerField(help_text="pods placed there")
+    room = s.IntegerField(required=False, help_text="Kueue's domains only: how many pods of the PodSet this "
+                          "engine sees room for there, everything else admitted counted")
+
+
+class ComparedPlacementSerializer(s.Serializer):
+    podSet = s.CharField(help_text="the PodSet")
+    flavor = s.CharField(help_text="the TAS ResourceFlavor")
+    levels = string_list("every level of the Topology")
+    level = s.CharField(allow_blank=True, help_text="the lowest level one domain of which holds every pod "
+                        "(\"\" when they span several domains of the top level)")
+    domain = string_list("that domain's path")
+    pods = s.IntegerField(help_text="pods placed")
+    domains = ComparedDomainSerializer(many=True, help_text="the TopologyAssignment's domains")
+
+
+class ComparisonSerializer(s.Serializer):
+    id = s.IntegerField(help_text="comparison id")
+    workload = s.CharField(help_text="namespace/name of the Workload (kept after it is deleted)")
+    namespace = s.CharField(help_text="its namespace")
+    clusterQueue = s.CharField(allow_blank=True, help_text="the ClusterQueue Kueue admitted it to")
+    flavor = s.CharField(allow_blank=True, help_text="the TAS ResourceFlavor of Kueue's assignment")
+    category = s.ChoiceField(choices=ComparisonCategory.choices, help_text="SameDomains (agreement), "
+                             "SameLevelOtherDomains, DifferentLevel, EngineWouldNotAdmit or NoCapacityForKueue")
+    agrees = s.BooleanField(help_text="whether this engine would have placed it where Kueue did (SameDomains)")
+    kueue = ComparedPlacementSerializer(many=True, help_text="Kueue's assignment, per PodSet")
+    engine = ComparedPlacementSerializer(many=True, help_text="this engine's assignment on the same snapshot, per "
+                                         "PodSet; empty when it would not admit the Workload")
+    podSets = label_map("PodSet -> its category (the Workload takes the worst)")
+    reason = s.CharField(allow_blank=True, help_text="why this engine would not admit it, or which of Kueue's "
+                         "domains lack room in its view")
+    stop = s.DictField(allow_null=True, help_text="this engine's stop record when it would not admit it (as "
+                       "why-pending shows it)")
+    admittedAt = s.DateTimeField(help_text="when Kueue's admission was seen")
+    comparedAt = s.DateTimeField(help_text="when it was compared (the observe pass)")
+    schedulingPass = s.IntegerField(allow_null=True, help_text="id of the observe pass that compared it")
+
+
+class AgreementSerializer(s.Serializer):
+    total = s.IntegerField(help_text="admissions compared")
+    agreeing = s.IntegerField(help_text="of which SameDomains")
+    agreementRate = s.FloatField(allow_null=True, help_text="agreeing / total; null when nothing was compared")
+    categories = s.DictField(child=s.IntegerField(), help_text="count per category")
+
+
+class AgreementBucketSerializer(AgreementSerializer):
+    start = s.DateTimeField(help_text="the start of the bucket (UTC)")
+
+
+class ComparisonSummarySerializer(s.Serializer):
+    overall = AgreementSerializer(help_text="every comparison matching the filters")
+    bucket = s.ChoiceField(choices=["minute", "hour", "day"], help_text="the length of the buckets")
+    buckets = AgreementBucketSerializer(many=True, help_text="per time bucket of admittedAt, oldest first "
+                                        "(buckets without comparisons are left out)")
 
 
 # ---------------------------------------------------------------- what-if

@@ -30,6 +30,8 @@ v1 = [
     path("workloads/<str:namespace>/<str:name>/history/", apis.WorkloadHistoryApi.as_view(),
          name="workload-history"),
     path("history/", apis.HistoryApi.as_view(), name="history"),
+    path("comparison/", apis.ComparisonListApi.as_view(), name="comparison-list"),
+    path("comparison/summary/", apis.ComparisonSummaryApi.as_view(), name="comparison-summary"),
     path("what-if/", apis.WhatIfApi.as_view(), name="what-if"),
 ]
 

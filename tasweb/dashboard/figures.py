@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -314,10 +315,30 @@ def _panel_axes(n: int, cols: int, panel_px: int) -> tuple[list[dict[str, Any]],
     return out, height
 
 
+@dataclass(frozen=True)
+class Highlight:
+    """Pods to mark on the heatmap (pods per leaf path), with how they are drawn: the first
+    highlight as filled diamonds, another (side by side with Kueue) as open circles around them."""
+
+    name: str  # the legend's label
+    pods: Mapping[tuple[str, ...], int]
+    colour: str = HIGHLIGHT
+    symbol: str = "diamond"
+    side: str = ""  # e.g. "kueue" or "engine", kept in the traces' meta
+
+
 def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str, ...], int] | None = None,
-                  highlight_name: str = "") -> go.Figure:
+                  highlight_name: str = "", highlights: Iterable[Highlight] = ()) -> go.Figure:
     """The rack x node heatmap of every block in the scope, coloured by the metric, with
-    NotReady, cordoned and tainted nodes marked, and (on a workload's page) its pods."""
+    NotReady, cordoned and tainted nodes marked, and (on a workload's page) its pods, or
+    (`highlights`) the pods of several placements told apart by marker and colour."""
+    marks = list(highlights)
+    if highlight:
+        marks.insert(0, Highlight(f"pods of {highlight_name}", highlight))
+    return _topology_grid(q, grid, marks)
+
+
+def _topology_grid(q: TopologyQuery, grid: Grid, marks: list[Highlight]) -> go.Figure:
     cap = q.capacity
     if not grid.panels:
         return go.Figure(layout=base_layout(height=120))
@@ -333,8 +354,7 @@ def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str,
     domains, height = _panel_axes(n, cols, panel_rows * row_px)
     flag_column = {NOT_READY: 0, CORDONED: 1, TAINTED: 2}
     counts = cap.flag_counts[level]
-    wanted = _highlight_cells(cap, level, highlight) if highlight else {}
-    tint = len(wanted) > MAX_HIGHLIGHT_MARKERS
+    wanted_cells = [_highlight_cells(cap, level, mark.pods) for mark in marks]
     traces: list[Any] = []
     markers: list[Any] = []
     shown_legend: set[str] = set()
@@ -378,29 +398,36 @@ def topology_grid(q: TopologyQuery, grid: Grid, *, highlight: Mapping[tuple[str,
                 marker={"symbol": symbol, "size": marker_px, "color": colour, "line": {"width": 1.5, "color": colour}},
                 meta={"flag": name}))
             shown_legend.add(name)
-        if wanted and tint:
-            hit = present & np.isin(cells, list(wanted))
-            if hit.any():
-                # thousands of marker symbols take the browser most of a second to lay out: a
-                # tint over the cells shows the same at that scale (hover stays the cell's own)
-                markers.append(go.Heatmap(
-                    z=np.where(hit, 1.0, np.nan).astype(np.float32), x=np.arange(1, cells.shape[1] + 1),
-                    y=panel.row_labels, xaxis=xa, yaxis=ya, colorscale=[[0, HIGHLIGHT], [1, HIGHLIGHT]], zmin=0,
-                    zmax=1, showscale=False, opacity=0.4, xgap=1, ygap=1, hoverinfo="skip",
-                    name=f"pods of {highlight_name}", meta={"highlight": highlight_name}))
-        elif wanted:
-            ii, jj = np.nonzero(present & np.isin(cells, list(wanted)))
-            if len(ii):
-                markers.append(go.Scatter(
-                    x=(jj + 1).tolist(), y=[panel.row_labels[i] for i in ii], xaxis=xa, yaxis=ya, mode="markers",
-                    name=f"pods of {highlight_name}", legendgroup="highlight",
-                    showlegend="highlight" not in shown_legend,
-                    text=[str(wanted[int(cells[i, j])]) for i, j in zip(ii, jj, strict=True)],
-                    hovertemplate=f"%{{text}} pod(s) of {highlight_name}<extra></extra>",
-                    marker={"symbol": "diamond", "size": max(7, min(13, row_px)), "color": HIGHLIGHT,
-                            "line": {"width": 1.5, "color": "#ffffff"}},
-                    meta={"highlight": highlight_name}))
-                shown_legend.add("highlight")
+        for number, (mark, wanted) in enumerate(zip(marks, wanted_cells, strict=True)):
+            group = "highlight" if number == 0 else f"highlight{number + 1}"
+            meta = {"highlight": mark.name.removeprefix("pods of "), **({"side": mark.side} if mark.side else {})}
+            if len(wanted) > MAX_HIGHLIGHT_MARKERS:
+                hit = present & np.isin(cells, list(wanted))
+                if hit.any():
+                    # thousands of marker symbols take the browser most of a second to lay out: a
+                    # tint over the cells shows the same at that scale (hover stays the cell's own)
+                    markers.append(go.Heatmap(
+                        z=np.where(hit, 1.0, np.nan).astype(np.float32), x=np.arange(1, cells.shape[1] + 1),
+                        y=panel.row_labels, xaxis=xa, yaxis=ya, colorscale=[[0, mark.colour], [1, mark.colour]],
+                        zmin=0, zmax=1, showscale=False, opacity=0.4 / (number + 1), xgap=1, ygap=1,
+                        hoverinfo="skip", name=mark.name, meta=meta))
+            elif wanted:
+                ii, jj = np.nonzero(present & np.isin(cells, list(wanted)))
+                if len(ii):
+                    size = max(7, min(13, row_px))
+                    open_symbol = mark.symbol.endswith("-open")
+                    markers.append(go.Scatter(
+                        x=(jj + 1).tolist(), y=[panel.row_labels[i] for i in ii], xaxis=xa, yaxis=ya,
+                        mode="markers", name=mark.name, legendgroup=group, showlegend=group not in shown_legend,
+                        text=[str(wanted[int(cells[i, j])]) for i, j in zip(ii, jj, strict=True)],
+                        hovertemplate=f"%{{text}} pod(s): {mark.name}<extra></extra>"
+                        if mark.side else f"%{{text}} pod(s) of {meta['highlight']}<extra></extra>",
+                        marker={"symbol": mark.symbol, "size": size + 6 if open_symbol else size,
+                                "color": mark.colour,
+                                "line": {"width": 3 if open_symbol else 1.5,
+                                         "color": mark.colour if open_symbol else "#ffffff"}},
+                        meta=meta))
+                    shown_legend.add(group)
     what = "nodes" if level == cap.depth - 1 else f"{cap.levels[level]} domains"
     layout.update(base_layout(
         height=max(180, height), coloraxis=colour_axis(q, a.value), margin={"l": 70, "r": 20, "t": 40, "b": 20},
@@ -670,6 +697,58 @@ def quota_figure(groups: list[Mapping[str, Any]] | None) -> go.Figure | None:
         yaxis={"autorange": "reversed"}))
     return fig
 
+
+
+# ---------------------------------------------------------------- side by side with Kueue
+
+# categories from agreement to the deepest disagreement, each with a colour
+COMPARISON_STYLE: dict[str, str] = {
+    "SameDomains": OKABE_ITO["green"],
+    "SameLevelOtherDomains": OKABE_ITO["sky"],
+    "DifferentLevel": OKABE_ITO["orange"],
+    "EngineWouldNotAdmit": OKABE_ITO["purple"],
+    "NoCapacityForKueue": OKABE_ITO["vermillion"],
+}
+KUEUE_MARK = (OKABE_ITO["vermillion"], "diamond")
+BUCKET_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+ENGINE_MARK = (OKABE_ITO["blue"], "circle-open")
+
+
+def agreement_figure(buckets: list[Mapping[str, Any]], bucket: str) -> go.Figure:
+    """Admissions compared per time bucket, stacked by category, and the agreement rate over
+    them as a line on its own axis (0-100 %)."""
+    starts = [b["start"] for b in buckets]
+    seconds = BUCKET_SECONDS.get(bucket, 3600)
+    # bars as wide as most of their bucket (a date axis counts in milliseconds), each starting
+    # at its bucket's start; a range of a few buckets at least, so one bucket is not a sliver
+    width = [seconds * 800] * len(starts)
+    fig = go.Figure()
+    for category, colour in COMPARISON_STYLE.items():
+        counts = [b["categories"].get(category, 0) for b in buckets]
+        if not any(counts):
+            continue
+        fig.add_trace(go.Bar(x=starts, y=counts, name=category, marker={"color": colour}, width=width,
+                             offset=0, hovertemplate=f"%{{y}} {category}<extra></extra>",
+                             meta={"category": category}))
+    rates = [100 * b["agreementRate"] if b["agreementRate"] is not None else None for b in buckets]
+    middles = [start + timedelta(seconds=seconds * 0.4) for start in starts]
+    span: dict[str, Any] = {}
+    if starts:
+        low, high = min(starts), max(starts) + timedelta(seconds=seconds)
+        pad = max(timedelta(seconds=seconds), (high - low) / 20)
+        span = {"range": [low - pad, high + pad]}
+    fig.add_trace(go.Scatter(x=middles, y=rates, name="agreement rate", mode="lines+markers", yaxis="y2",
+                             line={"color": OKABE_ITO["black"], "width": 2}, marker={"size": 6},
+                             hovertemplate="%{y:.0f} % agree<extra></extra>", meta={"rate": True}))
+    fig.update_layout(**base_layout(
+        barmode="stack", height=300, margin={"l": 60, "r": 60, "t": 10, "b": 40}, showlegend=True,
+        legend={"orientation": "h", "y": -0.25},
+        xaxis={"type": "date", "title": {"text": f"admissions seen, per {bucket} (UTC)"}, "gridcolor": "#eef1f4",
+               **span},
+        yaxis={"title": {"text": "admissions compared"}, "rangemode": "tozero", "gridcolor": "#eef1f4"},
+        yaxis2={"title": {"text": "agreement rate, %"}, "overlaying": "y", "side": "right", "range": [0, 105],
+                "tickvals": [0, 20, 40, 60, 80, 100], "showgrid": False}))
+    return fig
 
 
 def warm_up() -> None:

@@ -278,3 +278,104 @@ def queues_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
                                     for res in flavor["resources"]]})
     context = {"nav": "queues", "cards": rows, "why_open": 3, "pending_shown": selectors.PENDING_SHOWN}
     return Page("dashboard/queues.html", context, figs, {"queue-cards": "dashboard/_queue_cards.html"})
+
+
+# ---------------------------------------------------------------- side by side with Kueue
+
+COMPARISONS_PER_PAGE = 50  # disagreements listed a page
+
+
+def _placement_rows(placements: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in placements or []:
+        out.append({**p, "level_name": figures.short_level(p.get("level") or "") or "spans the top level",
+                    "domain_path": "/".join(p.get("domain") or []),
+                    "rows": [{"path": "/".join(d["values"]), "count": d["count"], "room": d.get("room"),
+                              "short": d.get("room") is not None and d["room"] < d["count"]}
+                             for d in p.get("domains") or []]})
+    return out
+
+
+def _pods_per_path(placements: list[Mapping[str, Any]], flavor: str) -> dict[tuple[str, ...], int]:
+    pods: dict[tuple[str, ...], int] = {}
+    for p in placements or []:
+        if p.get("flavor") != flavor:
+            continue
+        for d in p.get("domains") or []:
+            path = tuple(d["values"])
+            pods[path] = pods.get(path, 0) + int(d["count"])
+    return pods
+
+
+def _comparison_figure(row: Any, params: QueryDict) -> tuple[go.Figure | None, dict[str, Any]]:
+    """Both assignments on the topology heatmap of Kueue's flavor: Kueue's pods as filled
+    diamonds, this engine's as open circles."""
+    flavor = row.flavor or next((p.get("flavor") for p in row.engine or []), "")
+    kueue = _pods_per_path(row.kueue, flavor)
+    engine = _pods_per_path(row.engine, flavor)
+    if not flavor or not (kueue or engine):
+        return None, {}
+    try:
+        q = selectors.topology_query(QueryDict(), flavor=flavor)
+    except selectors.DashboardError:
+        return None, {}
+    if q is None:
+        return None, {}
+    scope = selectors.placement_scope(q.capacity, [*kueue, *engine])
+    q = TopologyQuery(q.flavor, q.resource, q.metric, scope, q.capacity)
+    grid = figures.grid_layout(q.capacity, scope)
+    kueue_colour, kueue_symbol = figures.KUEUE_MARK
+    engine_colour, engine_symbol = figures.ENGINE_MARK
+    marks = [figures.Highlight(f"Kueue placed {sum(kueue.values())} pod(s)", kueue, kueue_colour, kueue_symbol,
+                               "kueue")]
+    if engine:
+        marks.append(figures.Highlight(f"this engine would place {sum(engine.values())} pod(s)", engine,
+                                       engine_colour, engine_symbol, "engine"))
+    fig = figures.topology_grid(q, grid, highlights=marks)
+    return fig, {"scope": "/".join(scope), "flavor": flavor,
+                 "topology_query": urlencode(q.as_params(domain=scope))}
+
+
+def comparison_page(params: QueryDict) -> Page:
+    rows = selectors.comparisons(params)
+    bucket = selectors.summary_bucket(rows)
+    summary = selectors.api.comparison_summary(rows, bucket=bucket)
+    disagreements = rows.exclude(category="SameDomains")
+    page = selectors.page_of(disagreements, params.get("page"), COMPARISONS_PER_PAGE)
+    chosen = {key: params.getlist(key) if key == "category" else params.get(key, "")
+              for key in selectors.COMPARISON_FILTERS}
+    query = urlencode([(k, v) for k in selectors.COMPARISON_FILTERS for v in params.getlist(k) if v], doseq=True)
+    selected = None
+    wanted = params.get("selected") or ""
+    if wanted:
+        if not wanted.isdigit():
+            raise selectors.BadInput(f"selected: expected the id of a comparison, got {wanted!r}")
+        selected = selectors.api.comparison_list().filter(id=int(wanted)).first()
+        if selected is None:
+            raise selectors.NotFound(f"No comparison with id {wanted}",
+                                     hint="Comparisons are kept for TAS_COMPARISON_RETENTION_SECONDS (7 days).")
+    elif page.object_list:
+        selected = page.object_list[0]
+    figs: dict[str, go.Figure] = {}
+    if summary["buckets"]:
+        figs["fig-agreement"] = figures.agreement_figure(summary["buckets"], bucket)
+    context: dict[str, Any] = {
+        "nav": "comparison", "summary": summary, "overall": summary["overall"], "page": page,
+        "chosen": chosen, "filter_query": query, "filtered": any(chosen.values()),
+        "categories": list(figures.COMPARISON_STYLE), "cluster_queues": selectors.cluster_queue_names(),
+        "any_comparison": selectors.api.comparison_list().exists(), "selected": None,
+        "rate_pct": f"{100 * summary['overall']['agreementRate']:.0f} %"
+        if summary["overall"]["agreementRate"] is not None else "-",
+    }
+    if selected is not None:
+        namespace, _, name = selected.workload_key.partition("/")
+        fig, where = _comparison_figure(selected, params)
+        if fig is not None:
+            figs["fig-comparison"] = fig
+        context["selected"] = {
+            "row": selected, "namespace": namespace, "name": name, "kueue": _placement_rows(selected.kueue),
+            "engine": _placement_rows(selected.engine), "drawn": fig is not None, **where,
+            "stop": selected.stop if isinstance(selected.stop, dict) else None,
+        }
+    return Page("dashboard/comparison.html", context, figs,
+                {"comparison-results": "dashboard/_comparison_results.html"})

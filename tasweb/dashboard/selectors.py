@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
@@ -32,7 +32,7 @@ from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
-from tasweb.api.filters import EventFilter
+from tasweb.api.filters import ComparisonFilter, EventFilter
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
@@ -453,6 +453,34 @@ def history_events(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Quer
         return filterset.qs
     except ValidationError as exc:
         raise BadInput(_errors_text(exc.detail)) from None
+
+
+COMPARISON_FILTERS = ("category", "cluster_queue", "namespace", "workload", "since", "until")
+
+
+def comparisons(params: QueryDict) -> QuerySet:
+    """Comparisons with Kueue matching the page's filters (the API's filter), newest first."""
+    data = QueryDict(mutable=True)
+    for key in COMPARISON_FILTERS:
+        for value in params.getlist(key):
+            if value.strip():
+                data.appendlist(key, value.strip())
+    filterset = ComparisonFilter(data=data, queryset=api.comparison_list().order_by("-admitted_at", "-id"))
+    try:
+        if not filterset.is_valid():
+            raise BadInput(_errors_text(filterset.errors))
+        return filterset.qs
+    except ValidationError as exc:
+        raise BadInput(_errors_text(exc.detail)) from None
+
+
+def summary_bucket(rows: QuerySet) -> str:
+    """The bucket that makes a readable figure of the time the comparisons span."""
+    span = rows.aggregate(first=Min("admitted_at"), last=Max("admitted_at"))
+    if span["first"] is None:
+        return "hour"
+    seconds = (span["last"] - span["first"]).total_seconds()
+    return "minute" if seconds <= 3 * 3600 else "hour" if seconds <= 7 * 86400 else "day"
 
 
 # Events grouped on the history page: the newest this many that match the filters (older ones

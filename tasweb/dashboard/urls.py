@@ -14,4 +14,5 @@ urlpatterns = [
     path("workloads/<str:namespace>/<str:name>/why-pending/", views.why_pending, name="why-pending"),
     path("history/", views.history, name="history"),
     path("queues/", views.queues, name="queues"),
+    path("comparison/", views.comparison, name="comparison"),
 ]

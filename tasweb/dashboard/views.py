@@ -170,3 +170,9 @@ def history(request: HttpRequest) -> HttpResponse:
 @dashboard_view
 def queues(request: HttpRequest) -> HttpResponse:
     return respond(request, lambda: pages.queues_page(request.GET, access_scope(request)))
+
+
+@dashboard_view
+def comparison(request: HttpRequest) -> HttpResponse:
+    require_cluster_wide(request)  # both assignments drawn on the cluster's heatmap
+    return respond(request, lambda: pages.comparison_page(request.GET))

@@ -153,3 +153,56 @@ class WorkloadStop(models.Model):
     record = models.JSONField(default=dict)
     at = models.DateTimeField()
     scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
+
+
+class AdmissionToCompare(models.Model):
+    """A Workload seen gaining an admission it did not get from this service (observe mode:
+    Kueue's). The next observe pass compares that admission with this engine's decision on the
+    same snapshot (`AdmissionComparison`) and drops the row: only new admissions are compared."""
+
+    workload_key = models.CharField(max_length=510, db_index=True)  # namespace/name
+    uid = models.CharField(max_length=253, blank=True, default="")
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+
+
+class ComparisonCategory(models.TextChoices):
+    """How this engine's decision compares with Kueue's admission (see `scheduler.compare`)."""
+
+    SAME_DOMAINS = "SameDomains"
+    SAME_LEVEL_OTHER_DOMAINS = "SameLevelOtherDomains"
+    DIFFERENT_LEVEL = "DifferentLevel"
+    ENGINE_WOULD_NOT_ADMIT = "EngineWouldNotAdmit"
+    NO_CAPACITY_FOR_KUEUE = "NoCapacityForKueue"
+
+
+class AdmissionComparison(models.Model):
+    """Kueue's admission of one workload beside this engine's decision on the same snapshot:
+    one row per admission (a workload admitted again after an eviction gets another)."""
+
+    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="comparisons")
+    workload_key = models.CharField(max_length=510, db_index=True)  # namespace/name, kept after deletion
+    namespace = models.CharField(max_length=253, db_index=True)
+    uid = models.CharField(max_length=253, blank=True, default="")
+    # which admission: Kueue's QuotaReserved transition time (or when it was seen, without one)
+    admission = models.CharField(max_length=64)
+    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    flavor = models.CharField(max_length=253, blank=True, default="")
+    category = models.CharField(max_length=32, choices=ComparisonCategory.choices, db_index=True)
+    kueue = models.JSONField(default=list)  # per PodSet: levels, placement level, domains (with room)
+    engine = models.JSONField(default=list)  # the same for this engine's placement; [] when it would not admit
+    pod_sets = models.JSONField(default=dict)  # PodSet -> its category
+    reason = models.TextField(blank=True, default="")
+    stop = models.JSONField(null=True, blank=True)  # the engine's StopRecord when it would not admit
+    admitted_at = models.DateTimeField(db_index=True)  # when the admission was seen
+    compared_at = models.DateTimeField()
+    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-admitted_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["workload_key", "uid", "admission"],
+                                               name="one_comparison_per_admission")]
+        indexes = [models.Index(fields=["category", "admitted_at"])]

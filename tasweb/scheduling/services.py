@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
+from scheduler.compare import Comparison, compare_admissions
 from scheduler.config import NO_CONFIGURATION, Configuration, parse_configuration_text
 from scheduler.engine import Engine
 from scheduler.errors import InputError
@@ -51,7 +52,7 @@ from scheduler.results import (
     WorkloadResult,
     message_shape,
 )
-from scheduler.simulate import simulate_parsed
+from scheduler.simulate import engine_pass
 from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
@@ -59,6 +60,8 @@ from tasweb.cluster.services import instances_insert, rows_insert, rows_update
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
+    AdmissionComparison,
+    AdmissionToCompare,
     AssignmentDomain,
     ClusterWrite,
     EventKind,
@@ -593,6 +596,9 @@ def workload_observed(*, workload: cluster.Workload, old_status: str | None, old
     admission = (workload.raw.get("status") or {}).get("admission")
     if admission != old_admission:
         workload_assignments_sync(workload=workload)
+        if not old_admission and _has_topology_assignment(admission):
+            # Kueue admitted it: the next observe pass compares that with this engine's decision
+            AdmissionToCompare.objects.create(workload_key=workload.key, uid=workload.uid, observed_at=at)
     if old_status == workload.status:
         return
     kind = {
@@ -609,6 +615,11 @@ def workload_observed(*, workload: cluster.Workload, old_status: str | None, old
         WorkloadEvent.objects.create(workload=workload, workload_key=workload.key,
                                      cluster_queue=workload.cluster_queue, kind=kind, at=at,
                                      message=workload.message, details={"observed": True})
+
+
+def _has_topology_assignment(admission: Any) -> bool:
+    return isinstance(admission, Mapping) and any(
+        isinstance(psa, Mapping) and psa.get("topologyAssignment") for psa in admission.get("podSetAssignments") or [])
 
 
 def workload_deleted(*, workload: cluster.Workload, reason: str = "", at: datetime | None = None) -> None:
@@ -647,8 +658,11 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
     if send_to_cluster is None:
         send_to_cluster = real_cluster
     if observe is None:
-        # the simulator and imported files have no Kueue of their own: we always decide there
-        observe = real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe"
+        # imported files have no Kueue of their own, nor has the simulator unless its stand-in
+        # Kueue is on (TAS_SIM_KUEUE_PROFILE): we decide there
+        from tasweb.simulator.config import simulator_observed  # the simulator imports this module
+
+        observe = (real_cluster and getattr(settings, "TAS_MODE", "observe") == "observe") or simulator_observed()
     if observe:
         return _observe_pass_run(now=now, trigger=trigger, started=started, before_commit=before_commit)
     return _control_pass_run(now=now, trigger=trigger, send_to_cluster=send_to_cluster, started=started,
@@ -690,6 +704,10 @@ def _prune_change_log(record: SchedulingPass) -> None:
         logger.debug("change log: %d rows pruned", deleted)
         stale = stops_prune()
         logger.debug("why-pending records of workloads gone from the mirror: %d pruned", stale)
+        kept = float(getattr(settings, "TAS_COMPARISON_RETENTION_SECONDS", DEFAULT_COMPARISON_RETENTION_SECONDS))
+        # on the pass's clock, the one comparisons are stamped with (a simulation's may not be now)
+        old = comparisons_prune(before=record.started_at - timedelta(seconds=kept))
+        logger.debug("comparisons with Kueue older than %.0f s: %d pruned", kept, old)
 
 
 def stops_prune() -> int:
@@ -715,19 +733,66 @@ def engine_pass_run(engine: Engine, now: datetime) -> PassResult:
 def _observe_pass_run(*, now: datetime, trigger: str, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     read_versions: dict[str, int] = {}
+    # the admissions to compare are read before the mirror: each of them is in what is read next
+    marks = list(AdmissionToCompare.objects.order_by("id").values_list("id", "workload_key", "observed_at"))
     parsed = engine_inputs(read_versions)
-    result = simulate_parsed(parsed, gates=feature_gates(), now=now, cycles=None, config=kueue_configuration()[1])
+    engine = Engine.from_parsed(parsed, feature_gates(), config=kueue_configuration()[1])
+    # before the pass: on the mirror as read, each compared workload's admission taken back
+    # for its comparison and put back after it (scheduler.compare); the pass then runs as ever
+    comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
+    result = engine_pass(engine, now, cycles=None)
     with transaction.atomic():
         record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
                                                workloads_seen=len(result.workloads))
         recorder = PassRecorder(record, now, False, read_versions=read_versions)
         recorder.paths.remember(parsed.nodes)
         recorder.explain(result)
+        comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
         if before_commit is not None:
             before_commit(record)
         _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
     _prune_change_log(record)  # no runtime follows the log here: rows only age out
     return record
+
+
+def comparisons_record(*, scheduling_pass: SchedulingPass | None, comparisons: list[Comparison],
+                       marks: list[tuple[int, str, datetime]], now: datetime) -> int:
+    """Store one AdmissionComparison per compared admission and drop the marks that asked for
+    them (a mark whose workload no longer holds an admission is dropped uncompared: there is
+    nothing left to compare). Returns how many rows were stored."""
+    seen: dict[str, datetime] = {}
+    for _, key, observed_at in marks:
+        seen[key] = min(observed_at, seen.get(key, observed_at))
+    keys = [c.key for c in comparisons]
+    rows_by_key: dict[str, cluster.Workload] = {}
+    for start in range(0, len(keys), ROW_CHUNK):
+        names = {k.partition("/")[2] for k in keys[start:start + ROW_CHUNK]}
+        for row in cluster.Workload.objects.filter(name__in=names).only("id", "namespace", "name"):
+            rows_by_key.setdefault(row.key, row)
+    rows = []
+    for c in comparisons:
+        admitted_at = seen.get(c.key, now)
+        identity = (c.reserved_at or admitted_at).isoformat()
+        rows.append(AdmissionComparison(
+            workload=rows_by_key.get(c.key), workload_key=c.key, namespace=c.key.partition("/")[0], uid=c.uid,
+            admission=identity, cluster_queue=c.cluster_queue, flavor=c.flavor, category=c.category,
+            kueue=[p.to_json() for p in c.kueue], engine=[p.to_json() for p in c.engine], pod_sets=c.pod_sets,
+            reason=c.reason, stop=c.stop.to_json() if c.stop is not None else None, admitted_at=admitted_at,
+            compared_at=now, scheduling_pass=scheduling_pass))
+    # an admission compared already (a mark written twice for it) keeps its first row
+    AdmissionComparison.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+    ids = [pk for pk, _, _ in marks]
+    for start in range(0, len(ids), ROW_CHUNK):
+        AdmissionToCompare.objects.filter(id__in=ids[start:start + ROW_CHUNK]).delete()
+    return len(rows)
+
+
+DEFAULT_COMPARISON_RETENTION_SECONDS = 7 * 24 * 3600.0
+
+
+def comparisons_prune(*, before: datetime) -> int:
+    deleted, _ = AdmissionComparison.objects.filter(admitted_at__lt=before).delete()
+    return deleted
 
 
 def _finish_record(record: SchedulingPass, result: PassResult, started: float, *, pending: int) -> None:
@@ -884,6 +949,7 @@ __all__ = [
     "PassRecorder",
     "assignment_rows_replace",
     "changes_pending",
+    "comparisons_record",
     "feature_gates",
     "leader_pass_run",
     "pass_schedule",

@@ -16,6 +16,19 @@ from django.core.exceptions import ImproperlyConfigured
 
 MAX_NODES = 100_000
 ENV_PREFIX = "TAS_SIM_"
+# The stand-in Kueue's profiles: feature gates of this engine that make it place otherwise
+# than the engine's defaults do (TASProfileMixed on: LeastFreeCapacity for unconstrained
+# requests, BestFit for the others).
+KUEUE_PROFILES = {
+    # BestFit for every request: Kueue before v0.15, or with TASProfileMixed off
+    "BestFit": "TASProfileMixed=false",
+    # TASBalancedPlacement (alpha): balanced domains for `preferred` requests
+    "BalancedPlacement": "TASBalancedPlacement=true",
+    # BestFit everywhere and balanced `preferred` requests together
+    "BestFitBalanced": "TASProfileMixed=false,TASBalancedPlacement=true",
+    # the engine's own defaults: the comparison should agree (a check of the comparison itself)
+    "Default": "",
+}
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,12 @@ class SimulatorSettings:
     drain_min_seconds: float = 60.0
     drain_max_seconds: float = 180.0
 
+    # --- a stand-in Kueue (observe mode on the simulator) ----------------------------------
+    # "" (the default): the engine admits, as in control mode. A profile name: with TAS_MODE
+    # observe, a stand-in Kueue admits instead, running this same engine with that profile
+    # (`KUEUE_PROFILES`), and the scheduling passes observe and compare, as beside a real Kueue.
+    kueue_profile: str = ""
+
     @property
     def racks(self) -> int:
         return self.blocks * self.racks_per_block
@@ -85,6 +104,9 @@ class SimulatorSettings:
             value = getattr(self, item.name)
             if isinstance(value, int | float) and value < 0:
                 fail(item.name, f"must not be negative, got {value}")
+        if self.kueue_profile and self.kueue_profile not in KUEUE_PROFILES:
+            fail("kueue_profile", f"unknown profile {self.kueue_profile!r} (profiles: {', '.join(KUEUE_PROFILES)}, "
+                                  "or empty for none)")
         for name in ("serving_node_fraction", "too_big_fraction", "two_pod_sets_fraction"):
             if getattr(self, name) > 1:
                 fail(name, f"is a fraction between 0 and 1, got {getattr(self, name)}")
@@ -99,7 +121,33 @@ class SimulatorSettings:
         return replace(self, **values).validate()
 
 
+def stand_in_kueue(config: SimulatorSettings) -> bool:
+    """Whether the simulated cluster has a Kueue of its own: a profile, and TAS_MODE observe
+    (in control mode the engine admits, whatever the profile)."""
+    return bool(config.kueue_profile) and getattr(settings, "TAS_MODE", "observe") == "observe"
+
+
+def simulator_observed() -> bool:
+    """Whether the simulator is the cluster and its stand-in Kueue admits: passes observe."""
+    if getattr(settings, "TAS_CLUSTER_SOURCE", "simulator") != "simulator":
+        return False
+    return stand_in_kueue(simulator_settings())
+
+
+def kueue_gates(config: SimulatorSettings) -> str:
+    """The stand-in Kueue's feature gates (`--feature-gates` syntax)."""
+    return KUEUE_PROFILES[config.kueue_profile]
+
+
+def _kind(item: Any) -> type:
+    if item.type in ("str", str):
+        return str
+    return int if item.type in ("int", int) else float
+
+
 def _converted(name: str, raw: Any, kind: type, source: str) -> Any:
+    if kind is str:
+        return str(raw).strip()
     try:
         return kind(raw)
     except (TypeError, ValueError):
@@ -111,7 +159,7 @@ def simulator_settings(environ: dict[str, str] | None = None) -> SimulatorSettin
     """The settings in force: defaults < settings.TAS_SIMULATOR < TAS_SIM_* variables."""
     environ = os.environ if environ is None else environ
     configured = dict(getattr(settings, "TAS_SIMULATOR", None) or {})
-    kinds = {item.name: (int if item.type in ("int", int) else float) for item in fields(SimulatorSettings)}
+    kinds = {item.name: _kind(item) for item in fields(SimulatorSettings)}
     unknown = sorted(set(configured) - set(kinds))
     if unknown:
         raise ImproperlyConfigured(f"settings.TAS_SIMULATOR: unknown simulator setting {unknown[0]!r} "

@@ -42,7 +42,7 @@ from tasweb.cluster.services import (
 )
 from tasweb.scheduling.services import kueue_configuration, workload_deleted, workload_observed
 from tasweb.simulator import objects as k8s
-from tasweb.simulator.config import SimulatorSettings, simulator_settings
+from tasweb.simulator.config import SimulatorSettings, simulator_settings, stand_in_kueue
 from tasweb.simulator.models import SimulatorState
 
 logger = logging.getLogger(__name__)
@@ -315,13 +315,14 @@ class TickReport:
     requeued: int = 0
     gave_up: int = 0
     workloads_deleted: int = 0
+    kueue_admitted: int = 0  # admissions of the stand-in Kueue (TAS_SIM_KUEUE_PROFILE)
     failures: list[str] = field(default_factory=list)
     drains: list[str] = field(default_factory=list)
     recoveries: list[str] = field(default_factory=list)
     writes: int = 0
 
     COUNTED = ("arrivals", "pods_created", "pods_bound", "pods_failed", "pods_deleted", "completions",
-               "requeued", "gave_up", "workloads_deleted")
+               "requeued", "gave_up", "workloads_deleted", "kueue_admitted")
 
     def counts(self) -> dict[str, int]:
         out = {name: getattr(self, name) for name in self.COUNTED}
@@ -374,7 +375,21 @@ class Tick:
         self.create_pods()
         self.collect_garbage()
         self.submit_jobs()
+        self.kueue_admits()
         self.report.writes = self.writer.writes
+
+    # ------------------------------------------------------------ Kueue, when the simulator has one
+
+    def kueue_admits(self) -> None:
+        """The stand-in Kueue's pass (`tasweb.simulator.kueue`), when the settings give the
+        cluster one; otherwise the service's engine admits, in its scheduling passes."""
+        if not stand_in_kueue(self.config):
+            return
+        from tasweb.simulator.kueue import stand_in_kueue_run
+
+        kueue = stand_in_kueue_run(writer=self.writer, config=self.config, now=self.now)
+        self.report.kueue_admitted += kueue.admitted
+        self.report.pods_failed += kueue.pods_failed
 
     # ------------------------------------------------------------ hardware and operators
 

@@ -63,9 +63,27 @@ def mirror(db) -> list[dict]:
 
 @pytest.fixture
 def scheduled(mirror) -> list[dict]:
-    """The example cluster after one engine pass: 7 workloads admitted, 1 inadmissible."""
-    scheduling_pass_run(now=DEMO_NOW)
+    """The example cluster after one engine pass: 7 workloads admitted, 1 inadmissible; and
+    their admissions compared as if Kueue had made them (so the comparison endpoints have rows)."""
+    record = scheduling_pass_run(now=DEMO_NOW)
+    compare_as_kueue(record)
     return mirror
+
+
+def compare_as_kueue(record=None, *, now: datetime = DEMO_NOW) -> int:
+    """Compare every admission in the mirror with this engine's decision, as an observe pass
+    does for Kueue's, and store the rows."""
+    from scheduler.compare import compare_admissions
+    from scheduler.engine import Engine
+    from tasweb.cluster.models import Workload
+    from tasweb.scheduling.selectors import engine_inputs
+    from tasweb.scheduling.services import comparisons_record, feature_gates
+
+    engine = Engine.from_parsed(engine_inputs(), feature_gates())
+    keys = [row.key for row in Workload.objects.filter(admitted_at__isnull=False)]
+    comparisons = compare_admissions(engine, keys, now)
+    marks = [(0, c.key, now) for c in comparisons]
+    return comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
 
 
 @pytest.fixture

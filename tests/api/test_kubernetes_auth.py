@@ -138,7 +138,8 @@ def test_visibility_lists_follow_the_same_rules(two_namespaces, cluster_users):
 
 
 CLUSTER_WIDE = ["/api/v1/nodes/", "/api/v1/topologies/", "/api/v1/flavors/", "/api/v1/clusterqueues/",
-                "/api/v1/clusterqueues/cluster-queue/", "/api/v1/cohorts/"]
+                "/api/v1/clusterqueues/cluster-queue/", "/api/v1/cohorts/", "/api/v1/comparison/",
+                "/api/v1/comparison/summary/"]
 
 
 def test_cluster_wide_views_need_list_nodes(two_namespaces, cluster_users):
