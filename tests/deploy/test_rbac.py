@@ -9,16 +9,19 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.test import Client
 
 from tasweb.scheduling.models import ClusterWrite
 from tasweb.scheduling.services import scheduling_pass_run
 from tasweb.sources.tasks import send_cluster_writes
+from tests.api.conftest import upsert, workload_object
+from tests.kubeauth import NODES, WORKLOADS, kube_auth  # noqa: F401 - a fixture
 from tests.sources import conftest as sources
 from tests.sources import objects
 from tests.sources.conftest import in_sync, mirror_differences, running_mirror, wait_until
 from tests.sources.fakekube import FakeKube, Request
 
-from .render import DEPLOY, render
+from .render import DEPLOY, composed, render
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -82,6 +85,10 @@ def used(kube: FakeKube) -> set[Permission]:
 
 def granted(overlay: str) -> set[Permission]:
     (role,) = [o for o in render(DEPLOY / "overlays" / overlay) if o["kind"] == "ClusterRole"]
+    return rules_granted(role)
+
+
+def rules_granted(role: dict) -> set[Permission]:
     out = set()
     for rule in role["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
@@ -160,3 +167,24 @@ def test_control_grants_exactly_what_the_mirror_and_the_writer_use(kube: FakeKub
     assert kinds == {ClusterWrite.Kind.WORKLOAD_STATUS, ClusterWrite.Kind.POD_UNGATE, ClusterWrite.Kind.POD_FAIL}
     assert not ClusterWrite.objects.filter(sent_at__isnull=True).exists()
     assert_least_privilege("control", used(kube))
+
+
+def test_the_sign_in_component_grants_exactly_what_kubernetes_sign_in_uses(kube_auth: FakeKube, tmp_path: Path):  # noqa: F811
+    """TAS_AUTH=kubernetes: web reviews a reader's token, then asks what the reader may list
+    (namespaces' workloads, nodes); the component's ClusterRole allows those calls and no more."""
+    upsert(workload_object("w", namespace="ml", queue="team-a"))
+    kube_auth.add_token("eyJ.reader.sig", "reader")
+    kube_auth.allow("reader", "list", *WORKLOADS, namespace="ml")
+    kube_auth.allow("reader", "list", *NODES)
+    reader = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION="Bearer eyJ.reader.sig")
+    assert reader.get("/api/v1/workloads/").status_code == 200
+    assert reader.get("/api/v1/nodes/").status_code == 200
+    path = composed(tmp_path / "sign-in", resources=[DEPLOY / "overlays" / "observe"],
+                    components=[DEPLOY / "components" / "kubernetes-sign-in"])
+    (role,) = [o for o in render(path)
+               if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "tas-kubernetes-sign-in"]
+    calls = used(kube_auth)
+    assert calls == {("authentication.k8s.io", "tokenreviews", "create"),
+                     ("authorization.k8s.io", "subjectaccessreviews", "create")}
+    rights = rules_granted(role)
+    assert calls == rights, f"used {sorted(calls)}, granted {sorted(rights)}"
