@@ -266,12 +266,7 @@ def _engine_decision(engine: Engine, pending: Workload, cq: Any, now: datetime, 
             comparison.engine.append(placement_of(state, psf.pod_set.name, flavor, placement.assignment))
         return
     if entry.mode == PREEMPT and entry.targets:
-        targets = [t.workload.key for t in entry.targets]
-        stop = StopRecord(stops.PREEMPTION_PENDING, f"only by preempting {', '.join(targets)}: "
-                          f"{stops.shortfall_text(entry.checks) or a.failure}", verdict=stops.PREEMPTING,
-                          blocking=targets, quota=entry.checks,
-                          details={"targets": [{"workload": t.workload.key, "reason": t.reason}
-                                               for t in entry.targets]})
+        stop = stops.preemption_stop("only by preempting", entry.targets, entry.checks, a.failure)
     else:
         stop = cycle.unfit_stop(entry)
     stop.cluster_queue, stop.reason, stop.at, stop.pass_number = cq.name, a.failure, now, engine.passes

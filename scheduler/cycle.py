@@ -370,12 +370,7 @@ class SchedulingCycle:
             self.preempted_for[t.workload.key] = e.wl.key
         if e.mode == PREEMPT:
             self.hold(e, e.assignment.usage())
-            targets = [t.workload.key for t in e.targets]
-            stop = StopRecord(stops.PREEMPTION_PENDING, f"waiting for the preemption of {', '.join(targets)}: "
-                              f"{shortfall_text(e.checks) or e.assignment.failure}", verdict=stops.PREEMPTING,
-                              blocking=targets, quota=e.checks,
-                              details={"targets": [{"workload": t.workload.key, "reason": t.reason}
-                                                   for t in e.targets]})
+            stop = stops.preemption_stop("waiting for the preemption of", e.targets, e.checks, e.assignment.failure)
             return self.stopped(self.preempt(e), stop), REQUEUE_IMMEDIATE
         if self.admission_blocked():
             self.blocked = True

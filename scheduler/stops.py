@@ -202,6 +202,16 @@ def shortfall_text(checks: Iterable[QuotaCheck]) -> str:
 # ---------------------------------------------------------------- requeue triggers
 
 
+def preemption_stop(waiting: str, targets: Iterable[Any], checks: list[QuotaCheck], failure: str) -> StopRecord:
+    """A head that fits only once `targets` (preemption targets: `.workload`, `.reason`) are
+    gone; `waiting` starts the message ("waiting for the preemption of", ...)."""
+    targets = list(targets)
+    keys = [t.workload.key for t in targets]
+    return StopRecord(PREEMPTION_PENDING, f"{waiting} {', '.join(keys)}: {shortfall_text(checks) or failure}",
+                      verdict=PREEMPTING, blocking=keys, quota=checks,
+                      details={"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
+
+
 def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked: bool) -> list[str]:
     """What requeues a parked workload of `cq` (Kueue's requeue events, as the queue manager
     follows them)."""

@@ -385,7 +385,16 @@ class WorkloadFilter(LevelFilterMixin, ValidatingFilterSet):
         return queryset.filter(selectors.workloads_on_node_q(node=value))
 
 
-class EventFilter(ValidatingFilterSet):
+class WorkloadKeyMixin:
+    """`?workload=NAMESPACE/NAME` on rows keyed by `workload_key` (events, comparisons)."""
+
+    def filter_workload(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        if value.count("/") != 1 or not all(value.split("/")):
+            raise _invalid("workload", f"expected NAMESPACE/NAME, got {value!r}")
+        return queryset.filter(workload_key=value)
+
+
+class EventFilter(WorkloadKeyMixin, ValidatingFilterSet):
     since = TimeFilter(field_name="at", lookup_expr="gte",
                                       help_text="events at or after this time (RFC 3339)")
     until = TimeFilter(field_name="at", lookup_expr="lt", help_text="events before this time (RFC 3339)")
@@ -414,17 +423,13 @@ class EventFilter(ValidatingFilterSet):
     def filter_namespace(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset.filter(workload_key__startswith=f"{value}/")
 
-    def filter_workload(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        if value.count("/") != 1 or not all(value.split("/")):
-            raise _invalid("workload", f"expected NAMESPACE/NAME, got {value!r}")
-        return queryset.filter(workload_key=value)
 
 
 
 BUCKETS = (("minute", "minute"), ("hour", "hour"), ("day", "day"))
 
 
-class ComparisonFilter(ValidatingFilterSet):
+class ComparisonFilter(WorkloadKeyMixin, ValidatingFilterSet):
     category = filters.MultipleChoiceFilter(choices=ComparisonCategory.choices, distinct=False,
                                             help_text="how this engine's decision compares with Kueue's admission; "
                                             "repeat for several")
@@ -443,10 +448,6 @@ class ComparisonFilter(ValidatingFilterSet):
         model = AdmissionComparison
         fields: list[str] = []
 
-    def filter_workload(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        if value.count("/") != 1 or not all(value.split("/")):
-            raise _invalid("workload", f"expected NAMESPACE/NAME, got {value!r}")
-        return queryset.filter(workload_key=value)
 
 
 class ComparisonSummaryFilter(ComparisonFilter):

@@ -438,21 +438,28 @@ HISTORY_FIGURE_EVENTS = 2000  # newest events drawn on a timeline
 HISTORY_FILTERS = ("kind", "node", "domain", "cluster_queue", "queue", "namespace", "workload", "since", "until")
 
 
-def history_events(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> QuerySet:
-    """Events matching the page's filters (the API's history filter, so both agree), newest
-    first; only of the namespaces the reader may read."""
+def _filtered(filterset_class, keys: tuple[str, ...], params: QueryDict, queryset: QuerySet) -> QuerySet:
+    """`queryset` through the API's filter set with the page's parameters `keys` (blank ones
+    left out), so that the page and the API agree; bad values are BadInput."""
     data = QueryDict(mutable=True)
-    for key in HISTORY_FILTERS:
+    for key in keys:
         for value in params.getlist(key):
             if value.strip():
                 data.appendlist(key, value.strip())
-    filterset = EventFilter(data=data, queryset=api.event_list().filter(scope.events_q()).order_by("-at", "-id"))
+    filterset = filterset_class(data=data, queryset=queryset)
     try:
         if not filterset.is_valid():
             raise BadInput(_errors_text(filterset.errors))
         return filterset.qs
     except ValidationError as exc:
         raise BadInput(_errors_text(exc.detail)) from None
+
+
+def history_events(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> QuerySet:
+    """Events matching the page's filters (the API's history filter, so both agree), newest
+    first; only of the namespaces the reader may read."""
+    return _filtered(EventFilter, HISTORY_FILTERS, params,
+                     api.event_list().filter(scope.events_q()).order_by("-at", "-id"))
 
 
 COMPARISON_FILTERS = ("category", "cluster_queue", "namespace", "workload", "since", "until")
@@ -460,18 +467,8 @@ COMPARISON_FILTERS = ("category", "cluster_queue", "namespace", "workload", "sin
 
 def comparisons(params: QueryDict) -> QuerySet:
     """Comparisons with Kueue matching the page's filters (the API's filter), newest first."""
-    data = QueryDict(mutable=True)
-    for key in COMPARISON_FILTERS:
-        for value in params.getlist(key):
-            if value.strip():
-                data.appendlist(key, value.strip())
-    filterset = ComparisonFilter(data=data, queryset=api.comparison_list().order_by("-admitted_at", "-id"))
-    try:
-        if not filterset.is_valid():
-            raise BadInput(_errors_text(filterset.errors))
-        return filterset.qs
-    except ValidationError as exc:
-        raise BadInput(_errors_text(exc.detail)) from None
+    return _filtered(ComparisonFilter, COMPARISON_FILTERS, params,
+                     api.comparison_list().order_by("-admitted_at", "-id"))
 
 
 def summary_bucket(rows: QuerySet) -> str:
