@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+import orjson
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 
 from scheduler.codec import decode_assignment
 from scheduler.errors import InputError
@@ -88,6 +90,22 @@ def engine_nodes(rows: QuerySet | None = None) -> list[EngineNode]:
     return nodes
 
 
+def _json_object(text: str) -> dict:
+    """A stored object from its JSON text, by orjson: a third of the time of json, which
+    counts on a cold start reading 100,000 workloads. orjson reads an integer beyond 64 bits
+    as a float; the engine keeps only the fields it parses, and a row whose parsed fields hold
+    such an integer was refused when it was mirrored, so nothing it uses changes."""
+    return orjson.loads(text)
+
+
+def raw_objects(rows: QuerySet, *fields: str, chunk_size: int = 500):
+    """(raw object, *fields) of every row: the `raw` column read as text and parsed here,
+    not by the JSON field's own decoder."""
+    for text, *values in rows.annotate(raw_text=Cast("raw", TextField())).values_list(
+            "raw_text", *fields).iterator(chunk_size=chunk_size):
+        yield _json_object(text), *values
+
+
 def engine_pods(rows: QuerySet | None = None) -> list[EnginePod]:
     """Pods of TAS workloads in full (the ungater and node-failure handling read them);
     every other bound pod only as the usage it puts on its node. Every valid pod the engine
@@ -95,7 +113,7 @@ def engine_pods(rows: QuerySet | None = None) -> list[EnginePod]:
     pods: list[EnginePod] = []
     base = (rows if rows is not None else cluster.Pod.objects.all()).filter(invalid_reason="")
     full = base.exclude(workload_name="", gated=False, tas=False)
-    for row in full.values_list("raw", flat=True).iterator(chunk_size=1000):
+    for (row,) in raw_objects(full, chunk_size=1000):
         try:
             pods.append(parse_pod(row, Where(object_label(row))))
         except InputError:
@@ -134,8 +152,7 @@ def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | No
     active = active_workload_rows() if rows is None else rows.filter(invalid_reason="").exclude(
         status=cluster.WorkloadStatus.FINISHED)
     workloads = []
-    for raw, rv_number, row_id in active.order_by("id").values_list("raw", "rv_number", "id").iterator(
-            chunk_size=500):
+    for raw, rv_number, row_id in raw_objects(active.order_by("id"), "rv_number", "id"):
         meta = raw.get("metadata") or {}
         key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         if versions is not None:

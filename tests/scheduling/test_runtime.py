@@ -12,10 +12,12 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from scheduler.codec import decode_assignment
+from scheduler.parse import Where, object_label, parse_workload
 from tasweb.cluster import models as cluster
 from tasweb.cluster.services import object_delete, object_upsert, rows_insert
 from tasweb.scheduling import runtime as rt
-from tasweb.scheduling import services
+from tasweb.scheduling import selectors, services
 from tasweb.scheduling.models import SchedulingPass
 from tasweb.simulator.services import simulator_seed, simulator_tick
 from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
@@ -189,3 +191,21 @@ def test_the_state_stays_equal_to_a_rebuild_through_a_busy_simulated_cluster():
         if tick % 5 == 4:
             assert_equal_to_a_rebuild(runtime)
     assert rt.runtime_current().changes_applied > 100  # it did follow the changes
+
+
+def test_stored_objects_read_as_text_give_the_engine_what_the_json_field_gives():
+    """The engine reads `raw` as text and parses it itself: the workloads and pods it builds
+    are those it builds from the JSON field's values, an integer beyond 64 bits in a field it
+    never reads included."""
+    import_example_cluster()
+    huge = small_workload("huge")
+    huge["spec"]["x-extra"] = 10**30
+    object_upsert(kind="Workload", obj=huge)
+    rows = cluster.Workload.objects.filter(invalid_reason="").order_by("id")
+    from_field = [parse_workload(raw, Where(object_label(raw)), decode_assignment)
+                  for raw in rows.values_list("raw", flat=True)]
+    assert selectors.engine_workloads() == from_field and "ml/huge" in {w.key for w in from_field}
+    pods = cluster.Pod.objects.all()
+    assert pods.exists()
+    assert [raw for raw, in selectors.raw_objects(pods.order_by("id"))] == list(
+        pods.order_by("id").values_list("raw", flat=True))
