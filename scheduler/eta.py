@@ -17,13 +17,18 @@ when each waiting workload is admitted and on which domains.
   most `max_wakes` such passes in a row before the next finish (workloads that preempt one
   another in turn would otherwise keep the play at one time); admitted workloads' pods are
   taken to be ready at once. A workload admitted and preempted in the same pass has not
-  started. Workloads not yet submitted are unknown
-  (as in Slurm): a later arrival of higher priority can delay a prediction.
+  started.
+* Arrivals: workloads not yet submitted are unknown to the engine. Without `arrivals` none
+  are played (as in Slurm); with them (e.g. `expected_arrivals`: the last hour's submissions
+  again, hour after hour) each is added at its time, waits in its queue like any other, and
+  can take capacity ahead of the workloads predicted (BestEffortFIFO lets a later, smaller
+  workload pass a large one that does not fit yet).
 * It stops when every workload waiting at `now` has been admitted, when the next finish is
   past `horizon`, when nothing is due, or when the wall-clock `budget_seconds` runs out: the
   workloads left get no time (`reason` says which).
 * Runtimes (`scheduler.runtimes`): each workload's low, median and high runtime. A workload
-  running at `now` ends at its start (the QuotaReserved transition) plus its runtime; one
+  running at `now` ends at its start (the QuotaReserved transition) plus its runtime (with a
+  learned runtime: the quantile among the learned runs longer than it has run so far); one
   already past that ends `overrun_share` of its runtime from now (at least `min_step`).
 * The range: three plays, every runtime at its low, median and high value. The prediction
   is the median play's time and placement; `earliest` and `latest` are the smallest and
@@ -37,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -120,9 +125,12 @@ RuntimeSource = Callable[[Workload], RuntimeEstimate]
 
 
 def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHistory | None = None,
-             settings: EtaSettings | None = None) -> Estimate:
-    """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it was."""
+             settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = ()) -> Estimate:
+    """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it
+    was. `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
+    they take their place in the queues but get no prediction."""
     settings = settings or EtaSettings()
+    future = sorted(arrivals, key=lambda a: a[0])
     source = _runtime_source(runtimes)
     started = time.perf_counter()
     deadline = None if settings.budget_seconds is None else started + settings.budget_seconds
@@ -139,7 +147,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         copy = clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
-        plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source)
+        plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source, future)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
     for key in waiting:
@@ -195,6 +203,8 @@ class _Play:
         self.due: list[tuple[float, int, str, int]] = []  # (end, seq, key, run)
         self.wakes: list[float] = []  # passes asked for: after evicted workloads give their quota back
         self.woken = 0  # passes woken since the last finish
+        self.arrivals: list[tuple[float, Workload]] = []
+        self.next_arrival = 0
         self.runs: dict[str, int] = {}
         self.seq = 0
         self.ready_needed = engine.state.config.wait_for_pods_ready is not None
@@ -219,6 +229,8 @@ class _Play:
             runtime = self.runtime(wl)
             started = _reserved_at(wl)
             elapsed = (self.now - started).total_seconds() if started is not None else 0.0
+            if elapsed > 0:
+                runtime = self.estimates[wl.key].total_given(self.level, elapsed) or runtime
             remaining = runtime - elapsed
             if remaining <= 0:
                 remaining = max(s.min_step, runtime * s.overrun_share)
@@ -232,7 +244,19 @@ class _Play:
                 break
             heapq.heappop(self.due)
         ends = [self.due[0][0]] if self.due else []
+        if self.next_arrival < len(self.arrivals):
+            ends.append(self.arrivals[self.next_arrival][0])
         return min([*ends, *self.wakes[:1]], default=None)
+
+    def arrive_due(self, until: float) -> float:
+        """Add every expected arrival due by `until`; the time of the last (0 for none)."""
+        last = 0.0
+        while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival][0] <= until:
+            at, wl = self.arrivals[self.next_arrival]
+            self.next_arrival += 1
+            self.engine.upsert(_expected(wl, self.stamp(at), self.next_arrival))
+            last = at
+        return last
 
     def wake_due(self, until: float) -> None:
         while self.wakes and self.wakes[0] <= until:
@@ -312,8 +336,9 @@ class _Play:
 
 def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], level: str,
           settings: EtaSettings, deadline: float | None, stats: PlayStats,
-          source: RuntimeSource) -> dict[str, _Admission]:
+          source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> dict[str, _Admission]:
     play = _Play(engine, now, estimates, level, settings, source)
+    play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
     play.schedule_running()
     horizon = settings.horizon.total_seconds()
     tracked = set(waiting)
@@ -337,6 +362,7 @@ def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str
         window = max(settings.min_step, settings.resolution * nxt)
         until = min(nxt + window, horizon)
         count, last = play.finish_due(until)
+        last = max(last, play.arrive_due(until))
         play.wake_due(until)
         if count:
             play.woken = 0
@@ -365,6 +391,35 @@ def _with_conditions(wl: Workload, replaced: Iterable[str], added: list[Conditio
     return dataclasses.replace(wl, conditions=[*kept, *added], **changes)
 
 
+def _expected(wl: Workload, at: datetime, n: int) -> Workload:
+    """A fresh copy of `wl`, waiting, created at `at`, under a name no workload has."""
+    return dataclasses.replace(wl, name=f"{wl.name}~expected-{n}", uid=f"{wl.uid}~expected-{n}", creation_timestamp=at,
+                               admission=None, conditions=[], admission_checks=[], unhealthy_nodes=[],
+                               requeue_count=0, requeue_at=None)
+
+
+def expected_arrivals(recent: Iterable[Workload], now: datetime, window: timedelta,
+                      horizon: timedelta) -> list[tuple[float, Workload]]:
+    """The workloads created in the `window` before `now`, expected again: each one `window`,
+    2 x `window`, ... after its creation, until `horizon` from now (the recent past as the
+    forecast of what arrives next)."""
+    out: list[tuple[float, Workload]] = []
+    span = window.total_seconds()
+    end = horizon.total_seconds()
+    if span <= 0:
+        return out
+    for wl in recent:
+        created = wl.creation_timestamp
+        if created is None or not now - window < created <= now:
+            continue
+        at = (created - now).total_seconds() + span
+        while at <= end:
+            out.append((at, wl))
+            at += span
+    out.sort(key=lambda a: a[0])
+    return out
+
+
 def _finished(wl: Workload, at: datetime) -> Workload:
     return _with_conditions(wl, ("Finished",), [Condition("Finished", "True", "Succeeded", "expected end", at)])
 
@@ -381,4 +436,5 @@ def _released(wl: Workload, at: datetime) -> Workload:
     ], admission=None)
 
 
-__all__ = ["HIGH", "LOW", "MEDIAN", "Estimate", "EtaSettings", "PodSetPlacement", "Prediction", "estimate"]
+__all__ = ["HIGH", "LOW", "MEDIAN", "Estimate", "EtaSettings", "PodSetPlacement", "Prediction", "estimate",
+           "expected_arrivals"]

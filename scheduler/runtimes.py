@@ -18,6 +18,10 @@ Sources, first that applies wins, and every estimate names the one it used:
    default) of its latest `window` runs.
 4. `default`: `default_seconds` (1 h), low half of it, high twice it.
 
+A workload already running for `elapsed` seconds with a learned estimate is expected to run,
+in all, the quantile of the learned runs longer than `elapsed` (`total_given`), so that a
+job past the median of its class is not expected to end at once.
+
 Owner kind: the kind of the Workload's controller owner (`Job`, `JobSet`, `RayJob`, ...),
 else of its first owner, else `Workload`. Size class: the Workload's pods over all its
 PodSets, in powers of two: `1`, `2-3`, `4-7`, `8-15`, ...
@@ -26,6 +30,7 @@ PodSets, in powers of two: `1`, `2-3`, `4-7`, `8-15`, ...
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import re
 from collections import deque
@@ -84,9 +89,24 @@ class RuntimeEstimate:
     source: str
     detail: str = ""
     problems: tuple[str, ...] = ()
+    # the learned runtimes (sorted) and the quantiles low, median and high were taken at:
+    # what a running workload has left is taken from the runs that lasted longer
+    samples: tuple[float, ...] = ()
+    quantiles: tuple[float, float, float] = DEFAULT_QUANTILES
 
     def at(self, level: str) -> float:
         return {LOW: self.low, MEDIAN: self.median, HIGH: self.high}[level]
+
+    def total_given(self, level: str, elapsed: float, min_samples: int = 3) -> float | None:
+        """The runtime at `level` of a workload still running after `elapsed` seconds: the
+        quantile among the learned runs longer than that; None without enough of them."""
+        if not self.samples:
+            return None
+        longer = self.samples[bisect.bisect_right(self.samples, elapsed):]
+        if len(longer) < min_samples:
+            return None
+        q = dict(zip(LEVELS, self.quantiles, strict=True))[level]
+        return quantile(longer, q)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +150,20 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 class _Runs:
     """The latest runtimes of one class, also kept sorted for quantiles."""
 
-    __slots__ = ("ordered", "recent")
+    __slots__ = ("frozen", "ordered", "recent")
 
     def __init__(self) -> None:
         self.recent: deque[float] = deque()
         self.ordered: list[float] = []
+        self.frozen: tuple[float, ...] | None = None
+
+    def snapshot(self) -> tuple[float, ...]:
+        if self.frozen is None:
+            self.frozen = tuple(self.ordered)
+        return self.frozen
 
     def add(self, seconds: float, window: int) -> None:
+        self.frozen = None
         self.recent.append(seconds)
         bisect.insort(self.ordered, seconds)
         if len(self.recent) > window:
@@ -186,7 +213,8 @@ class RuntimeHistory:
             runs = self._runs.get(key)
             if runs is not None and len(runs.ordered) >= self.min_samples:
                 low, median, high = (quantile(runs.ordered, q) for q in self.quantiles)
-                return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs)")
+                return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs)",
+                                       samples=runs.snapshot(), quantiles=self.quantiles)
         return None
 
     def default(self) -> RuntimeEstimate:
@@ -209,8 +237,7 @@ class RuntimeHistory:
             return RuntimeEstimate(min(learned.low, deadline), min(learned.median, deadline), deadline, DEADLINE,
                                    f"{deadline:g}s, below it {learned.detail}", tuple(problems))
         if learned is not None:
-            return RuntimeEstimate(learned.low, learned.median, learned.high, HISTORY, learned.detail,
-                                   tuple(problems))
+            return dataclasses.replace(learned, problems=tuple(problems))
         d = self.default()
         return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems))
 

@@ -11,7 +11,7 @@ import pytest
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.errors import InputError
-from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET, EtaSettings, estimate
+from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET, EtaSettings, estimate, expected_arrivals
 from scheduler.results import ADMITTED
 from scheduler.runtimes import (
     ANNOTATION,
@@ -251,6 +251,28 @@ class TestEstimate:
                    waiting("a", count=2, cpu="8", required=RACK, runtime="1h")]
         p = estimate(engine_of(objects), NOW, settings=EtaSettings(budget_seconds=0)).predictions["default/a"]
         assert p.start is None and p.reason == OUT_OF_BUDGET
+
+    def test_expected_arrivals_take_their_place_in_the_queue(self):
+        """A large workload waits for a whole rack; small ones expected to arrive meanwhile
+        (BestEffortFIFO lets them pass it) take the capacity freed first."""
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, runtime="1h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1)], started=-60, runtime="30m", cpu="8"),
+                   running("r3", [("b1-r2-n2", 1)], started=-60, runtime="40m", cpu="8"),
+                   waiting("big", count=2, cpu="8", required=RACK, runtime="1h")]
+        engine = engine_of(objects)
+        alone = estimate(engine, NOW).predictions["default/big"]
+        # r2 ends at 29 min, r3 at 39 min: rack r2 is whole again then
+        assert alone.start - NOW == timedelta(minutes=39)
+        (small,) = parse([waiting("small", count=1, cpu="8", runtime="2h", created=-60)]).workloads
+        arrivals = expected_arrivals([small], NOW, timedelta(minutes=20), timedelta(hours=24))
+        assert [at for at, _ in arrivals[:3]] == [1140, 2340, 3540]
+        est = estimate(engine, NOW, arrivals=arrivals)
+        # the small one expected at 19 min takes a node of rack r2 as r2 ends at 29 min: the big
+        # one waits for rack r1 at 59 min
+        assert est.predictions["default/big"].start - NOW == timedelta(minutes=59)
+        assert set(est.predictions) == {"default/big"}
+        assert engine.queues.pending_count() == 1
 
     def test_preemption_in_the_play(self):
         objects = [topology(), resource_flavor(),
