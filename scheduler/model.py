@@ -372,6 +372,11 @@ class PodSet:
     spec: PodSpecInfo
     min_count: int | None = None
     topology_request: TopologyRequest | None = None
+    # read for runtime estimates only (scheduler.runtimes), never for placement: the pod
+    # template's spec.activeDeadlineSeconds, and its kueue.x-k8s.io/expected-runtime annotation
+    # as written (checked where it is used, so that a bad one never stops scheduling)
+    active_deadline_seconds: int | None = None
+    expected_runtime: str | None = None
 
     @property
     def explicit_tas(self) -> bool:

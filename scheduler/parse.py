@@ -59,6 +59,8 @@ ANNOTATION_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 ANNOTATION_SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 ANNOTATION_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 ANNOTATION_GROUP = "kueue.x-k8s.io/podset-group-name"
+# how long the job is expected to run once admitted (scheduler.runtimes; not a Kueue annotation)
+EXPECTED_RUNTIME = "kueue.x-k8s.io/expected-runtime"
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -771,12 +773,24 @@ def parse_pod_set(d: Any, where: Where) -> PodSet:
         raise where.at("minCount").error(f"must be <= count ({pods}), got {min_count}")
     template = mapping(d, "template", where)
     tw = where.at("template")
-    spec = parse_pod_spec(mapping(template, "spec", tw), tw.at("spec"))
+    raw_spec = mapping(template, "spec", tw)
+    spec = parse_pod_spec(raw_spec, tw.at("spec"))
+    deadline = integer(raw_spec, "activeDeadlineSeconds", tw.at("spec"), minimum=1)
     request = parse_topology_request(d.get("topologyRequest"), where.at("topologyRequest"))
     if request is None:
         annotations = string_map(mapping(template, "metadata", tw), "annotations", tw.at("metadata"))
         request = topology_request_from_annotations(annotations, tw.at("metadata").at("annotations"))
-    return PodSet(name=name, count=pods, spec=spec, min_count=min_count, topology_request=request)
+    return PodSet(name=name, count=pods, spec=spec, min_count=min_count, topology_request=request,
+                  active_deadline_seconds=deadline, expected_runtime=_template_annotation(template, EXPECTED_RUNTIME))
+
+
+def _template_annotation(template: Mapping, key: str) -> str | None:
+    """One annotation of a pod template, as written, without checking the others (only the
+    topology annotations are the scheduler's business)."""
+    metadata = template.get("metadata")
+    annotations = metadata.get("annotations") if _is_mapping(metadata) else None
+    value = annotations.get(key) if _is_mapping(annotations) else None
+    return None if value is None else str(value)
 
 
 def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAssignment:

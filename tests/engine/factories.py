@@ -165,6 +165,7 @@ def pod_spec(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[dict] = (),
     affinity: dict | None = None,
+    active_deadline_seconds: object = None,
 ) -> dict:
     spec: dict[str, Any] = {
         "containers": list(containers) if containers is not None
@@ -180,6 +181,8 @@ def pod_spec(
         spec["tolerations"] = list(tolerations)
     if affinity:
         spec["affinity"] = affinity
+    if active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = active_deadline_seconds
     return spec
 
 

@@ -1,0 +1,440 @@
+"""When will a waiting workload start: the queue played forward with the engine itself.
+
+Kueue's visibility API gives a position in the queue; Slurm's backfill scheduler gives an
+estimated start (`squeue --start`) by simulating its queue forward. This does the latter for
+TAS workloads: on a private copy of an engine (`scheduler.clone`), workloads holding quota
+finish at their expected end, and at each such time the engine's own pass runs (quota,
+cohorts, fair sharing, TAS placement, preemption, exactly as the live passes), recording
+when each waiting workload is admitted and on which domains.
+
+* Time: the first pass runs at `now` (the same decisions the next live pass makes on the
+  same state); then the next due finish is found, every finish due within
+  `resolution` x (time ahead) of it (at least `min_step`) is applied, and a pass runs at the
+  last of them: coalescing keeps the number of passes small far ahead, where a few seconds
+  do not matter, and costs at most that share of the predicted wait. A workload the
+  simulation preempts or evicts gives its quota back at once and queues again, and a pass
+  `min_step` later admits in its place (Kueue's preemptor waits for the next pass too), at
+  most `max_wakes` such passes in a row before the next finish (workloads that preempt one
+  another in turn would otherwise keep the play at one time); admitted workloads' pods are
+  taken to be ready at once. A workload admitted and preempted in the same pass has not
+  started.
+* Arrivals: workloads not yet submitted are unknown to the engine. Without `arrivals` none
+  are played (as in Slurm); with them (e.g. `expected_arrivals`: the last hour's submissions
+  again, hour after hour) each is added at its time, waits in its queue like any other, and
+  can take capacity ahead of the workloads predicted (BestEffortFIFO lets a later, smaller
+  workload pass a large one that does not fit yet).
+* It stops when every workload waiting at `now` has been admitted, when the next finish is
+  past `horizon`, when nothing is due, or when the wall-clock `budget_seconds` runs out: the
+  workloads left get no time (`reason` says which).
+* Runtimes (`scheduler.runtimes`): each workload's low, median and high runtime. A workload
+  running at `now` ends at its start (the QuotaReserved transition) plus its runtime (with a
+  learned runtime: the quantile among the learned runs longer than it has run so far); one
+  already past that ends `overrun_share` of its runtime from now (at least `min_step`).
+* The range: three plays, every runtime at its low, median and high value. The prediction
+  is the median play's time and placement; `earliest` and `latest` are the smallest and
+  largest time of the three (scheduling is not monotonic: a shorter job ending early can
+  let another head take the capacity first, so the low play is not always the earliest).
+  A workload admitted in the median play but not in the high one has no `latest`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler.assignment import TopologyAssignment
+from scheduler.clone import clone_engine
+from scheduler.cluster import holds_quota, is_pending
+from scheduler.engine import Engine, PassOutcome
+from scheduler.model import Condition, Workload
+from scheduler.node_failure import is_evicted
+from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
+from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory
+
+NOT_WITHIN_HORIZON = "not within the horizon"
+OUT_OF_BUDGET = "estimate stopped: out of time budget"
+NEVER = "not admitted when nothing more is due"
+
+
+@dataclass(frozen=True, slots=True)
+class EtaSettings:
+    horizon: timedelta = timedelta(hours=24)
+    resolution: float = 0.01  # finishes within this share of the time ahead share a pass
+    min_step: float = 1.0  # seconds
+    overrun_share: float = 0.1
+    budget_seconds: float | None = None  # wall clock for the three plays; None: no limit
+    max_wakes: int = 3  # passes in a row after evictions, with no finish in between
+    levels: tuple[str, ...] = LEVELS
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetPlacement:
+    name: str
+    count: int
+    flavors: tuple[tuple[str, str], ...]  # (resource, flavor)
+    assignment: TopologyAssignment | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    key: str
+    cluster_queue: str
+    start: datetime | None  # the median play's admission; None: not within the horizon
+    earliest: datetime | None
+    latest: datetime | None
+    placement: tuple[PodSetPlacement, ...]
+    runtime: RuntimeEstimate
+    reason: str = ""  # why there is no start
+
+    @property
+    def within_horizon(self) -> bool:
+        return self.start is not None
+
+
+@dataclass(slots=True)
+class PlayStats:
+    level: str
+    passes: int = 0
+    finishes: int = 0
+    seconds: float = 0.0
+    end: datetime | None = None  # simulated time reached
+    stopped: str = ""  # "" (all admitted), NOT_WITHIN_HORIZON, OUT_OF_BUDGET, NEVER
+
+
+@dataclass(slots=True)
+class Estimate:
+    now: datetime
+    horizon_end: datetime
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    plays: dict[str, PlayStats] = field(default_factory=dict)
+    clone_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _Admission:
+    at: float  # seconds after now
+    result: WorkloadResult
+
+
+RuntimeSource = Callable[[Workload], RuntimeEstimate]
+
+
+def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHistory | None = None,
+             settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = ()) -> Estimate:
+    """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it
+    was. `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
+    they take their place in the queues but get no prediction."""
+    settings = settings or EtaSettings()
+    future = sorted(arrivals, key=lambda a: a[0])
+    source = _runtime_source(runtimes)
+    started = time.perf_counter()
+    deadline = None if settings.budget_seconds is None else started + settings.budget_seconds
+    out = Estimate(now, now + settings.horizon)
+    state = engine.state
+    waiting = [wl.key for wl in state.workload_map.values() if is_pending(wl)]
+    estimates: dict[str, RuntimeEstimate] = {}
+    for wl in state.workload_map.values():
+        if is_pending(wl) or holds_quota(wl):
+            estimates[wl.key] = source(wl)
+    plays: dict[str, dict[str, _Admission]] = {}
+    for level in settings.levels:
+        t0 = time.perf_counter()
+        copy = clone_engine(engine)
+        out.clone_seconds += time.perf_counter() - t0
+        stats = PlayStats(level)
+        plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source, future)
+        stats.seconds = time.perf_counter() - t0
+        out.plays[level] = stats
+    for key in waiting:
+        out.predictions[key] = _prediction(key, engine, now, plays, out.plays, estimates[key])
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _runtime_source(runtimes: RuntimeSource | RuntimeHistory | None) -> RuntimeSource:
+    if runtimes is None:
+        return RuntimeHistory().estimate
+    if isinstance(runtimes, RuntimeHistory):
+        return runtimes.estimate
+    return runtimes
+
+
+def _prediction(key: str, engine: Engine, now: datetime, plays: dict[str, dict[str, _Admission]],
+                stats: dict[str, PlayStats], runtime: RuntimeEstimate) -> Prediction:
+    wl = engine.state.workload(key)
+    cq = engine.state.cluster_queue_for(wl) if wl is not None else None
+    main = MEDIAN if MEDIAN in plays else next(iter(plays))
+    admitted = plays[main].get(key)
+    times = [plays[level][key].at for level in plays if key in plays[level]]
+    if admitted is None:
+        reason = stats[main].stopped or NEVER
+        return Prediction(key, cq.name if cq else "", None, _at(now, min(times, default=None)), None, (),
+                          runtime, reason)
+    latest = max(times) if all(key in plays[level] for level in plays) else None
+    placement = tuple(PodSetPlacement(ps.name, ps.count, tuple(sorted(ps.flavors.items())), ps.assignment)
+                      for ps in admitted.result.pod_sets)
+    return Prediction(key, admitted.result.cluster_queue, _at(now, admitted.at), _at(now, min(times)),
+                      _at(now, latest), placement, runtime)
+
+
+def _at(now: datetime, seconds: float | None) -> datetime | None:
+    return None if seconds is None else now + timedelta(seconds=seconds)
+
+
+# ---------------------------------------------------------------- one play
+
+
+class _Play:
+    """The state of one play: the engine copy, the finishes due, what was admitted."""
+
+    def __init__(self, engine: Engine, now: datetime, estimates: dict[str, RuntimeEstimate], level: str,
+                 settings: EtaSettings, source: RuntimeSource) -> None:
+        self.engine = engine
+        self.now = now
+        self.estimates = estimates
+        self.level = level
+        self.settings = settings
+        self.source = source
+        self.due: list[tuple[float, int, str, int]] = []  # (end, seq, key, run)
+        self.wakes: list[float] = []  # passes asked for: after evicted workloads give their quota back
+        self.woken = 0  # passes woken since the last finish
+        self.arrivals: list[tuple[float, Workload]] = []
+        self.next_arrival = 0
+        self.runs: dict[str, int] = {}
+        self.seq = 0
+        self.ready_needed = engine.state.config.wait_for_pods_ready is not None
+
+    def runtime(self, wl: Workload) -> float:
+        est = self.estimates.get(wl.key)
+        if est is None:
+            est = self.estimates[wl.key] = self.source(wl)
+        return max(est.at(self.level), 0.0)
+
+    def schedule_end(self, key: str, end: float) -> None:
+        run = self.runs.get(key, 0) + 1
+        self.runs[key] = run
+        self.seq += 1
+        heapq.heappush(self.due, (end, self.seq, key, run))
+
+    def schedule_running(self) -> None:
+        s = self.settings
+        for wl in self.engine.state.holders():
+            if is_evicted(wl):
+                continue  # released after the first pass
+            runtime = self.runtime(wl)
+            started = _reserved_at(wl)
+            elapsed = (self.now - started).total_seconds() if started is not None else 0.0
+            if elapsed > 0:
+                runtime = self.estimates[wl.key].total_given(self.level, elapsed) or runtime
+            remaining = runtime - elapsed
+            if remaining <= 0:
+                remaining = max(s.min_step, runtime * s.overrun_share)
+            self.schedule_end(wl.key, remaining)
+
+    def next_due(self) -> float | None:
+        """The next finish, or the next pass asked for."""
+        while self.due:
+            _, _, key, run = self.due[0]
+            if self.runs.get(key) == run:
+                break
+            heapq.heappop(self.due)
+        ends = [self.due[0][0]] if self.due else []
+        if self.next_arrival < len(self.arrivals):
+            ends.append(self.arrivals[self.next_arrival][0])
+        return min([*ends, *self.wakes[:1]], default=None)
+
+    def arrive_due(self, until: float) -> float:
+        """Add every expected arrival due by `until`; the time of the last (0 for none)."""
+        last = 0.0
+        while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival][0] <= until:
+            at, wl = self.arrivals[self.next_arrival]
+            self.next_arrival += 1
+            self.engine.upsert(_expected(wl, self.stamp(at), self.next_arrival))
+            last = at
+        return last
+
+    def wake_due(self, until: float) -> None:
+        while self.wakes and self.wakes[0] <= until:
+            heapq.heappop(self.wakes)
+
+    def finish_due(self, until: float) -> tuple[int, float]:
+        """Finish every workload due by `until`; (how many, the time of the last)."""
+        state = self.engine.state
+        count, last = 0, 0.0
+        while self.due and self.due[0][0] <= until:
+            end, _, key, run = heapq.heappop(self.due)
+            if self.runs.get(key) != run:
+                continue
+            del self.runs[key]
+            wl = state.workload(key)
+            if wl is None or not holds_quota(wl):
+                continue
+            self.engine.upsert(_finished(wl, self.stamp(end)))
+            count, last = count + 1, max(last, end)
+        return count, last
+
+    def stamp(self, at: float) -> datetime:
+        return self.now + timedelta(seconds=at)
+
+    def run_pass(self, at: float, admitted: dict[str, _Admission], tracked: set[str]) -> None:
+        """A pass at `at`; the workloads it preempted or evicted give their quota back, and a
+        pass `min_step` later admits in their place."""
+        outcome = self.engine.run_pass(self.stamp(at), bulk_results=False)
+        if self.observe(outcome, at, admitted, tracked):
+            self.wake(at)
+
+    def wake(self, at: float) -> None:
+        """Ask for a pass `min_step` after `at`, unless as many passes in a row were woken
+        already without a finish (workloads preempting each other in turn: the next finish
+        is what changes anything)."""
+        if self.woken < self.settings.max_wakes:
+            self.woken += 1
+            heapq.heappush(self.wakes, at + self.settings.min_step)
+
+    def observe(self, outcome: PassOutcome, at: float, admitted: dict[str, _Admission], tracked: set[str]) -> bool:
+        """Record admissions, start their runtimes, release what was evicted; whether anything was."""
+        state = self.engine.state
+        released = False
+        for key, result in outcome.decided.items():
+            if result.status not in (ADMITTED, QUOTA_RESERVED):
+                continue
+            wl = state.workload(key)
+            if wl is None or not holds_quota(wl):
+                continue
+            if key in tracked and key not in admitted:
+                admitted[key] = _Admission(at, result)
+            self.schedule_end(key, at + self.runtime(wl))
+            if self.ready_needed:
+                self.engine.upsert(_pods_ready(wl, self.stamp(at)))
+        for key in outcome.changed:
+            wl = state.workload(key)
+            if wl is not None and holds_quota(wl) and is_evicted(wl):
+                self.runs.pop(key, None)
+                self.engine.upsert(_released(wl, self.stamp(at)))
+                released = True
+        return released
+
+    def release_evicted(self, at: float) -> bool:
+        """Workloads evicted before `now`, waiting for their pods to stop: they stop now."""
+        released = False
+        for wl in list(self.engine.state.holders()):
+            if is_evicted(wl):
+                self.runs.pop(wl.key, None)
+                self.engine.upsert(_released(wl, self.stamp(at)))
+                released = True
+        if self.ready_needed:
+            for wl in list(self.engine.state.holders()):
+                if not wl.condition_true("PodsReady"):
+                    self.engine.upsert(_pods_ready(wl, self.stamp(at)))
+        return released
+
+
+def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], level: str,
+          settings: EtaSettings, deadline: float | None, stats: PlayStats,
+          source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> dict[str, _Admission]:
+    play = _Play(engine, now, estimates, level, settings, source)
+    play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
+    play.schedule_running()
+    horizon = settings.horizon.total_seconds()
+    tracked = set(waiting)
+    admitted: dict[str, _Admission] = {}
+    play.run_pass(0.0, admitted, tracked)
+    stats.passes += 1
+    if play.release_evicted(0.0):
+        play.wake(0.0)
+    at = 0.0
+    while len(admitted) < len(tracked):
+        if deadline is not None and time.perf_counter() > deadline:
+            stats.stopped = OUT_OF_BUDGET
+            break
+        nxt = play.next_due()
+        if nxt is None:
+            stats.stopped = NEVER
+            break
+        if nxt > horizon:
+            stats.stopped = NOT_WITHIN_HORIZON
+            break
+        window = max(settings.min_step, settings.resolution * nxt)
+        until = min(nxt + window, horizon)
+        count, last = play.finish_due(until)
+        last = max(last, play.arrive_due(until))
+        play.wake_due(until)
+        if count:
+            play.woken = 0
+        stats.finishes += count
+        at = max(at, last, nxt)
+        play.run_pass(at, admitted, tracked)
+        stats.passes += 1
+    stats.end = play.stamp(at)
+    return admitted
+
+
+# ---------------------------------------------------------------- workload changes of the play
+
+
+def _reserved_at(wl: Workload) -> datetime | None:
+    cond = wl.condition("QuotaReserved")
+    if cond is not None and cond.status == "True" and cond.last_transition_time is not None:
+        return cond.last_transition_time
+    cond = wl.condition("Admitted")
+    return cond.last_transition_time if cond is not None and cond.status == "True" else None
+
+
+def _with_conditions(wl: Workload, replaced: Iterable[str], added: list[Condition], **changes: object) -> Workload:
+    kinds = set(replaced)
+    kept = [c for c in wl.conditions if c.type not in kinds]
+    return dataclasses.replace(wl, conditions=[*kept, *added], **changes)
+
+
+def _expected(wl: Workload, at: datetime, n: int) -> Workload:
+    """A fresh copy of `wl`, waiting, created at `at`, under a name no workload has."""
+    return dataclasses.replace(wl, name=f"{wl.name}~expected-{n}", uid=f"{wl.uid}~expected-{n}", creation_timestamp=at,
+                               admission=None, conditions=[], admission_checks=[], unhealthy_nodes=[],
+                               requeue_count=0, requeue_at=None)
+
+
+def expected_arrivals(recent: Iterable[Workload], now: datetime, window: timedelta,
+                      horizon: timedelta) -> list[tuple[float, Workload]]:
+    """The workloads created in the `window` before `now`, expected again: each one `window`,
+    2 x `window`, ... after its creation, until `horizon` from now (the recent past as the
+    forecast of what arrives next)."""
+    out: list[tuple[float, Workload]] = []
+    span = window.total_seconds()
+    end = horizon.total_seconds()
+    if span <= 0:
+        return out
+    for wl in recent:
+        created = wl.creation_timestamp
+        if created is None or not now - window < created <= now:
+            continue
+        at = (created - now).total_seconds() + span
+        while at <= end:
+            out.append((at, wl))
+            at += span
+    out.sort(key=lambda a: a[0])
+    return out
+
+
+def _finished(wl: Workload, at: datetime) -> Workload:
+    return _with_conditions(wl, ("Finished",), [Condition("Finished", "True", "Succeeded", "expected end", at)])
+
+
+def _pods_ready(wl: Workload, at: datetime) -> Workload:
+    return _with_conditions(wl, ("PodsReady",), [Condition("PodsReady", "True", "PodsReady", "expected ready", at)])
+
+
+def _released(wl: Workload, at: datetime) -> Workload:
+    """Its pods stopped: no admission, queued again (Evicted and Preempted stay as they are)."""
+    return _with_conditions(wl, ("QuotaReserved", "Admitted"), [
+        Condition("QuotaReserved", "False", "Pending", "evicted", at),
+        Condition("Admitted", "False", "NoReservation", "The workload has no reservation", at),
+    ], admission=None)
+
+
+__all__ = ["HIGH", "LOW", "MEDIAN", "Estimate", "EtaSettings", "PodSetPlacement", "Prediction", "estimate",
+           "expected_arrivals"]

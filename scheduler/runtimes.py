@@ -1,0 +1,281 @@
+"""How long a workload runs once admitted: what start-time estimates (scheduler.eta) need.
+
+Sources, first that applies wins, and every estimate names the one it used:
+
+1. `annotation`: `kueue.x-k8s.io/expected-runtime` on the Workload, else on a PodSet's pod
+   template (Kueue copies the job's pod template into the Workload). A Go duration (`2h30m`,
+   `1.5h`, `90s`, `250ms`) or a number of seconds (`3600`, `3600.5`); more than zero and at
+   most 366 days. It is the runtime: low, median and high are all that value. A bad value is
+   reported in `problems` and the next source is used.
+2. `activeDeadlineSeconds` of the pod templates, when every PodSet has one (the largest):
+   the job is stopped by then, so it is an upper bound. `high` is the deadline; `low` and
+   `median` are the learned ones (source 3 or the default) capped at the deadline, or the
+   deadline itself when there is no history of the workload's kind.
+3. `history`: the runtimes of finished workloads, by class (owner kind, LocalQueue, size
+   class), the first class with at least `min_samples` runs of these, finest first:
+   (kind, LocalQueue, size), (kind, LocalQueue), (kind, size), (kind), every run. The
+   low / median / high runtimes are the class's quantiles (`quantiles`, p10 / p50 / p90 by
+   default) of its latest `window` runs.
+4. `default`: `default_seconds` (1 h), low half of it, high twice it.
+
+A workload already running for `elapsed` seconds with a learned estimate is expected to run,
+in all, the quantile of the learned runs longer than `elapsed` (`total_given`), so that a
+job past the median of its class is not expected to end at once.
+
+Owner kind: the kind of the Workload's controller owner (`Job`, `JobSet`, `RayJob`, ...),
+else of its first owner, else `Workload`. Size class: the Workload's pods over all its
+PodSets, in powers of two: `1`, `2-3`, `4-7`, `8-15`, ...
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import re
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scheduler.model import Workload
+from scheduler.parse import EXPECTED_RUNTIME
+
+ANNOTATION = "annotation"
+DEADLINE = "activeDeadlineSeconds"
+HISTORY = "history"
+DEFAULT = "default"
+SOURCES = (ANNOTATION, DEADLINE, HISTORY, DEFAULT)
+
+MAX_RUNTIME_SECONDS = 366 * 24 * 3600.0
+DEFAULT_RUNTIME_SECONDS = 3600.0
+DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+
+LOW, MEDIAN, HIGH = "low", "median", "high"
+LEVELS = (LOW, MEDIAN, HIGH)
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+")
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+
+
+class DurationError(ValueError):
+    """A runtime that cannot be read; the message says what was expected."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Go duration (`2h30m`, `1.5h`, `90s`) or of a plain number of seconds."""
+    value = text.strip()
+    if _SECONDS.fullmatch(value):
+        seconds = float(value)
+    elif _GO_DURATION.fullmatch(value):
+        seconds = sum(float(n) * _UNITS[unit] for n, unit in _GO_PART.findall(value))
+    else:
+        raise DurationError(f"{text!r} is not a duration (a Go duration such as 2h30m or 90s, or seconds)")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise DurationError(f"{text!r} is not more than zero")
+    if seconds > MAX_RUNTIME_SECONDS:
+        raise DurationError(f"{text!r} is more than 366 days")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeEstimate:
+    """Seconds a workload runs once admitted: low, median and high, and where they come from."""
+
+    low: float
+    median: float
+    high: float
+    source: str
+    detail: str = ""
+    problems: tuple[str, ...] = ()
+    # the learned runtimes (sorted) and the quantiles low, median and high were taken at:
+    # what a running workload has left is taken from the runs that lasted longer
+    samples: tuple[float, ...] = ()
+    quantiles: tuple[float, float, float] = DEFAULT_QUANTILES
+
+    def at(self, level: str) -> float:
+        return {LOW: self.low, MEDIAN: self.median, HIGH: self.high}[level]
+
+    def total_given(self, level: str, elapsed: float, min_samples: int = 3) -> float | None:
+        """The runtime at `level` of a workload still running after `elapsed` seconds: the
+        quantile among the learned runs longer than that; None without enough of them."""
+        if not self.samples:
+            return None
+        longer = self.samples[bisect.bisect_right(self.samples, elapsed):]
+        if len(longer) < min_samples:
+            return None
+        q = dict(zip(LEVELS, self.quantiles, strict=True))[level]
+        return quantile(longer, q)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeClass:
+    owner_kind: str
+    local_queue: str  # namespace/name
+    size: str
+
+
+def owner_kind(wl: Workload) -> str:
+    refs = wl.owner_references
+    for ref in refs:
+        if ref.controller:
+            return ref.kind
+    return refs[0].kind if refs else "Workload"
+
+
+def size_class(pods: int) -> str:
+    """`1`, `2-3`, `4-7`, ...: powers of two."""
+    if pods <= 1:
+        return "1"
+    low = 1 << (pods.bit_length() - 1)
+    return f"{low}-{2 * low - 1}"
+
+
+def runtime_class(wl: Workload) -> RuntimeClass:
+    pods = sum(ps.count for ps in wl.pod_sets)
+    return RuntimeClass(owner_kind(wl), f"{wl.namespace}/{wl.queue_name}", size_class(pods))
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, interpolated between the closest ranks."""
+    if not ordered:
+        raise ValueError("no values")
+    pos = q * (len(ordered) - 1)
+    below = math.floor(pos)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (pos - below)
+
+
+class _Runs:
+    """The latest runtimes of one class, also kept sorted for quantiles."""
+
+    __slots__ = ("frozen", "ordered", "recent")
+
+    def __init__(self) -> None:
+        self.recent: deque[float] = deque()
+        self.ordered: list[float] = []
+        self.frozen: tuple[float, ...] | None = None
+
+    def snapshot(self) -> tuple[float, ...]:
+        if self.frozen is None:
+            self.frozen = tuple(self.ordered)
+        return self.frozen
+
+    def add(self, seconds: float, window: int) -> None:
+        self.frozen = None
+        self.recent.append(seconds)
+        bisect.insort(self.ordered, seconds)
+        if len(self.recent) > window:
+            old = self.recent.popleft()
+            del self.ordered[bisect.bisect_left(self.ordered, old)]
+
+
+class RuntimeHistory:
+    """Runtimes of finished workloads per class, and the estimate of a workload from them."""
+
+    def __init__(self, *, quantiles: tuple[float, float, float] = DEFAULT_QUANTILES, min_samples: int = 5,
+                 window: int = 500, default_seconds: float = DEFAULT_RUNTIME_SECONDS) -> None:
+        low, median, high = quantiles
+        if not 0 <= low <= median <= high <= 1:
+            raise ValueError(f"quantiles must be ordered within [0, 1], got {quantiles}")
+        self.quantiles = quantiles
+        self.min_samples = max(1, min_samples)
+        self.window = max(1, window)
+        self.default_seconds = default_seconds
+        self._runs: dict[tuple[str, str, str], _Runs] = {}
+
+    # ------------------------------------------------------------ learning
+
+    def add(self, cls: RuntimeClass, seconds: float) -> None:
+        """One finished run of class `cls` (counted in every coarser class too)."""
+        if not math.isfinite(seconds) or seconds < 0:
+            return
+        for key in _fallbacks(cls):
+            self._runs.setdefault(key, _Runs()).add(seconds, self.window)
+
+    def add_workload(self, wl: Workload, seconds: float) -> None:
+        self.add(runtime_class(wl), seconds)
+
+    def extend(self, runs: Iterable[tuple[RuntimeClass, float]]) -> None:
+        for cls, seconds in runs:
+            self.add(cls, seconds)
+
+    def samples(self, cls: RuntimeClass) -> int:
+        runs = self._runs.get(_fallbacks(cls)[0])
+        return len(runs.recent) if runs else 0
+
+    # ------------------------------------------------------------ estimating
+
+    def learned(self, cls: RuntimeClass) -> RuntimeEstimate | None:
+        """The quantiles of the finest class of `cls` with enough runs; None without one."""
+        for key in _fallbacks(cls):
+            runs = self._runs.get(key)
+            if runs is not None and len(runs.ordered) >= self.min_samples:
+                low, median, high = (quantile(runs.ordered, q) for q in self.quantiles)
+                return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs)",
+                                       samples=runs.snapshot(), quantiles=self.quantiles)
+        return None
+
+    def default(self) -> RuntimeEstimate:
+        d = self.default_seconds
+        return RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind")
+
+    def estimate(self, wl: Workload) -> RuntimeEstimate:
+        """The workload's runtime from the first source that applies (see the module docstring)."""
+        problems: list[str] = []
+        explicit = _annotated(wl, problems)
+        if explicit is not None:
+            seconds, where = explicit
+            return RuntimeEstimate(seconds, seconds, seconds, ANNOTATION, where, tuple(problems))
+        learned = self.learned(runtime_class(wl))
+        deadline = _deadline(wl)
+        if deadline is not None:
+            if learned is None:
+                return RuntimeEstimate(deadline, deadline, deadline, DEADLINE, f"{deadline:g}s",
+                                       tuple(problems))
+            return RuntimeEstimate(min(learned.low, deadline), min(learned.median, deadline), deadline, DEADLINE,
+                                   f"{deadline:g}s, below it {learned.detail}", tuple(problems))
+        if learned is not None:
+            return dataclasses.replace(learned, problems=tuple(problems))
+        d = self.default()
+        return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems))
+
+
+def _fallbacks(cls: RuntimeClass) -> list[tuple[str, str, str]]:
+    """The classes a run counts in, finest first ("" stands for any)."""
+    return [(cls.owner_kind, cls.local_queue, cls.size), (cls.owner_kind, cls.local_queue, ""),
+            (cls.owner_kind, "", cls.size), (cls.owner_kind, "", ""), ("", "", "")]
+
+
+def _describe(key: tuple[str, str, str]) -> str:
+    kind, queue, size = key
+    if not kind:
+        return "every finished workload"
+    parts = [kind]
+    if queue:
+        parts.append(f"in {queue}")
+    if size:
+        parts.append(f"of {size} pods")
+    return " ".join(parts)
+
+
+def _annotated(wl: Workload, problems: list[str]) -> tuple[float, str] | None:
+    """The expected-runtime annotation of the Workload, else of its first PodSet that has one."""
+    candidates = [(wl.annotations.get(EXPECTED_RUNTIME), "Workload")]
+    candidates += [(ps.expected_runtime, f"PodSet {ps.name}") for ps in wl.pod_sets]
+    for text, where in candidates:
+        if text is None:
+            continue
+        try:
+            return parse_duration(text), f"{EXPECTED_RUNTIME}={text} on the {where}"
+        except DurationError as exc:
+            problems.append(f"{EXPECTED_RUNTIME} on the {where}: {exc}; ignored")
+    return None
+
+
+def _deadline(wl: Workload) -> float | None:
+    deadlines = [ps.active_deadline_seconds for ps in wl.pod_sets]
+    if not deadlines or any(d is None for d in deadlines):
+        return None
+    return float(max(d for d in deadlines if d is not None))

@@ -1,0 +1,336 @@
+"""Start-time estimates (scheduler.eta) and the runtimes they play with (scheduler.runtimes)."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.clone import clone_engine
+from scheduler.engine import Engine
+from scheduler.errors import InputError
+from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET, EtaSettings, estimate, expected_arrivals
+from scheduler.results import ADMITTED
+from scheduler.runtimes import (
+    ANNOTATION,
+    DEADLINE,
+    DEFAULT,
+    HISTORY,
+    DurationError,
+    RuntimeClass,
+    RuntimeHistory,
+    parse_duration,
+    runtime_class,
+    size_class,
+)
+
+from .factories import (
+    HOSTNAME,
+    NOW,
+    RACK,
+    admitted,
+    domains_json,
+    gates,
+    grid,
+    local_queue,
+    owner_reference,
+    parse,
+    pod_set,
+    queue_with_policy,
+    resource_flavor,
+    tas_setup,
+    timestamp,
+    topology,
+    workload,
+)
+
+RUNTIME = "kueue.x-k8s.io/expected-runtime"
+
+
+def engine_of(objects: list[dict]) -> Engine:
+    return Engine.from_parsed(parse(objects), gates())
+
+
+def running(name: str, hosts: list[tuple[str, int]], *, started: float, runtime: str | None = None,
+            cq: str = "cq", queue: str = "lq", **kwargs: Any) -> dict:
+    """A workload admitted `started` seconds from NOW (negative: before) on `hosts`."""
+    annotations = {RUNTIME: runtime} if runtime else None
+    wl = workload(name, queue=queue, count=sum(c for _, c in hosts), created=started - 10,
+                  annotations=annotations, **kwargs)
+    out = admitted(wl, assignments={"main": domains_json([HOSTNAME], hosts)}, cluster_queue_name=cq)
+    for cond in out["status"]["conditions"]:
+        cond["lastTransitionTime"] = timestamp(started)
+    return out
+
+
+def waiting(name: str, *, runtime: str | None = None, created: float = 0, **kwargs: Any) -> dict:
+    annotations = {RUNTIME: runtime} if runtime else None
+    return workload(name, created=created, annotations=annotations, **kwargs)
+
+
+def two_racks() -> list[dict]:
+    """Two racks of two 8-CPU nodes, one ClusterQueue of 32 CPUs."""
+    return [*tas_setup(quota={"cpu": "32"}), *grid(blocks=1, racks=2, nodes=2, cpu="8")]
+
+
+def state_fingerprint(engine: Engine) -> tuple:
+    state = engine.state
+    return (
+        sorted((k, repr(w.admission), repr(w.conditions)) for k, w in state.workload_map.items()),
+        sorted(w.key for w in state.holders()),
+        {cq: dict(usage) for cq, usage in state.quota_usage.items()},
+        {name: snap.tas_usage.tolist() for name, snap in state.tas_snapshots.items()},
+        engine.queues.pending_count(),
+        engine.queues.parked_count(),
+        engine.passes,
+    )
+
+
+class TestDurations:
+    @pytest.mark.parametrize(("text", "seconds"), [
+        ("3600", 3600), ("90.5", 90.5), ("2h30m", 9000), ("1.5h", 5400), ("90s", 90), ("250ms", 0.25),
+        ("1h0m30s", 3630), (" 45m ", 2700),
+    ])
+    def test_go_durations_and_seconds(self, text, seconds):
+        assert parse_duration(text) == pytest.approx(seconds)
+
+    @pytest.mark.parametrize("text", ["", "two hours", "-5", "0", "0s", "5d", "1e3", "h", "3600x", "400000h"])
+    def test_bad_values_say_why(self, text):
+        with pytest.raises(DurationError) as exc:
+            parse_duration(text)
+        assert repr(text) in str(exc.value)
+
+
+class TestRuntimeSources:
+    def wl(self, **kwargs: Any):
+        (out,) = parse([workload("w", **kwargs)]).workloads
+        return out
+
+    def test_annotation_on_the_workload(self):
+        est = RuntimeHistory().estimate(self.wl(annotations={RUNTIME: "2h"}))
+        assert (est.source, est.low, est.median, est.high) == (ANNOTATION, 7200, 7200, 7200)
+        assert "on the Workload" in est.detail
+
+    def test_annotation_on_the_pod_template(self):
+        ps = pod_set(count=2)
+        ps["template"]["metadata"] = {"annotations": {RUNTIME: "15m"}}
+        est = RuntimeHistory().estimate(self.wl(pod_sets=[ps]))
+        assert (est.source, est.median) == (ANNOTATION, 900)
+        assert "PodSet main" in est.detail
+
+    def test_bad_annotation_is_reported_and_the_next_source_used(self):
+        est = RuntimeHistory(default_seconds=600).estimate(self.wl(annotations={RUNTIME: "soon"}))
+        assert est.source == DEFAULT and est.median == 600
+        assert est.problems and "'soon' is not a duration" in est.problems[0]
+
+    def test_active_deadline_is_the_upper_bound(self):
+        est = RuntimeHistory().estimate(self.wl(active_deadline_seconds=1800))
+        assert (est.source, est.low, est.median, est.high) == (DEADLINE, 1800, 1800, 1800)
+        history = RuntimeHistory(min_samples=3)
+        wl = self.wl(active_deadline_seconds=1800)
+        for seconds in (600, 1200, 2400, 3000):
+            history.add_workload(wl, seconds)
+        est = history.estimate(wl)
+        assert est.source == DEADLINE and est.high == 1800 and est.median == 1800 and est.low < 1800
+
+    def test_a_deadline_binds_only_when_every_pod_set_has_one(self):
+        ps = [pod_set("a", active_deadline_seconds=60), pod_set("b")]
+        assert RuntimeHistory().estimate(self.wl(pod_sets=ps)).source == DEFAULT
+
+    def test_bad_deadline_is_an_input_error(self):
+        with pytest.raises(InputError, match="activeDeadlineSeconds"):
+            parse([workload("w", active_deadline_seconds=0)])
+
+    def test_history_by_class_with_coarser_fallbacks(self):
+        job = [owner_reference("Job", "j", api_version="batch/v1")]
+        history = RuntimeHistory(min_samples=3, quantiles=(0.25, 0.5, 0.75))
+        eight = self.wl(count=8, owners=job)
+        assert runtime_class(eight) == RuntimeClass("Job", "default/lq", "8-15")
+        for seconds in (100, 200, 300, 400, 500):
+            history.add_workload(eight, seconds)
+        est = history.estimate(eight)
+        assert (est.source, est.low, est.median, est.high) == (HISTORY, 200, 300, 400)
+        assert "Job in default/lq of 8-15 pods (5 runs)" in est.detail
+        # another size in the same queue: the (kind, queue) class
+        assert "Job in default/lq (5 runs)" in history.estimate(self.wl(count=2, owners=job)).detail
+        # another kind: every finished workload
+        assert "every finished workload" in history.estimate(self.wl(count=2)).detail
+
+    def test_default_without_history(self):
+        est = RuntimeHistory(default_seconds=1000).estimate(self.wl())
+        assert (est.source, est.low, est.median, est.high) == (DEFAULT, 500, 1000, 2000)
+
+    def test_window_keeps_the_latest_runs(self):
+        history = RuntimeHistory(min_samples=1, window=3, quantiles=(0, 0.5, 1))
+        cls = RuntimeClass("Job", "ns/q", "1")
+        for seconds in (1000, 10, 20, 30):
+            history.add(cls, seconds)
+        est = history.learned(cls)
+        assert est is not None and (est.low, est.median, est.high) == (10, 20, 30)
+
+    @pytest.mark.parametrize(("pods", "label"), [(1, "1"), (2, "2-3"), (3, "2-3"), (8, "8-15"), (100, "64-127")])
+    def test_size_classes(self, pods, label):
+        assert size_class(pods) == label
+
+
+class TestEstimate:
+    def test_queue_played_forward_with_placements(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-300, runtime="20m", cpu="8"),
+                   *[waiting(f"w{i}", count=2, cpu="8", required=RACK, created=i, runtime="1h") for i in range(4)]]
+        est = estimate(engine_of(objects), NOW)
+        got = {k.split("/")[1]: (p.start - NOW).total_seconds() for k, p in est.predictions.items()}
+        # w0 takes the free rack now, w1 the rack r1 frees at 15 min, w2 and w3 follow them an hour later
+        assert got == {"w0": 0, "w1": 900, "w2": 3600, "w3": 4500}
+        w1 = est.predictions["default/w1"]
+        assert w1.runtime.source == ANNOTATION and w1.cluster_queue == "cq"
+        (ps,) = w1.placement
+        assert ps.flavors == (("cpu", "tas-flavor"),)
+        assert [(d.values, d.count) for d in ps.assignment.domains] == [(("b1-r1-n1",), 1), (("b1-r1-n2",), 1)]
+
+    def test_live_engine_untouched(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-300, runtime="20m", cpu="8"),
+                   *[waiting(f"w{i}", count=2, cpu="8", required=RACK, created=i) for i in range(4)]]
+        engine = engine_of(objects)
+        engine.run_pass(NOW - timedelta(seconds=5))
+        before = state_fingerprint(engine)
+        estimate(engine, NOW)
+        assert state_fingerprint(engine) == before
+        clone_engine(engine).run_pass(NOW + timedelta(hours=3))
+        assert state_fingerprint(engine) == before
+
+    def test_range_from_the_runtime_quantiles(self):
+        history = RuntimeHistory(min_samples=3, quantiles=(0.1, 0.5, 0.9))
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=-60, cpu="8"),
+                   waiting("w", count=2, cpu="8", required=RACK)]
+        engine = engine_of(objects)
+        for seconds in (600, 900, 1200, 1500, 1800):
+            history.add_workload(engine.state.workload("default/r1"), seconds)
+        p = estimate(engine, NOW, history).predictions["default/w"]
+        assert p.runtime.source == HISTORY
+        assert (p.earliest - NOW).total_seconds() == pytest.approx(720 - 60, abs=1)
+        assert (p.start - NOW).total_seconds() == pytest.approx(1200 - 60, abs=1)
+        assert (p.latest - NOW).total_seconds() == pytest.approx(1680 - 60, abs=1)
+
+    def test_overrun_workload_ends_soon(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-7200, runtime="1h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=-60, runtime="1h", cpu="8"),
+                   waiting("w", count=2, cpu="8", required=RACK)]
+        p = estimate(engine_of(objects), NOW).predictions["default/w"]
+        assert (p.start - NOW).total_seconds() == 360  # 10 % of its hour from now
+
+    def test_horizon(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
+                   waiting("a", count=2, cpu="8", required=RACK, runtime="1h", created=1),
+                   waiting("b", count=2, cpu="8", required=RACK, runtime="1h", created=2),
+                   waiting("c", count=2, cpu="8", required=RACK, runtime="1h", created=3)]
+        est = estimate(engine_of(objects), NOW, settings=EtaSettings(horizon=timedelta(hours=2, minutes=30)))
+        a, b, c = (est.predictions[f"default/{n}"] for n in "abc")
+        assert (a.start - NOW) == timedelta(hours=2)
+        assert b.start is None and b.reason == NOT_WITHIN_HORIZON and not b.within_horizon
+        assert c.start is None and c.reason == NOT_WITHIN_HORIZON
+        assert est.plays["median"].stopped == NOT_WITHIN_HORIZON
+
+    def test_too_big_never_starts(self):
+        objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK)]
+        p = estimate(engine_of(objects), NOW).predictions["default/huge"]
+        assert p.start is None and p.reason
+
+    def test_budget(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
+                   waiting("a", count=2, cpu="8", required=RACK, runtime="1h")]
+        p = estimate(engine_of(objects), NOW, settings=EtaSettings(budget_seconds=0)).predictions["default/a"]
+        assert p.start is None and p.reason == OUT_OF_BUDGET
+
+    def test_expected_arrivals_take_their_place_in_the_queue(self):
+        """A large workload waits for a whole rack; small ones expected to arrive meanwhile
+        (BestEffortFIFO lets them pass it) take the capacity freed first."""
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, runtime="1h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1)], started=-60, runtime="30m", cpu="8"),
+                   running("r3", [("b1-r2-n2", 1)], started=-60, runtime="40m", cpu="8"),
+                   waiting("big", count=2, cpu="8", required=RACK, runtime="1h")]
+        engine = engine_of(objects)
+        alone = estimate(engine, NOW).predictions["default/big"]
+        # r2 ends at 29 min, r3 at 39 min: rack r2 is whole again then
+        assert alone.start - NOW == timedelta(minutes=39)
+        (small,) = parse([waiting("small", count=1, cpu="8", runtime="2h", created=-60)]).workloads
+        arrivals = expected_arrivals([small], NOW, timedelta(minutes=20), timedelta(hours=24))
+        assert [at for at, _ in arrivals[:3]] == [1140, 2340, 3540]
+        est = estimate(engine, NOW, arrivals=arrivals)
+        # the small one expected at 19 min takes a node of rack r2 as r2 ends at 29 min: the big
+        # one waits for rack r1 at 59 min
+        assert est.predictions["default/big"].start - NOW == timedelta(minutes=59)
+        assert set(est.predictions) == {"default/big"}
+        assert engine.queues.pending_count() == 1
+
+    def test_preemption_in_the_play(self):
+        objects = [topology(), resource_flavor(),
+                   queue_with_policy("cq", cpu=32, within="LowerPriority"), local_queue("lq", cluster_queue_name="cq"),
+                   *grid(blocks=1, racks=2, nodes=2, cpu="8"),
+                   running("low1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, runtime="5h", cpu="8",
+                           priority=1),
+                   running("low2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=-60, runtime="1h", cpu="8",
+                           priority=1),
+                   waiting("high", count=2, cpu="8", required=RACK, runtime="1h", priority=10),
+                   waiting("next", count=2, cpu="8", required=RACK, runtime="1h", priority=1, created=5)]
+        est = estimate(engine_of(objects), NOW)
+        high = est.predictions["default/high"]
+        # preempts a low-priority workload, whose pods stop at once in the play: admitted a
+        # pass (min_step) later, as Kueue's preemptor waits for the next pass
+        assert high.start == NOW + timedelta(seconds=1)
+        # the preempted workload queues again ahead of `next` (older) and takes the rack low2
+        # frees at 59 min: `next` gets the one `high` frees
+        assert est.predictions["default/next"].start == high.start + timedelta(hours=1)
+
+
+def cluster_with_queues(seed: int) -> list[dict]:
+    """Two ClusterQueues in a cohort, with running and waiting workloads of several shapes."""
+    rng = random.Random(seed)
+    objects = [topology(), resource_flavor(), *grid(blocks=2, racks=3, nodes=4, cpu="8")]
+    for name in ("a", "b"):
+        objects += [queue_with_policy(name, cpu=64, cohort="all", reclaim="Any", within="LowerPriority",
+                                      borrowing_limit=64),
+                    local_queue(f"lq-{name}", cluster_queue_name=name)]
+    hosts = [f"b{b}-r{r}-n{n}" for b in (1, 2) for r in (1, 2, 3) for n in (1, 2, 3, 4)]
+    rng.shuffle(hosts)
+    for i in range(6):
+        host = hosts.pop()
+        cq = rng.choice("ab")
+        objects.append(running(f"run{i}", [(host, 1)], started=-rng.randint(60, 3000), cq=cq, queue=f"lq-{cq}",
+                               runtime=f"{rng.randint(10, 90)}m", cpu="8", priority=rng.choice([0, 5])))
+    for i in range(20):
+        cq = rng.choice("ab")
+        level = rng.choice([RACK, HOSTNAME, None])
+        kwargs = {"required": level} if level else {}
+        objects.append(waiting(f"w{i}", queue=f"lq-{cq}", count=rng.choice([1, 2, 3, 4, 6]), cpu="8",
+                               created=i, priority=rng.choice([0, 5, 10]), runtime=f"{rng.randint(10, 90)}m",
+                               **kwargs))
+    return objects
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_first_pass_decides_as_the_live_pass(seed):
+    """Everything predicted to start at `now` is what the next live pass admits, on the same domains."""
+    engine = engine_of(cluster_with_queues(seed))
+    est = estimate(engine, NOW)
+    outcome = engine.run_pass(NOW)
+    live = {k: r for k, r in outcome.decided.items() if r.status == ADMITTED}
+    predicted_now = {k: p for k, p in est.predictions.items() if p.start == NOW}
+    assert set(predicted_now) == set(live)
+    for key, p in predicted_now.items():
+        got = [(ps.name, ps.count, dict(ps.flavors), ps.assignment) for ps in p.placement]
+        want = [(ps.name, ps.count, ps.flavors, ps.assignment) for ps in live[key].pod_sets]
+        assert got == want, key
+    assert live, "the scenario admits something"
+    assert len(predicted_now) < len(est.predictions), "and leaves something waiting"
