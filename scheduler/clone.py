@@ -45,7 +45,15 @@ def shared_objects(engine: Engine) -> dict[int, Any]:
         _share(memo, node)
     for pod in state.pod_map().values():
         _share(memo, pod)
-    for wl in state.workload_map.values():
+    # the workloads of the state, and those a parked queue class still names (its
+    # representative may have been deleted since)
+    workloads = list(state.workload_map.values())
+    for queue in engine.queues.queues.values():
+        for cls in queue.classes.values():
+            result = cls.parked.result if cls.parked is not None else None
+            if result is not None and getattr(result, "workload", None) is not None:
+                workloads.append(result.workload)
+    for wl in workloads:
         for ps in wl.pod_sets:
             _share(memo, ps)
         _share(memo, wl.labels)
@@ -65,6 +73,9 @@ def shared_objects(engine: Engine) -> dict[int, Any]:
     # indexes of strings: copied here at C speed (deepcopy takes sets the slow way)
     for index in (state.by_node, state.pinned_by_workload, state.slice_members):
         memo[id(index)] = defaultdict(set, {k: set(v) for k, v in index.items()})
+    # node -> pod -> that pod's requests (the pod's own mapping, read-only when read from the
+    # database): the mappings are shared like the pods, the two levels of dicts copied
+    memo[id(state.non_tas_by_node)] = defaultdict(dict, {n: dict(v) for n, v in state.non_tas_by_node.items()})
     for members in (state.unhealthy_hosts, state.with_unhealthy, state.pinned_to_check, state._dirty_flavors):
         memo[id(members)] = set(members)
     for snapshot in state._snapshots.values():

@@ -15,13 +15,16 @@ def fresh_scheduler_runtime() -> Iterator[None]:
     """The scheduler process keeps its engine state between passes (tasweb.scheduling.runtime);
     in the test process each test starts without one, as its database starts anew."""
     try:
+        from tasweb.scheduling.estimates import estimate_source_set
         from tasweb.scheduling.runtime import runtime_discard
     except Exception:  # the engine's own tests run without Django settings being usable
         yield
         return
     runtime_discard("a new test")
+    estimate_source_set(None)
     yield
     runtime_discard("the test ended")
+    estimate_source_set(None)
     gc.unfreeze()  # what a pass left out of garbage collections is the next test's garbage
 
 

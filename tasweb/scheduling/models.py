@@ -206,3 +206,28 @@ class AdmissionComparison(models.Model):
         constraints = [models.UniqueConstraint(fields=["workload_key", "uid", "admission"],
                                                name="one_comparison_per_admission")]
         indexes = [models.Index(fields=["category", "admitted_at"])]
+
+
+class WorkloadPrediction(models.Model):
+    """When a waiting workload is expected to start: the start-time estimate (`scheduler.eta`)
+    run on the engine state a pass committed. One row per waiting workload, all of them
+    replaced by each estimate; gone once the workload stops waiting."""
+
+    workload_key = models.CharField(max_length=510, unique=True)  # namespace/name
+    namespace = models.CharField(max_length=253, db_index=True)
+    local_queue = models.CharField(max_length=510, blank=True, default="")  # namespace/name
+    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    start = models.DateTimeField(null=True, blank=True)  # None: not within the horizon (see reason)
+    earliest = models.DateTimeField(null=True, blank=True)
+    latest = models.DateTimeField(null=True, blank=True)
+    end = models.DateTimeField(null=True, blank=True)  # start + the median expected runtime
+    source = models.CharField(max_length=32, blank=True, default="")  # the runtime source
+    runtime = models.JSONField(default=dict)  # low, median, high (seconds), source, detail, problems
+    placement = models.JSONField(default=list)  # per PodSet: count, flavors, TopologyAssignment
+    reason = models.TextField(blank=True, default="")  # why there is no start
+    estimated_at = models.DateTimeField()  # the time the queue was played forward from (the pass's)
+    predicted_at = models.DateTimeField()  # wall clock when the estimate was stored
+    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["start", "workload_key"]

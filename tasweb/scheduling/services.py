@@ -57,6 +57,7 @@ from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import instances_insert, rows_insert, rows_update
+from tasweb.scheduling.estimates import estimate_schedule, estimate_source_set
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
@@ -687,8 +688,10 @@ def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, sta
             _finish_record(record, result, started, pending=engine.queues.pending_count())
     except BaseException:
         runtime_discard("the pass did not commit")
+        estimate_source_set(None)
         raise
     runtime_committed(runtime, record, left_alone=recorder.stale)
+    estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)
     return record
 
@@ -751,6 +754,8 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
         if before_commit is not None:
             before_commit(record)
         _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
+    # the estimate plays from what this pass decided would happen now (Kueue may decide otherwise)
+    estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)  # no runtime follows the log here: rows only age out
     return record
 
@@ -940,6 +945,10 @@ def leader_pass_run(*, trigger: str, now: datetime | None = None) -> LeaderPassO
                 record.admitted, record.evicted, record.pending, record.duration_ms)
     if changes_pending():  # a change arrived while the pass ran
         pass_schedule(countdown=pass_debounce())
+    try:
+        estimate_schedule()  # start times, on the state this pass left (after any pass queued above)
+    except Exception:  # the predictions only age; the next pass queues another estimate
+        logger.warning("start-time estimate not queued", exc_info=True)
     return LeaderPassOutcome("ran", record)
 
 

@@ -13,6 +13,7 @@ from celery import shared_task
 from django import db
 from django.conf import settings
 
+from tasweb.scheduling.estimates import estimate_after_pass
 from tasweb.scheduling.leader import LeadershipLost
 from tasweb.scheduling.models import SchedulingPass
 from tasweb.scheduling.services import leader_pass_run
@@ -48,3 +49,16 @@ def run_pass(trigger: str = SchedulingPass.Trigger.CHANGE) -> dict[str, object]:
     result = leader_pass_run(trigger=trigger)
     record = result.scheduling_pass
     return {"outcome": result.outcome, "trigger": trigger, "pass": record.id if record else None}
+
+
+@shared_task(
+    ignore_result=True,
+    # never redelivered: the next pass queues a fresh one
+    acks_late=False,
+    soft_time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT,
+    time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 10,
+)
+def estimate_start_times() -> str:
+    """Predicted start times of the waiting workloads, on the engine state the last pass of
+    this worker committed (tasweb.scheduling.estimates); queued after each pass."""
+    return estimate_after_pass()

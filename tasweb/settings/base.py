@@ -43,6 +43,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {raw!r}") from None
 
 
+def env_float(name: str, default: float) -> float:
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected a number, got {raw!r}") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     if not raw:
@@ -296,7 +306,9 @@ TAS_SCHEDULER_LOCK_TTL = env_int("TAS_SCHEDULER_LOCK_TTL", 6)
 # mirror's changes (tasweb/scheduling/runtime.py). Any other process that runs a pass works
 # too, at the cost of building the state from the database.
 TAS_SCHEDULER_QUEUE = env_str("TAS_SCHEDULER_QUEUE") or "scheduler"
-CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
+CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE},
+                      # the estimate needs the engine the pass left, in the scheduler process
+                      "tasweb.scheduling.tasks.estimate_start_times": {"queue": TAS_SCHEDULER_QUEUE}}
 TAS_SCHEDULER_LOCK_WAIT = env_int("TAS_SCHEDULER_LOCK_WAIT", 2)
 TAS_SCHEDULER_DEBOUNCE = env_int("TAS_SCHEDULER_DEBOUNCE", 1)
 # How long the "a change-triggered pass is queued" mark outlives the task's countdown: a
@@ -308,6 +320,16 @@ TAS_SCHEDULER_PASS_TIME_LIMIT = env_int("TAS_SCHEDULER_PASS_TIME_LIMIT", 30)
 # The scheduler process leaves its long-lived state out of garbage collections and collects
 # it in full this often (seconds).
 TAS_SCHEDULER_FULL_COLLECTION_SECONDS = env_int("TAS_SCHEDULER_FULL_COLLECTION_SECONDS", 600)
+# Predicted start times (tasweb/scheduling/estimates.py): after each pass the scheduler plays
+# the queue forward from the state the pass left, for at most TAS_ETA_BUDGET_SECONDS of wall
+# clock and TAS_ETA_HORIZON_SECONDS ahead; runtimes are learned from the finished workloads,
+# read again every TAS_ETA_HISTORY_REFRESH_SECONDS. An estimate yields to a queued pass unless
+# the stored one is older than TAS_ETA_MAX_AGE_SECONDS.
+TAS_ETA_ENABLED = env_bool("TAS_ETA_ENABLED", True)
+TAS_ETA_BUDGET_SECONDS = env_float("TAS_ETA_BUDGET_SECONDS", 2.0)
+TAS_ETA_HORIZON_SECONDS = env_float("TAS_ETA_HORIZON_SECONDS", 24 * 3600.0)
+TAS_ETA_HISTORY_REFRESH_SECONDS = env_float("TAS_ETA_HISTORY_REFRESH_SECONDS", 300.0)
+TAS_ETA_MAX_AGE_SECONDS = env_float("TAS_ETA_MAX_AGE_SECONDS", 60.0)
 
 # --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------
 

@@ -23,5 +23,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_DEFAULT_QUEUE = "tasweb-test"
 # ... and passes too: a test's worker consumes that one queue
 TAS_SCHEDULER_QUEUE = CELERY_TASK_DEFAULT_QUEUE
-CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE}}
+CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE},
+                      "tasweb.scheduling.tasks.estimate_start_times": {"queue": TAS_SCHEDULER_QUEUE}}
 CELERY_BEAT_SCHEDULE = {}

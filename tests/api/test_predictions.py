@@ -1,0 +1,124 @@
+"""Predicted start times: stored after a pass, bounded by the budget, in the API and in the
+visibility list."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+
+import pytest
+
+from scheduler.eta import NEVER, OUT_OF_BUDGET
+from scheduler.runtimes import RuntimeClass, size_class
+from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.scheduling.estimates import (
+    estimate_after_pass,
+    estimate_source,
+    runtime_history_build,
+    start_estimate_run,
+)
+from tasweb.scheduling.models import WorkloadPrediction
+from tasweb.scheduling.services import scheduling_pass_run
+
+from .conftest import DEMO_NOW, example_objects, upsert
+
+pytestmark = pytest.mark.django_db
+
+WAITING = ("ml/job-bert-finetune", "ml/job-hpo-sweep")  # wait for the example's running jobs to end
+TOO_BIG = "ml/job-moe-too-big"  # fits nowhere
+
+
+def crowd(n: int = 2) -> None:
+    """Copies of the example's largest job, queued ahead of the rest: two of the example's
+    workloads now wait for them to end."""
+    base = next(o for o in example_objects() if o["kind"] == "Workload" and o["metadata"]["name"] == "job-llm-pretrain")
+    for i in range(n):
+        obj = copy.deepcopy(base)
+        meta = obj["metadata"]
+        meta.update(name=f"job-llm-next-{i}", uid=f"00000000-0000-4000-8000-00000000000{i}")
+        obj.pop("status", None)
+        upsert(obj)
+
+
+@pytest.fixture
+def crowded(mirror) -> None:
+    crowd()
+    scheduling_pass_run(now=DEMO_NOW)
+
+
+@pytest.fixture
+def predicted(crowded) -> dict[str, WorkloadPrediction]:
+    assert estimate_after_pass() == "ran"
+    return {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+
+
+def test_the_estimate_after_a_pass_stores_one_prediction_per_waiting_workload(predicted):
+    waiting = {w.key for w in Workload.objects.filter(status__in=[WorkloadStatus.PENDING,
+                                                                   WorkloadStatus.INADMISSIBLE])}
+    assert set(predicted) == waiting == {*WAITING, TOO_BIG}
+    for key in WAITING:
+        row = predicted[key]
+        assert row.estimated_at == DEMO_NOW
+        assert row.earliest <= row.start <= row.latest
+        assert row.start > DEMO_NOW
+        assert row.end == row.start + timedelta(seconds=row.runtime["median"])
+        assert row.source == "default" and row.reason == ""
+        assert row.cluster_queue and row.local_queue.startswith("ml/")
+        placement = row.placement[0]
+        assert placement["flavor"] and placement["count"] > 0
+        assert sum(d["count"] for d in placement["topologyAssignment"]["domains"]) == placement["count"]
+    too_big = predicted[TOO_BIG]
+    assert too_big.start is None and too_big.reason == NEVER and too_big.placement == []
+
+
+def test_a_new_estimate_replaces_the_rows_and_drops_workloads_no_longer_waiting(predicted):
+    Workload.objects.filter(namespace="ml", name="job-hpo-sweep").update(status=WorkloadStatus.ADMITTED)
+    engine = estimate_source().engine
+    engine.delete("Workload", "ml/job-hpo-sweep")  # as the mirror's change would
+    start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=1))
+    rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+    assert set(rows) == {"ml/job-bert-finetune", TOO_BIG}
+    assert all(r.estimated_at == DEMO_NOW + timedelta(minutes=1) for r in rows.values())
+
+
+def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
+    engine = estimate_source().engine
+    before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
+    result = start_estimate_run(engine=engine, now=DEMO_NOW, budget=0.0)
+    assert any(play.stopped == OUT_OF_BUDGET for play in result.plays.values())
+    rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+    assert set(rows) == {*WAITING, TOO_BIG}
+    for key in WAITING:
+        assert rows[key].start is None and rows[key].reason == OUT_OF_BUDGET
+    # the live engine is left as it was
+    assert before == {key: (wl.admission, [c.type for c in wl.conditions])
+                      for key, wl in engine.state.workload_map.items()}
+
+
+def test_runtimes_are_learned_from_finished_workloads(crowded):
+    Workload.objects.filter(namespace="ml", name="job-eval-suite").update(
+        status=WorkloadStatus.FINISHED, admitted_at=DEMO_NOW - timedelta(minutes=30), finished_at=DEMO_NOW)
+    history = runtime_history_build()
+    row = Workload.objects.get(namespace="ml", name="job-eval-suite")
+    owner = row.raw["metadata"]["ownerReferences"][0]["kind"]
+    assert history.samples(RuntimeClass(owner, f"ml/{row.queue_name}", size_class(row.pod_count))) == 1
+    assert history.samples(RuntimeClass("RayJob", f"ml/{row.queue_name}", size_class(row.pod_count))) == 0
+
+
+def test_disabled_estimates_do_nothing(scheduled, settings):
+    settings.TAS_ETA_ENABLED = False
+    assert estimate_after_pass() == "disabled"
+    assert not WorkloadPrediction.objects.exists()
+
+
+def test_no_engine_no_estimate(db):
+    assert estimate_after_pass() == "no engine"
+
+
+def test_an_observe_pass_leaves_its_engine_for_the_estimate(mirror):
+    crowd()
+    record = scheduling_pass_run(now=DEMO_NOW, observe=True)
+    source = estimate_source()
+    assert source is not None and source.scheduling_pass == record.id
+    assert estimate_after_pass() == "ran"
+    assert set(WorkloadPrediction.objects.values_list("workload_key", flat=True)) >= set(WAITING)
