@@ -507,7 +507,8 @@ class WorkloadListApi(ListApi):
         return self.list(request, *args, **kwargs)
 
     def rows_json(self, rows):
-        return [selectors.workload_summary(row) for row in rows]
+        predictions = selectors.predictions_of(row.key for row in rows if row.status in selectors.QUEUED_STATUSES)
+        return [selectors.workload_summary(row, predictions) for row in rows]
 
 
 def workload_or_404(request: Request, namespace: str, name: str) -> cluster.Workload:

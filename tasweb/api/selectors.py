@@ -37,6 +37,7 @@ from tasweb.scheduling.models import (
     ComparisonCategory,
     PodSetAssignment,
     WorkloadEvent,
+    WorkloadPrediction,
     WorkloadStop,
 )
 
@@ -272,7 +273,38 @@ def workload_detail(*, workload: cluster.Workload) -> dict[str, Any]:
     }
 
 
-def workload_summary(w: cluster.Workload) -> dict[str, Any]:
+def prediction_json(row: WorkloadPrediction | None) -> dict[str, Any] | None:
+    """A stored start-time prediction as the API shows it; None without one."""
+    if row is None:
+        return None
+    return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "end": row.end,
+            "source": row.source, "runtime": row.runtime or {}, "placement": row.placement or [],
+            "reason": row.reason or None, "estimatedAt": row.estimated_at}
+
+
+def predictions_of(keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """namespace/name -> its prediction (as `prediction_json`), for the workloads of `keys`
+    that have one."""
+    keys = list(dict.fromkeys(keys))
+    out: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(keys), 1000):
+        for row in WorkloadPrediction.objects.filter(workload_key__in=keys[start:start + 1000]):
+            out[row.workload_key] = prediction_json(row)
+    return out
+
+
+def workload_prediction(w: cluster.Workload, predictions: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The workload's predicted start while it is queued (from `predictions` when given, else
+    read); None when it is not, or no estimate covered it yet."""
+    if w.status not in QUEUED_STATUSES:
+        return None
+    if predictions is not None:
+        return predictions.get(w.key)
+    return prediction_json(WorkloadPrediction.objects.filter(workload_key=w.key).first())
+
+
+def workload_summary(w: cluster.Workload, predictions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`predictions`: those of a page of workloads (`predictions_of`), read in one query."""
     return {
         "namespace": w.namespace,
         "name": w.name,
@@ -288,6 +320,7 @@ def workload_summary(w: cluster.Workload) -> dict[str, Any]:
         "admittedAt": w.admitted_at,
         "finishedAt": w.finished_at,
         "invalidReason": w.invalid_reason or None,
+        "predictedStart": workload_prediction(w, predictions),
     }
 
 

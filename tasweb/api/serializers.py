@@ -188,6 +188,60 @@ class CohortSerializer(s.Serializer):
 # ---------------------------------------------------------------- workloads
 
 
+class PredictedDomainSerializer(s.Serializer):
+    values = string_list("the domain's value at each level of the assignment")
+    count = s.IntegerField(help_text="pods in the domain")
+
+
+class PredictedTopologySerializer(s.Serializer):
+    levels = string_list("the levels the assignment names")
+    domains = PredictedDomainSerializer(many=True, help_text="one row per domain")
+
+
+class PredictedPlacementSerializer(s.Serializer):
+    podSet = s.CharField(help_text="the PodSet")
+    count = s.IntegerField(help_text="pods it would admit")
+    flavors = label_map("resource -> ResourceFlavor it would be assigned")
+    flavor = s.CharField(allow_null=True, help_text="the flavor (the first of them by name); null when none")
+    topologyAssignment = PredictedTopologySerializer(allow_null=True, help_text="the TopologyAssignment it would "
+                                                     "get, decoded; null for a PodSet without topology")
+
+
+class RuntimeEstimateSerializer(s.Serializer):
+    low = s.FloatField(required=False, help_text="seconds, low end (p10 of the learned runs)")
+    median = s.FloatField(required=False, help_text="seconds, the expected runtime")
+    high = s.FloatField(required=False, help_text="seconds, high end (p90 of the learned runs)")
+    source = s.CharField(required=False, help_text="where it comes from")
+    detail = s.CharField(required=False, allow_blank=True, help_text="which annotation, deadline or class of runs")
+    problems = string_list("annotations that could not be read (ignored)", required=False)
+
+
+class PredictedStartSerializer(s.Serializer):
+    time = s.DateTimeField(allow_null=True, help_text="when it is expected to be admitted (the play with median "
+                           "runtimes); null when that play did not admit it (`reason` says why)")
+    earliest = s.DateTimeField(allow_null=True, help_text="the earliest of the plays with low, median and high "
+                               "runtimes; null when none admitted it")
+    latest = s.DateTimeField(allow_null=True, help_text="the latest of those plays; null when the play with high "
+                             "runtimes did not admit it within the horizon")
+    end = s.DateTimeField(allow_null=True, help_text="`time` plus its expected (median) runtime")
+    source = s.ChoiceField(choices=["annotation", "activeDeadlineSeconds", "history", "default"],
+                           help_text="where its expected runtime comes from: the kueue.x-k8s.io/expected-runtime "
+                           "annotation, the pod templates' activeDeadlineSeconds, the history of finished "
+                           "workloads, or the default")
+    runtime = RuntimeEstimateSerializer(help_text="its expected runtime")
+    placement = PredictedPlacementSerializer(many=True, help_text="per PodSet, the placement the play gave it; "
+                                             "empty without a time")
+    reason = s.CharField(allow_null=True, help_text="why there is no time (not within the horizon, out of the "
+                         "estimate's time budget, not admitted when nothing more is due); null with one")
+    estimatedAt = s.DateTimeField(help_text="the time the queue was played forward from (the pass's)")
+
+
+def predicted_start_field() -> PredictedStartSerializer:
+    return PredictedStartSerializer(allow_null=True, help_text="when the Workload is expected to start, from "
+                                    "the queue played forward after the last pass (TAS_ETA_*); null when it is "
+                                    "not queued, or no estimate covered it yet")
+
+
 class WorkloadSummarySerializer(s.Serializer):
     namespace = s.CharField(help_text="the Workload's namespace")
     name = s.CharField(help_text="the Workload's name")
@@ -206,6 +260,7 @@ class WorkloadSummarySerializer(s.Serializer):
     admittedAt = s.DateTimeField(allow_null=True, help_text="when it was admitted; null when it is not")
     finishedAt = s.DateTimeField(allow_null=True, help_text="when it finished; null when it has not")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
+    predictedStart = predicted_start_field()
 
 
 class PodSetSerializer(s.Serializer):
@@ -578,6 +633,7 @@ class PendingWorkloadSerializer(s.Serializer):
     localQueueName = s.CharField(allow_blank=True, help_text="the LocalQueue it was submitted to")
     positionInClusterQueue = s.IntegerField(help_text="its position in the ClusterQueue, from 0")
     positionInLocalQueue = s.IntegerField(help_text="its position in the LocalQueue, from 0")
+    predictedStart = predicted_start_field()  # not Kueue's: this service's estimate
 
 
 class PendingWorkloadsSummarySerializer(s.Serializer):

@@ -52,6 +52,10 @@ def status_body(code: int, reason: str, message: str, details: dict | None = Non
 
 
 def summary_json(api_version: str, items: list[selectors.PendingWorkload]) -> dict[str, Any]:
+    """Kueue's PendingWorkloadsSummary; each item also carries `predictedStart` (this service's
+    start-time estimate, null without one), a field Kueue's clients ignore."""
+    predictions = selectors.predictions_of(f"{w.namespace}/{w.name}" for w in items)
+
     def item(w: selectors.PendingWorkload) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": w.name, "namespace": w.namespace, "creationTimestamp": k8s_time(w.created_at)}
         owners = [{key: ref[key] for key in ("apiVersion", "kind", "name", "uid") if key in ref}
@@ -60,7 +64,8 @@ def summary_json(api_version: str, items: list[selectors.PendingWorkload]) -> di
             meta["ownerReferences"] = owners
         return {"metadata": meta, "priority": w.priority, "localQueueName": w.local_queue,
                 "positionInClusterQueue": w.position_in_cluster_queue,
-                "positionInLocalQueue": w.position_in_local_queue}
+                "positionInLocalQueue": w.position_in_local_queue,
+                "predictedStart": predictions.get(f"{w.namespace}/{w.name}")}
 
     return {"kind": "PendingWorkloadsSummary", "apiVersion": f"{GROUP}/{api_version}",
             "metadata": {"creationTimestamp": None}, "items": [item(w) for w in items]}

@@ -587,12 +587,13 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                                namespaces=scope.namespaces)
         stored = {(w.namespace, w.name): w for w in cluster.Workload.objects.filter(
             name__in=[p.name for p in pending]).only(*api.WORKLOAD_LIST_FIELDS)}
+        predictions = api.predictions_of(f"{p.namespace}/{p.name}" for p in pending)
         listed = []
         for p in pending:
             w = stored.get((p.namespace, p.name))
             if w is not None:
                 listed.append({"position": p.position_in_cluster_queue + 1, "localQueue": p.local_queue,
-                               **api.workload_summary(w)})
+                               **api.workload_summary(w, predictions)})
         cards.append(QueueCard(name=row.name, cohort=row.cohort, invalid_reason=row.invalid_reason,
                                counts=counts.get(row.name, api.QueueCounts()),
                                waiting_by_status={status: waiting.get(row.name, {}).get(status, 0)

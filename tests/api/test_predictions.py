@@ -122,3 +122,51 @@ def test_an_observe_pass_leaves_its_engine_for_the_estimate(mirror):
     assert source is not None and source.scheduling_pass == record.id
     assert estimate_after_pass() == "ran"
     assert set(WorkloadPrediction.objects.values_list("workload_key", flat=True)) >= set(WAITING)
+
+
+# ---------------------------------------------------------------- the API
+
+
+def test_workload_detail_and_list_carry_the_predicted_start(predicted, client):
+    row = predicted["ml/job-bert-finetune"]
+    body = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()
+    start = body["predictedStart"]
+    assert set(start) == {"time", "earliest", "latest", "end", "source", "runtime", "placement", "reason",
+                          "estimatedAt"}
+    assert start["time"] == row.start.isoformat().replace("+00:00", "Z")
+    assert start["source"] == "default" and start["reason"] is None
+    assert start["placement"][0]["topologyAssignment"]["domains"]
+    assert start["runtime"]["median"] == 3600.0
+    # no time, and why
+    too_big = client.get("/api/v1/workloads/ml/job-moe-too-big/").json()["predictedStart"]
+    assert too_big["time"] is None and too_big["reason"] == NEVER
+    # a running workload has none
+    assert client.get("/api/v1/workloads/ml/job-llm-pretrain/").json()["predictedStart"] is None
+    items = {i["name"]: i for i in client.get("/api/v1/workloads/", {"page_size": 500}).json()["results"]}
+    assert items["job-bert-finetune"]["predictedStart"] == start
+    assert items["job-llm-pretrain"]["predictedStart"] is None
+
+
+def test_a_workload_not_estimated_yet_has_none(crowded, client):
+    assert client.get("/api/v1/workloads/ml/job-bert-finetune/").json()["predictedStart"] is None
+
+
+def test_the_schema_documents_the_field(client):
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    for name in ("WorkloadSummary", "WorkloadDetail", "PendingWorkload"):
+        field = schema[name]["properties"]["predictedStart"]
+        assert "PredictedStart" in str(field)
+    predicted_start = schema["PredictedStart"]["properties"]
+    assert {"time", "earliest", "latest", "source", "placement", "estimatedAt"} <= set(predicted_start)
+
+
+def test_visibility_items_carry_the_prediction_as_an_extra_field(predicted, client):
+    body = client.get("/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue/pendingworkloads").json()
+    items = {i["metadata"]["name"]: i for i in body["items"]}
+    item = items["job-bert-finetune"]
+    assert set(item) == {"metadata", "priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue",
+                         "predictedStart"}
+    detail = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()["predictedStart"]
+    assert item["predictedStart"] == detail
+    lq = client.get("/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/ml/localqueues/team-a/pendingworkloads")
+    assert all("predictedStart" in i for i in lq.json()["items"])

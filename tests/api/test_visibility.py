@@ -48,7 +48,9 @@ def test_cluster_queue_pending_workloads_in_queue_order(queued, client):
         by_queue.setdefault(queue, []).append(in_lq)
     assert by_queue == {queue: list(range(len(p))) for queue, p in by_queue.items()}
     first = response.json()["items"][0]
-    assert set(first) == {"metadata", "priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue"}
+    # Kueue's fields, and this service's start-time estimate as one extra field
+    assert set(first) == {"metadata", "priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue",
+                          "predictedStart"}
     assert first["metadata"]["creationTimestamp"].endswith("Z")
 
 

@@ -24,7 +24,8 @@ def scheduler_state(transactional_db) -> Iterator[None]:
 
     def clear() -> None:
         redis.Redis.from_url(settings.REDIS_URL).delete(scheduler_key("leader"))  # redis-py's own key
-        cache.delete_many([scheduler_key(suffix) for suffix in ("changed", "done", "scheduled", "eta-scheduled", "eta-done")])
+        suffixes = ("changed", "done", "scheduled", "eta-scheduled", "eta-done")
+        cache.delete_many([scheduler_key(suffix) for suffix in suffixes])
         celery_app.control.purge()
 
     redis_ensure_up()
