@@ -699,6 +699,56 @@ def quota_figure(groups: list[Mapping[str, Any]] | None) -> go.Figure | None:
 
 
 
+# ---------------------------------------------------------------- predicted start times
+
+QUEUE_COLOURS = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple", "sky", "vermillion", "yellow", "black")]
+RANGE_COLOUR = "rgba(153, 153, 153, 0.35)"  # earliest to latest: lighter than any bar
+
+
+def _ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000.0
+
+
+def start_timeline(rows: list[Mapping[str, Any]], *, group: str = "local_queue") -> go.Figure | None:
+    """Predicted admissions as a Gantt chart: one row per workload (soonest at the top), a bar
+    from its predicted start to its expected end coloured by its `group` (LocalQueue), and
+    behind it, lighter, the range from its earliest to its latest predicted start (to the
+    chart's end when the play with high runtimes did not admit it)."""
+    if not rows:
+        return None
+    keys = [r["key"] for r in rows]
+    last = max(max(r["end"], r["latest"] or r["start"]) for r in rows)
+    fig = go.Figure()
+    ranges = [r for r in rows if r["earliest"] is not None]
+    if ranges:
+        fig.add_trace(go.Bar(
+            y=[r["key"] for r in ranges], base=[r["earliest"] for r in ranges], orientation="h",
+            x=[_ms((r["latest"] or last) - r["earliest"]) for r in ranges], name="earliest to latest start",
+            marker={"color": RANGE_COLOUR, "line": {"width": 0}}, width=0.8,
+            hovertext=[f"<b>{r['key']}</b><br>starts between {r['earliest']:%H:%M} and "
+                       + (f"{r['latest']:%H:%M}" if r["latest"] else "beyond the horizon") for r in ranges],
+            hovertemplate="%{hovertext}<extra></extra>"))
+    groups = sorted({r[group] for r in rows})
+    for i, name in enumerate(groups):
+        mine = [r for r in rows if r[group] == name]
+        fig.add_trace(go.Bar(
+            y=[r["key"] for r in mine], base=[r["start"] for r in mine], orientation="h",
+            x=[max(_ms(r["end"] - r["start"]), 1000.0) for r in mine], name=name or "-",
+            marker={"color": QUEUE_COLOURS[i % len(QUEUE_COLOURS)]}, width=0.45,
+            hovertext=[f"<b>{r['key']}</b><br>expected to start around {r['start']:%Y-%m-%d %H:%M} UTC"
+                       f"<br>and to end around {r['end']:%H:%M} (runtime from {r['source']})" for r in mine],
+            hovertemplate="%{hovertext}<extra></extra>"))
+    estimated = rows[0]["estimated_at"]
+    fig.update_yaxes(categoryorder="array", categoryarray=keys, autorange="reversed", showgrid=False)
+    fig.update_xaxes(type="date", showgrid=True, gridcolor="#eef1f4", title_text="time (UTC)")
+    fig.update_layout(**base_layout(
+        height=90 + 26 * len(keys), barmode="overlay", showlegend=True,
+        margin={"l": 220, "r": 20, "t": 10, "b": 40}, legend={"orientation": "h", "y": -0.2},
+        shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": estimated, "x1": estimated, "y0": 0, "y1": 1,
+                 "line": {"color": OKABE_ITO["black"], "width": 1, "dash": "dot"}}]))
+    return fig
+
+
 # ---------------------------------------------------------------- side by side with Kueue
 
 # categories from agreement to the deepest disagreement, each with a colour

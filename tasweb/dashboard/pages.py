@@ -169,11 +169,54 @@ WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
                       "workload-events": "dashboard/_events_table.html"}
 
 
+RUNTIME_SOURCES = {
+    "annotation": "its kueue.x-k8s.io/expected-runtime annotation",
+    "activeDeadlineSeconds": "its pods' activeDeadlineSeconds",
+    "history": "finished workloads like it",
+    "default": "the default (no finished workloads of its kind yet)",
+}
+PREDICTED_DOMAINS_SHOWN = 12
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
+    return " ".join(parts[:2]) if parts else f"{secs} s"
+
+
+def predicted_context(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the workload page says of when a queued workload starts; None when it is not queued."""
+    if summary.get("status") not in selectors.api.QUEUED_STATUSES:
+        return None
+    p = summary.get("predictedStart")
+    if p is None:
+        return {"time": None, "reason": "not estimated yet"}
+    runtime = p.get("runtime") or {}
+    placement = []
+    for ps in p.get("placement") or []:
+        topology = ps.get("topologyAssignment") or {}
+        domains = [{"path": "/".join(d["values"]), "count": d["count"]} for d in topology.get("domains") or []]
+        placement.append({"pod_set": ps["podSet"], "count": ps["count"], "flavor": ps.get("flavor"),
+                          "flavors": ps.get("flavors") or {},
+                          "level": figures.short_level((topology.get("levels") or [""])[-1]),
+                          "domains": domains[:PREDICTED_DOMAINS_SHOWN],
+                          "more": max(0, len(domains) - PREDICTED_DOMAINS_SHOWN)})
+    return {**p, "source_text": RUNTIME_SOURCES.get(p.get("source"), p.get("source")),
+            "runtime_text": duration_text(runtime.get("median")), "runtime_detail": runtime.get("detail") or "",
+            "placement_rows": placement}
+
+
 def workload_page(namespace: str, name: str, params: QueryDict, reader: AccessScope = UNRESTRICTED) -> Page:
     row = selectors.workload_or_404(namespace, name, reader)
     placement = selectors.workload_placement(workload=row)
     context: dict[str, Any] = {"nav": "workloads", "w": placement.summary, "pod_sets": placement.pod_sets,
-                               "assignments": [], "why": None, "why_pod_sets": []}
+                               "assignments": [], "why": None, "why_pod_sets": [],
+                               "predicted": predicted_context(placement.summary)}
     figs: dict[str, go.Figure] = {}
     for a in placement.assignments:
         domains = a["decoded"]["domains"] if a["decoded"] else []
@@ -273,7 +316,12 @@ def queues_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
         fig_id = f"fig-quota-{card.name}".replace(".", "-")
         if fig is not None:
             figs[fig_id] = fig
+        eta = figures.start_timeline(card.predicted)
+        eta_id = f"fig-eta-{card.name}".replace(".", "-")
+        if eta is not None:
+            figs[eta_id] = eta
         rows.append({"card": card, "figure_id": fig_id if fig is not None else "",
+                     "eta_id": eta_id if eta is not None else "",
                      "quota_rows": [(flavor["name"], res) for group in card.quota or [] for flavor in group["flavors"]
                                     for res in flavor["resources"]]})
     context = {"nav": "queues", "cards": rows, "why_open": 3, "pending_shown": selectors.PENDING_SHOWN}

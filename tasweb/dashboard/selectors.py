@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import CharField, Count, Max, Min, QuerySet, Value
+from django.db.models.functions import Concat
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
@@ -36,7 +37,7 @@ from tasweb.api.filters import ComparisonFilter, EventFilter
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.models import EventKind, WorkloadEvent
+from tasweb.scheduling.models import EventKind, WorkloadEvent, WorkloadPrediction
 
 # node conditions marked on the heatmap (bits of `FlavorCapacity.leaf_flags`)
 NOT_READY, CORDONED, TAINTED = 1, 2, 4
@@ -335,9 +336,11 @@ def topology_query(params: Mapping[str, str], *, flavor: str | None = None) -> T
 
 
 def live_version(*extra: Any) -> str:
-    """A short token that changes whenever the mirror, a pass or the history changes."""
+    """A short token that changes whenever the mirror, a pass, the history or the predicted
+    start times change."""
     latest_event = WorkloadEvent.objects.aggregate(latest=Max("id"))["latest"]
-    text = repr((mirror_version(), latest_event, extra))
+    predicted = WorkloadPrediction.objects.aggregate(latest=Max("predicted_at"))["latest"]
+    text = repr((mirror_version(), latest_event, predicted, extra))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -569,6 +572,7 @@ class QueueCard:
         return sum(self.waiting_by_status.values())
     quota: list[dict[str, Any]] | None  # the API's resource groups with usage
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
+    predicted: list[dict[str, Any]] = field(default_factory=list)  # predicted admissions, soonest first
 
 
 def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNRESTRICTED) -> list[QueueCard]:
@@ -598,7 +602,8 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                counts=counts.get(row.name, api.QueueCounts()),
                                waiting_by_status={status: waiting.get(row.name, {}).get(status, 0)
                                                   for status in cluster.WAITING_STATUSES},
-                               quota=api.cluster_queue_quota(name=row.name), pending=listed))
+                               quota=api.cluster_queue_quota(name=row.name), pending=listed,
+                               predicted=predicted_admissions(cluster_queue=row.name, scope=scope)))
     return cards
 
 
@@ -618,3 +623,19 @@ def waiting_counts() -> dict[str, dict[str, int]]:
 
 def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
     return api.why_pending(workload=workload)
+
+
+PREDICTED_SHOWN = 60  # predicted admissions drawn on a ClusterQueue's timeline
+
+
+def predicted_admissions(*, cluster_queue: str, scope: AccessScope = UNRESTRICTED,
+                         limit: int = PREDICTED_SHOWN) -> list[dict[str, Any]]:
+    """The stored predictions of the workloads still queued in `cluster_queue` that have a
+    start, soonest first, of the namespaces the reader may read."""
+    queued = cluster.Workload.objects.filter(cluster_queue=cluster_queue, status__in=api.QUEUED_STATUSES).annotate(
+        key=Concat("namespace", Value("/"), "name", output_field=CharField())).values("key")
+    rows = (WorkloadPrediction.objects.filter(scope.workloads_q(), cluster_queue=cluster_queue, start__isnull=False,
+                                              workload_key__in=queued).order_by("start", "workload_key")[:limit])
+    return [{"key": r.workload_key, "local_queue": r.local_queue, "start": r.start, "end": r.end or r.start,
+             "earliest": r.earliest, "latest": r.latest, "source": r.source, "estimated_at": r.estimated_at}
+            for r in rows]
