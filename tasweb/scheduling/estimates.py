@@ -6,9 +6,11 @@ and a task (`tasks.estimate_start_times`) is queued on the scheduler queue. The 
 worker runs one task at a time (a solo pool), so the estimate runs between passes, on the
 engine state of the last committed pass, in the process that holds it:
 
-* it never runs while a pass does, and it yields to one: when a pass task is queued it
-  returns at once (the pass queues the next estimate), unless the stored predictions are
-  older than `TAS_ETA_MAX_AGE_SECONDS` (with passes back to back it would never run);
+* it copies the engine while no pass changes it (`engine_in_use`), then plays the queue on
+  the copy: a pass may run meanwhile, and waits at most for that copy;
+* it yields to a pass: when a pass task is queued it returns at once (the pass queues the
+  next estimate), unless the stored predictions are older than `TAS_ETA_MAX_AGE_SECONDS`
+  (with passes back to back it would never run);
 * it plays the queue forward on private copies (`scheduler.eta.estimate`, the engine is left
   as it was) for at most `TAS_ETA_BUDGET_SECONDS` of wall clock (the plays stop there; the
   workloads left get no time and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
@@ -20,9 +22,11 @@ engine state of the last committed pass, in the process that holds it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +36,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.eta import Estimate, EtaSettings, Prediction, estimate
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
@@ -71,6 +76,16 @@ class EstimateSource:
 
 _source_lock = threading.Lock()
 _source: EstimateSource | None = None
+# Held by a control pass while it changes the long-lived engine, and by the estimate while it
+# copies it. A solo worker runs one task at a time, but its timer thread may start a pass
+# (a task with a countdown) while the main thread runs the estimate.
+_engine_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def engine_in_use() -> Iterator[None]:
+    with _engine_lock:
+        yield
 
 
 def estimate_source_set(engine: Engine | None, *, scheduling_pass: SchedulingPass | None = None,
@@ -235,7 +250,11 @@ def estimate_after_pass() -> str:
         done = cache.get(scheduler_key("eta-done"))
         if done is not None and time.time() - float(done) < _max_age():
             return "pass queued"
-    start_estimate_run(engine=source.engine, now=source.now, scheduling_pass=source.scheduling_pass)
+    # a private copy, made while no pass changes the engine; the plays copy it again, and a pass
+    # may run meanwhile
+    with engine_in_use():
+        engine = clone_engine(source.engine)
+    start_estimate_run(engine=engine, now=source.now, scheduling_pass=source.scheduling_pass)
     return "ran"
 
 

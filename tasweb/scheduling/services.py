@@ -57,7 +57,7 @@ from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import instances_insert, rows_insert, rows_update
-from tasweb.scheduling.estimates import estimate_schedule, estimate_source_set
+from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
@@ -672,6 +672,14 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
 
 def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
+    # the start-time estimate copies this engine between passes: never while a pass changes it
+    with engine_in_use():
+        return _control_pass_locked(now=now, trigger=trigger, send_to_cluster=send_to_cluster, started=started,
+                                    before_commit=before_commit)
+
+
+def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
+                         before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     runtime = runtime_for_pass(gates_text=engine_settings_key(), gates=feature_gates(),
                                config=kueue_configuration()[1])
     engine = runtime.engine

@@ -1,0 +1,41 @@
+"""The start-time estimate in the scheduler's worker: queued after a pass, run in the
+process that holds the pass's engine, its predictions stored."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tasweb.scheduling.models import SchedulingPass, WorkloadPrediction
+from tasweb.scheduling.services import request_pass
+
+from .support import EXAMPLE_ADMISSIBLE, admitted_count, import_example_cluster, wait_for
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_scheduler_worker_estimates_after_its_pass(workers):
+    worker = workers("scheduler")
+    worker.wait_ready()
+    import_example_cluster()
+    request_pass()
+    wait_for(lambda: admitted_count() == EXAMPLE_ADMISSIBLE, timeout=30, what="the first pass", workers=(worker,))
+    # the example's one workload that never fits: the estimate says so
+    wait_for(lambda: WorkloadPrediction.objects.exists(), timeout=30, what="the estimate", workers=(worker,))
+    row = WorkloadPrediction.objects.get()
+    assert row.workload_key == "ml/job-moe-too-big"
+    assert row.start is None and row.reason
+    assert row.scheduling_pass_id == SchedulingPass.objects.latest("id").id
+    assert "start-time estimate: 1 waiting workloads" in worker.log()
+
+
+def test_no_estimate_when_turned_off(workers):
+    worker = workers("scheduler", env={"TAS_ETA_ENABLED": "false"})
+    worker.wait_ready()
+    import_example_cluster()
+    request_pass()
+    wait_for(lambda: admitted_count() == EXAMPLE_ADMISSIBLE, timeout=30, what="the first pass", workers=(worker,))
+    time.sleep(2)  # an estimate would follow within this
+    assert not WorkloadPrediction.objects.exists()
+    assert "start-time estimate" not in worker.log()
