@@ -19,6 +19,15 @@ from tasweb.scheduling.estimates import (
 )
 from tasweb.scheduling.models import WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
+from tests.api.test_kubernetes_auth import (  # noqa: F401 - fixtures
+    ML_TOKEN,
+    RESEARCH_TOKEN,
+    V1BETA2,
+    bearer,
+    cluster_users,
+    two_namespaces,
+)
+from tests.kubeauth import kube_auth  # noqa: F401 - a fixture
 
 from .conftest import DEMO_NOW, example_objects, upsert
 
@@ -170,3 +179,21 @@ def test_visibility_items_carry_the_prediction_as_an_extra_field(predicted, clie
     assert item["predictedStart"] == detail
     lq = client.get("/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/ml/localqueues/team-a/pendingworkloads")
     assert all("predictedStart" in i for i in lq.json()["items"])
+
+
+@pytest.mark.usefixtures("two_namespaces", "cluster_users")
+def test_predictions_follow_the_workloads_visibility():
+    scheduling_pass_run(now=DEMO_NOW)  # the research workloads join the queue
+    assert estimate_after_pass() == "ran"
+    keys = set(WorkloadPrediction.objects.values_list("workload_key", flat=True))
+    assert {"research/r-high", "ml/m-waits"} <= keys
+    ml = bearer(ML_TOKEN)
+    listed = ml.get("/api/v1/workloads/", {"page_size": 500}).json()["results"]
+    assert {w["namespace"] for w in listed} == {"ml"}
+    assert next(w for w in listed if w["name"] == "m-waits")["predictedStart"] is not None
+    assert ml.get("/api/v1/workloads/research/r-high/").status_code == 404
+    items = ml.get(f"{V1BETA2}/clusterqueues/cluster-queue/pendingworkloads").json()["items"]
+    assert {i["metadata"]["namespace"] for i in items} == {"ml"}
+    assert all(i["predictedStart"] is not None for i in items)
+    research = bearer(RESEARCH_TOKEN).get("/api/v1/workloads/research/r-high/").json()
+    assert research["predictedStart"]["estimatedAt"] is not None
