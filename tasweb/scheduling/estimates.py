@@ -90,8 +90,11 @@ def engine_in_use() -> Iterator[None]:
 
 def estimate_source_set(engine: Engine | None, *, scheduling_pass: SchedulingPass | None = None,
                         now: datetime | None = None) -> None:
-    """The engine state the next estimate plays from (None: none to trust, e.g. a pass rolled back)."""
+    """The engine state the next estimate plays from (None: none to trust, e.g. a pass rolled
+    back). Nothing is kept while estimates are turned off."""
     global _source
+    if engine is not None and not eta_enabled():
+        engine = None
     with _source_lock:
         _source = None if engine is None else EstimateSource(
             engine, scheduling_pass.id if scheduling_pass is not None else None, now or timezone.now())

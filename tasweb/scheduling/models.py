@@ -226,7 +226,8 @@ class WorkloadPrediction(models.Model):
     placement = models.JSONField(default=list)  # per PodSet: count, flavors, TopologyAssignment
     reason = models.TextField(blank=True, default="")  # why there is no start
     estimated_at = models.DateTimeField()  # the time the queue was played forward from (the pass's)
-    predicted_at = models.DateTimeField()  # wall clock when the estimate was stored
+    # wall clock when the estimate was stored (its latest is the dashboard's cue to refresh)
+    predicted_at = models.DateTimeField(db_index=True)
     scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:

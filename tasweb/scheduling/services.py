@@ -744,6 +744,7 @@ def engine_pass_run(engine: Engine, now: datetime) -> PassResult:
 def _observe_pass_run(*, now: datetime, trigger: str, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     read_versions: dict[str, int] = {}
+    estimate_source_set(None)  # the previous pass's engine is not kept while this one is built
     # the admissions to compare are read before the mirror: each of them is in what is read next
     marks = list(AdmissionToCompare.objects.order_by("id").values_list("id", "workload_key", "observed_at"))
     parsed = engine_inputs(read_versions)
