@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
-from scheduler.eta import Estimate, EtaSettings, Prediction, estimate
+from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, estimate
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.leader import scheduler_key
@@ -204,7 +204,8 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
             for p in result.predictions.values()]
     predictions_replace(rows)
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
-    stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped}
+    # plays that stopped early (every play ends on NEVER while a workload can never fit)
+    stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped and play.stopped != NEVER}
     logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %.2fs (copies %.2fs)%s",
                 len(rows), sum(1 for r in rows if r.start is not None), result.seconds, result.clone_seconds,
                 f", stopped: {stopped}" if stopped else "")
