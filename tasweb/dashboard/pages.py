@@ -22,6 +22,7 @@ from django.utils.text import Truncator
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.dashboard import figures, selectors
 from tasweb.dashboard.selectors import CORDONED, METRICS, NOT_READY, TAINTED, TopologyQuery
+from tasweb.scheduling.estimates import eta_enabled
 
 NODE_TABLE_MAX = 64  # a rack with at most this many nodes lists them in a table
 NODE_TABLE_SMALL = 16  # and so does a whole cluster or block this small
@@ -195,7 +196,7 @@ def predicted_context(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     p = summary.get("predictedStart")
     if p is None:
-        return {"time": None, "reason": "not estimated yet"}
+        return {"time": None, "reason": "not estimated yet" if eta_enabled() else "start-time estimates are turned off"}
     runtime = p.get("runtime") or {}
     placement = []
     for ps in p.get("placement") or []:

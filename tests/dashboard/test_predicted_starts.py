@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from tasweb.cluster.services import object_upsert
-from tasweb.dashboard import figures
+from tasweb.dashboard import figures, views
 from tasweb.scheduling.estimates import estimate_after_pass
 from tasweb.scheduling.models import WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
@@ -59,12 +59,16 @@ def test_workload_page_says_when_it_is_expected_to_start(predicted):
     assert f"{'/'.join(first['values'])} \u00d7 {first['count']}" in html
 
 
-def test_workload_page_says_why_there_is_no_time(predicted):
+def test_workload_page_says_why_there_is_no_time(predicted, settings):
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> not admitted when nothing more is due." in html
     WorkloadPrediction.objects.all().delete()
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> not estimated yet." in html
+    settings.TAS_ETA_ENABLED = False
+    views.rendered.bodies.clear()  # a page is kept while the data it shows is unchanged
+    html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
+    assert "No predicted start:</strong> start-time estimates are turned off." in html
 
 
 def test_an_admitted_workload_page_has_no_prediction(predicted):
