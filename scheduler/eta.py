@@ -58,6 +58,7 @@ from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, Runti
 NOT_WITHIN_HORIZON = "not within the horizon"
 OUT_OF_BUDGET = "estimate stopped: out of time budget"
 NEVER = "not admitted when nothing more is due"
+INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,9 @@ class EtaSettings:
     budget_seconds: float | None = None  # wall clock for the three plays; None: no limit
     max_wakes: int = 3  # passes in a row after evictions, with no finish in between
     levels: tuple[str, ...] = LEVELS
+    # asked between the plays' passes: True stops the estimate (its caller has more urgent
+    # work, such as a scheduling pass waiting); the estimate is then `interrupted`
+    interrupt: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +106,7 @@ class PlayStats:
     finishes: int = 0
     seconds: float = 0.0
     end: datetime | None = None  # simulated time reached
-    stopped: str = ""  # "" (all admitted), NOT_WITHIN_HORIZON, OUT_OF_BUDGET, NEVER
+    stopped: str = ""  # "" (all admitted), NOT_WITHIN_HORIZON, OUT_OF_BUDGET, NEVER, INTERRUPTED
 
 
 @dataclass(slots=True)
@@ -113,6 +117,11 @@ class Estimate:
     plays: dict[str, PlayStats] = field(default_factory=dict)
     clone_seconds: float = 0.0
     seconds: float = 0.0
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped for its caller: the predictions are partial, not to be shown."""
+        return any(play.stopped == INTERRUPTED for play in self.plays.values())
 
 
 @dataclass(slots=True)
@@ -150,6 +159,8 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source, future)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
+        if stats.stopped == INTERRUPTED:
+            break
     for key in waiting:
         out.predictions[key] = _prediction(key, engine, now, plays, out.plays, estimates[key])
     out.seconds = time.perf_counter() - started
@@ -351,6 +362,9 @@ def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str
     while len(admitted) < len(tracked):
         if deadline is not None and time.perf_counter() > deadline:
             stats.stopped = OUT_OF_BUDGET
+            break
+        if settings.interrupt is not None and settings.interrupt():
+            stats.stopped = INTERRUPTED
             break
         nxt = play.next_due()
         if nxt is None:

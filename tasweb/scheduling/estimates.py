@@ -8,9 +8,10 @@ engine state of the last committed pass, in the process that holds it:
 
 * it copies the engine while no pass changes it (`engine_in_use`), then plays the queue on
   the copy: a pass may run meanwhile, and waits at most for that copy;
-* it yields to a pass: when a pass task is queued it returns at once (the pass queues the
-  next estimate), unless the stored predictions are older than `TAS_ETA_MAX_AGE_SECONDS`
-  (with passes back to back it would never run);
+* it yields to a pass: when a pass task is queued it returns at once, and when one is queued
+  while the plays run they stop within one of their passes and store nothing (the pass
+  queues the next estimate when it commits), unless the stored predictions are older than
+  `TAS_ETA_MAX_AGE_SECONDS` (with passes back to back it would never run);
 * it plays the queue forward on private copies (`scheduler.eta.estimate`, the engine is left
   as it was) for at most `TAS_ETA_BUDGET_SECONDS` of wall clock (the plays stop there; the
   workloads left get no time and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
@@ -23,10 +24,11 @@ engine state of the last committed pass, in the process that holds it:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -193,12 +195,17 @@ def predictions_replace(rows: list[WorkloadPrediction]) -> None:
 
 
 def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | None = None,
-                       budget: float | None = None, history: RuntimeHistory | None = None) -> Estimate:
+                       budget: float | None = None, history: RuntimeHistory | None = None,
+                       interrupt: Callable[[], bool] | None = None) -> Estimate:
     """Predict when every workload waiting in `engine` starts, as of `now`, and store the
     predictions in place of the stored ones. `engine` is left as it was; the wall-clock
     budget (TAS_ETA_BUDGET_SECONDS unless given) bounds the plays: what they did not reach
     is stored without a start, with the reason."""
-    result = estimate(engine, now, history or runtime_history(), eta_settings(budget=budget))
+    settings_ = dataclasses.replace(eta_settings(budget=budget), interrupt=interrupt)
+    result = estimate(engine, now, history or runtime_history(), settings_)
+    if result.interrupted:  # partial: the stored predictions stay until the next estimate
+        logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
+        return result
     stored_at = timezone.now()
     rows = [prediction_row(p, engine, now=now, stored_at=stored_at, scheduling_pass=scheduling_pass)
             for p in result.predictions.values()]
@@ -218,6 +225,9 @@ def predictions_clear() -> int:
 
 
 # ---------------------------------------------------------------- after a pass
+
+
+INTERRUPT_CHECK_SECONDS = 0.05
 
 
 def _max_age() -> float:
@@ -250,16 +260,38 @@ def estimate_after_pass() -> str:
     source = estimate_source()
     if source is None:
         return "no engine"
-    if cache.get(scheduler_key("scheduled")) is not None:  # a pass task is queued: it goes first
-        done = cache.get(scheduler_key("eta-done"))
-        if done is not None and time.time() - float(done) < _max_age():
-            return "pass queued"
+    done = cache.get(scheduler_key("eta-done"))
+    fresh = done is not None and time.time() - float(done) < _max_age()
+    if fresh and _pass_waiting():  # a pass task is queued: it goes first
+        return "pass queued"
     # a private copy, made while no pass changes the engine; the plays copy it again, and a pass
     # may run meanwhile
     with engine_in_use():
         engine = clone_engine(source.engine)
-    start_estimate_run(engine=engine, now=source.now, scheduling_pass=source.scheduling_pass)
-    return "ran"
+    # while the stored predictions are fresh, a pass queued meanwhile stops the plays (this
+    # worker runs one task at a time: the pass would wait for them); the pass queues the next
+    # estimate when it commits. Stale ones are replaced whatever waits, so that back-to-back
+    # passes never starve the estimate.
+    result = start_estimate_run(engine=engine, now=source.now, scheduling_pass=source.scheduling_pass,
+                                interrupt=_pass_waiting_every(INTERRUPT_CHECK_SECONDS) if fresh else None)
+    return "interrupted" if result.interrupted else "ran"
+
+
+def _pass_waiting() -> bool:
+    return cache.get(scheduler_key("scheduled")) is not None
+
+
+def _pass_waiting_every(seconds: float) -> Callable[[], bool]:
+    """_pass_waiting, asked of the cache at most every `seconds` (the plays ask after each pass)."""
+    last = time.monotonic()
+
+    def waiting() -> bool:
+        nonlocal last
+        if time.monotonic() - last < seconds:
+            return False
+        last = time.monotonic()
+        return _pass_waiting()
+    return waiting
 
 
 __all__ = [

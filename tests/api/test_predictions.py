@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.eta import NEVER, OUT_OF_BUDGET
+from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET
 from scheduler.runtimes import RuntimeClass, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.scheduling import estimates
 from tasweb.scheduling.estimates import (
     estimate_after_pass,
     estimate_source,
@@ -102,6 +103,38 @@ def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
     # the live engine is left as it was
     assert before == {key: (wl.admission, [c.type for c in wl.conditions])
                       for key, wl in engine.state.workload_map.items()}
+
+
+def test_an_interrupted_estimate_stores_nothing_and_leaves_the_engine(predicted):
+    engine = estimate_source().engine
+    before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
+    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at"))
+    result = start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=5), interrupt=lambda: True)
+    assert result.interrupted and [p.stopped for p in result.plays.values()] == [INTERRUPTED]  # the rest not played
+    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) == stored
+    assert before == {key: (wl.admission, [c.type for c in wl.conditions])
+                      for key, wl in engine.state.workload_map.items()}
+
+
+def test_a_pass_queued_while_the_plays_run_stops_them(predicted, monkeypatch):
+    """While the stored predictions are fresh, a pass queued during the plays stops them: the
+    scheduler's worker runs one task at a time, so the pass would otherwise wait for them."""
+    asked: list[bool] = []
+
+    def pass_waiting() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # not when the task starts; queued once the plays run
+
+    monkeypatch.setattr(estimates, "_pass_waiting", pass_waiting)
+    monkeypatch.setattr(estimates, "INTERRUPT_CHECK_SECONDS", 0.0)
+    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at"))
+    assert estimate_after_pass() == "interrupted"
+    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) == stored
+    # stale predictions are replaced whatever waits: back-to-back passes never starve them
+    monkeypatch.setattr(estimates, "_max_age", lambda: 0.0)
+    asked.clear()
+    assert estimate_after_pass() == "ran"
+    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) != stored
 
 
 def test_runtimes_are_learned_from_finished_workloads(crowded):
