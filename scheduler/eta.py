@@ -134,9 +134,11 @@ RuntimeSource = Callable[[Workload], RuntimeEstimate]
 
 
 def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHistory | None = None,
-             settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = ()) -> Estimate:
+             settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = (), *,
+             own: bool = False) -> Estimate:
     """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it
-    was. `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
+    was, unless `own`: the caller's private copy, on which the last play runs (one copy fewer).
+    `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
     they take their place in the queues but get no prediction."""
     settings = settings or EtaSettings()
     future = sorted(arrivals, key=lambda a: a[0])
@@ -150,10 +152,12 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     for wl in state.workload_map.values():
         if is_pending(wl) or holds_quota(wl):
             estimates[wl.key] = source(wl)
+    # read before the plays: the last one may change `engine`
+    queue_of = {key: cq.name if (cq := state.cluster_queue_for(state.workload(key))) else "" for key in waiting}
     plays: dict[str, dict[str, _Admission]] = {}
-    for level in settings.levels:
+    for i, level in enumerate(settings.levels):
         t0 = time.perf_counter()
-        copy = clone_engine(engine)
+        copy = engine if own and i == len(settings.levels) - 1 else clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
         plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source, future)
@@ -162,7 +166,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         if stats.stopped == INTERRUPTED:
             break
     for key in waiting:
-        out.predictions[key] = _prediction(key, engine, now, plays, out.plays, estimates[key])
+        out.predictions[key] = _prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
     out.seconds = time.perf_counter() - started
     return out
 
@@ -175,16 +179,14 @@ def _runtime_source(runtimes: RuntimeSource | RuntimeHistory | None) -> RuntimeS
     return runtimes
 
 
-def _prediction(key: str, engine: Engine, now: datetime, plays: dict[str, dict[str, _Admission]],
+def _prediction(key: str, cluster_queue: str, now: datetime, plays: dict[str, dict[str, _Admission]],
                 stats: dict[str, PlayStats], runtime: RuntimeEstimate) -> Prediction:
-    wl = engine.state.workload(key)
-    cq = engine.state.cluster_queue_for(wl) if wl is not None else None
     main = MEDIAN if MEDIAN in plays else next(iter(plays))
     admitted = plays[main].get(key)
     times = [plays[level][key].at for level in plays if key in plays[level]]
     if admitted is None:
         reason = stats[main].stopped or NEVER
-        return Prediction(key, cq.name if cq else "", None, _at(now, min(times, default=None)), None, (),
+        return Prediction(key, cluster_queue, None, _at(now, min(times, default=None)), None, (),
                           runtime, reason)
     latest = max(times) if all(key in plays[level] for level in plays) else None
     placement = tuple(PodSetPlacement(ps.name, ps.count, tuple(sorted(ps.flavors.items())), ps.assignment)

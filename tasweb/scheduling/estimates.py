@@ -169,14 +169,12 @@ def _placement_json(prediction: Prediction) -> list[dict[str, Any]]:
     return out
 
 
-def prediction_row(prediction: Prediction, engine: Engine, *, now: datetime, stored_at: datetime,
+def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, stored_at: datetime,
                    scheduling_pass: int | None) -> WorkloadPrediction:
     namespace, _, _ = prediction.key.partition("/")
-    wl = engine.state.workload(prediction.key)
     runtime = prediction.runtime
     return WorkloadPrediction(
-        workload_key=prediction.key, namespace=namespace,
-        local_queue=f"{wl.namespace}/{wl.queue_name}" if wl is not None else "",
+        workload_key=prediction.key, namespace=namespace, local_queue=local_queue,
         cluster_queue=prediction.cluster_queue, start=prediction.start, earliest=prediction.earliest,
         latest=prediction.latest,
         end=prediction.start + timedelta(seconds=runtime.median) if prediction.start is not None else None,
@@ -196,19 +194,20 @@ def predictions_replace(rows: list[WorkloadPrediction]) -> None:
 
 def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | None = None,
                        budget: float | None = None, history: RuntimeHistory | None = None,
-                       interrupt: Callable[[], bool] | None = None) -> Estimate:
+                       interrupt: Callable[[], bool] | None = None, own: bool = False) -> Estimate:
     """Predict when every workload waiting in `engine` starts, as of `now`, and store the
     predictions in place of the stored ones. `engine` is left as it was; the wall-clock
     budget (TAS_ETA_BUDGET_SECONDS unless given) bounds the plays: what they did not reach
     is stored without a start, with the reason."""
+    local_queues = {key: f"{wl.namespace}/{wl.queue_name}" for key, wl in engine.state.workload_map.items()}
     settings_ = dataclasses.replace(eta_settings(budget=budget), interrupt=interrupt)
-    result = estimate(engine, now, history or runtime_history(), settings_)
+    result = estimate(engine, now, history or runtime_history(), settings_, own=own)
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
     stored_at = timezone.now()
-    rows = [prediction_row(p, engine, now=now, stored_at=stored_at, scheduling_pass=scheduling_pass)
-            for p in result.predictions.values()]
+    rows = [prediction_row(p, local_queues.get(p.key, ""), now=now, stored_at=stored_at,
+                           scheduling_pass=scheduling_pass) for p in result.predictions.values()]
     predictions_replace(rows)
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
     # plays that stopped early (every play ends on NEVER while a workload can never fit)
@@ -264,8 +263,8 @@ def estimate_after_pass() -> str:
     fresh = done is not None and time.time() - float(done) < _max_age()
     if fresh and _pass_waiting():  # a pass task is queued: it goes first
         return "pass queued"
-    # a private copy, made while no pass changes the engine; the plays copy it again, and a pass
-    # may run meanwhile
+    # a private copy, made while no pass changes the engine (a pass may run once it is made); the
+    # last play runs on it, the others on copies of it
     with engine_in_use():
         engine = clone_engine(source.engine)
     # while the stored predictions are fresh, a pass queued meanwhile stops the plays (this
@@ -273,7 +272,8 @@ def estimate_after_pass() -> str:
     # estimate when it commits. Stale ones are replaced whatever waits, so that back-to-back
     # passes never starve the estimate.
     result = start_estimate_run(engine=engine, now=source.now, scheduling_pass=source.scheduling_pass,
-                                interrupt=_pass_waiting_every(INTERRUPT_CHECK_SECONDS) if fresh else None)
+                                interrupt=_pass_waiting_every(INTERRUPT_CHECK_SECONDS) if fresh else None,
+                                own=True)
     return "interrupted" if result.interrupted else "ran"
 
 

@@ -202,6 +202,16 @@ class TestEstimate:
         clone_engine(engine).run_pass(NOW + timedelta(hours=3))
         assert state_fingerprint(engine) == before
 
+    def test_an_engine_of_its_own_saves_a_copy_and_predicts_the_same(self):
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-300, runtime="20m", cpu="8"),
+                   *[waiting(f"w{i}", count=2, cpu="8", required=RACK, created=i) for i in range(4)]]
+        engine = engine_of(objects)
+        engine.run_pass(NOW - timedelta(seconds=5))
+        shared = estimate(engine, NOW)
+        own = estimate(clone_engine(engine), NOW, own=True)
+        assert own.predictions == shared.predictions and own.predictions
+
     def test_range_from_the_runtime_quantiles(self):
         history = RuntimeHistory(min_samples=3, quantiles=(0.1, 0.5, 0.9))
         objects = [*two_racks(),
