@@ -35,12 +35,19 @@ when each waiting workload is admitted and on which domains.
   largest time of the three (scheduling is not monotonic: a shorter job ending early can
   let another head take the capacity first, so the low play is not always the earliest).
   A workload admitted in the median play but not in the high one has no `latest`.
+* Plays in parallel (`fork_plays`, where the OS can fork): the plays other than the median
+  one run in child processes, each on the copy-on-write image of the engine the fork gives
+  (no copy is made), and send back only when they admitted each workload; the median play
+  runs meanwhile in the calling process. A child that fails or sends nothing leaves its
+  play out of the range (`PLAY_FAILED`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +66,7 @@ NOT_WITHIN_HORIZON = "not within the horizon"
 OUT_OF_BUDGET = "estimate stopped: out of time budget"
 NEVER = "not admitted when nothing more is due"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
+PLAY_FAILED = "estimate stopped: the play failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +135,7 @@ class Estimate:
 @dataclass(slots=True)
 class _Admission:
     at: float  # seconds after now
-    result: WorkloadResult
+    result: WorkloadResult | None  # None: a play run in a child process (only its times come back)
 
 
 RuntimeSource = Callable[[Workload], RuntimeEstimate]
@@ -135,11 +143,13 @@ RuntimeSource = Callable[[Workload], RuntimeEstimate]
 
 def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHistory | None = None,
              settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = (), *,
-             own: bool = False) -> Estimate:
+             own: bool = False, fork_plays: bool = False) -> Estimate:
     """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it
     was, unless `own`: the caller's private copy, on which the last play runs (one copy fewer).
     `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
-    they take their place in the queues but get no prediction."""
+    they take their place in the queues but get no prediction. With `fork_plays` (and
+    `can_fork()`), the plays but the median one run in child processes (see the module
+    docstring)."""
     settings = settings or EtaSettings()
     future = sorted(arrivals, key=lambda a: a[0])
     source = _runtime_source(runtimes)
@@ -154,21 +164,101 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
             estimates[wl.key] = source(wl)
     # read before the plays: the last one may change `engine`
     queue_of = {key: cq.name if (cq := state.cluster_queue_for(state.workload(key))) else "" for key in waiting}
+    run = _Runner(engine, now, waiting, estimates, settings, deadline, source, future)
+    levels = list(settings.levels)
+    forked: dict[str, _ForkedPlay] = {}
+    if fork_plays and can_fork() and len(levels) > 1:
+        main = MEDIAN if MEDIAN in levels else levels[-1]
+        forked = {level: run.fork(level) for level in levels if level != main}
+        levels = [main]
     plays: dict[str, dict[str, _Admission]] = {}
-    for i, level in enumerate(settings.levels):
+    for i, level in enumerate(levels):
         t0 = time.perf_counter()
-        copy = engine if own and i == len(settings.levels) - 1 else clone_engine(engine)
+        copy = engine if own and i == len(levels) - 1 else clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
-        plays[level] = _play(copy, now, waiting, estimates, level, settings, deadline, stats, source, future)
+        plays[level] = run.play(copy, level, stats)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
         if stats.stopped == INTERRUPTED:
             break
+    for level, child in forked.items():
+        admitted, out.plays[level] = child.collect()
+        if out.plays[level].stopped != PLAY_FAILED:
+            plays[level] = admitted
+    plays = {level: plays[level] for level in settings.levels if level in plays}
+    out.plays = {level: out.plays[level] for level in settings.levels if level in out.plays}
     for key in waiting:
         out.predictions[key] = _prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
     out.seconds = time.perf_counter() - started
     return out
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork")
+
+
+@dataclass(slots=True)
+class _Runner:
+    """What every play of one estimate shares."""
+
+    engine: Engine
+    now: datetime
+    waiting: list[str]
+    estimates: dict[str, RuntimeEstimate]
+    settings: EtaSettings
+    deadline: float | None
+    source: RuntimeSource
+    arrivals: list[tuple[float, Workload]]
+
+    def play(self, engine: Engine, level: str, stats: PlayStats) -> dict[str, _Admission]:
+        return _play(engine, self.now, self.waiting, self.estimates, level, self.settings, self.deadline, stats,
+                     self.source, self.arrivals)
+
+    def fork(self, level: str) -> _ForkedPlay:
+        """The play of `level` in a child process, on the engine's copy-on-write image."""
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: play, send the times back, exit without running any cleanup
+            code = 1
+            try:
+                os.close(read_end)
+                started = time.perf_counter()
+                stats = PlayStats(level)
+                admitted = self.play(self.engine, level, stats)
+                stats.seconds = time.perf_counter() - started
+                payload = pickle.dumps(({key: a.at for key, a in admitted.items()}, stats))
+                with os.fdopen(write_end, "wb") as pipe:
+                    pipe.write(payload)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        return _ForkedPlay(level, pid, read_end)
+
+
+@dataclass(slots=True)
+class _ForkedPlay:
+    level: str
+    pid: int
+    read_end: int
+
+    def collect(self) -> tuple[dict[str, _Admission], PlayStats]:
+        """Wait for the child; what it admitted (times only) and its stats. A child that
+        failed gives an empty play, `PLAY_FAILED`."""
+        with os.fdopen(self.read_end, "rb") as pipe:
+            payload = pipe.read()
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped by someone else
+            status = 0
+        try:
+            times, stats = pickle.loads(payload) if payload and os.waitstatus_to_exitcode(status) == 0 else ({}, None)
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            times, stats = {}, None
+        if stats is None:
+            return {}, PlayStats(self.level, stopped=PLAY_FAILED)
+        return {key: _Admission(at, None) for key, at in times.items()}, stats
 
 
 def _runtime_source(runtimes: RuntimeSource | RuntimeHistory | None) -> RuntimeSource:
@@ -189,8 +279,9 @@ def _prediction(key: str, cluster_queue: str, now: datetime, plays: dict[str, di
         return Prediction(key, cluster_queue, None, _at(now, min(times, default=None)), None, (),
                           runtime, reason)
     latest = max(times) if all(key in plays[level] for level in plays) else None
+    pod_sets = admitted.result.pod_sets if admitted.result is not None else []
     placement = tuple(PodSetPlacement(ps.name, ps.count, tuple(sorted(ps.flavors.items())), ps.assignment)
-                      for ps in admitted.result.pod_sets)
+                      for ps in pod_sets)
     return Prediction(key, admitted.result.cluster_queue, _at(now, admitted.at), _at(now, min(times)),
                       _at(now, latest), placement, runtime)
 
@@ -452,5 +543,16 @@ def _released(wl: Workload, at: datetime) -> Workload:
     ], admission=None)
 
 
-__all__ = ["HIGH", "LOW", "MEDIAN", "Estimate", "EtaSettings", "PodSetPlacement", "Prediction", "estimate",
-           "expected_arrivals"]
+__all__ = [
+    "HIGH",
+    "LOW",
+    "MEDIAN",
+    "PLAY_FAILED",
+    "Estimate",
+    "EtaSettings",
+    "PodSetPlacement",
+    "Prediction",
+    "can_fork",
+    "estimate",
+    "expected_arrivals",
+]

@@ -6,15 +6,23 @@ and a task (`tasks.estimate_start_times`) is queued on the scheduler queue. The 
 worker runs one task at a time (a solo pool), so the estimate runs between passes, on the
 engine state of the last committed pass, in the process that holds it:
 
-* it copies the engine while no pass changes it (`engine_in_use`), then plays the queue on
-  the copy: a pass may run meanwhile, and waits at most for that copy;
-* it yields to a pass: when a pass task is queued it returns at once, and when one is queued
-  while the plays run they stop within one of their passes and store nothing (the pass
-  queues the next estimate when it commits), unless the stored predictions are older than
-  `TAS_ETA_MAX_AGE_SECONDS` (with passes back to back it would never run);
-* it plays the queue forward on private copies (`scheduler.eta.estimate`, the engine is left
-  as it was) for at most `TAS_ETA_BUDGET_SECONDS` of wall clock (the plays stop there; the
-  workloads left get no time and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
+* where the OS can fork (`TAS_ETA_FORK`, on by default), the task forks the process while
+  no pass changes the engine (`engine_in_use`) and returns: the child process has the
+  engine's copy-on-write image, plays on it (its low and high plays in children of its own,
+  on both cores; `scheduler.eta`, `fork_plays`) at a lower CPU priority
+  (`TAS_ETA_NICE`), stores the predictions with database connections of its own and
+  exits. The worker is free for the next pass at once; no copy of the engine is made. One
+  child runs at a time: an estimate asked for meanwhile is queued again for when it is
+  done, and a child running past three times its budget is killed;
+* otherwise it copies the engine while no pass changes it, then plays the queue on the
+  copy: a pass may run meanwhile, and waits at most for that copy. It yields to a pass: when
+  a pass task is queued it returns at once, and when one is queued while the plays run they
+  stop within one of their passes and store nothing (the pass queues the next estimate when
+  it commits), unless the stored predictions are older than `TAS_ETA_MAX_AGE_SECONDS` (with
+  passes back to back it would never run);
+* the plays (`scheduler.eta.estimate`; the live engine is left as it was) run for at most
+  `TAS_ETA_BUDGET_SECONDS` of wall clock (they stop there; the workloads left get no time
+  and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
 * runtimes come from `RuntimeHistory`, built from the finished workloads of the mirror and
   read again every `TAS_ETA_HISTORY_REFRESH_SECONDS`;
 * the predictions replace the stored ones in one transaction (rows of workloads no longer
@@ -26,6 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,12 +45,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
-from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, estimate
+from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, can_fork, estimate
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.leader import scheduler_key
@@ -52,12 +63,20 @@ DEFAULT_BUDGET_SECONDS = 2.0
 DEFAULT_HORIZON_SECONDS = 24 * 3600.0
 DEFAULT_HISTORY_REFRESH_SECONDS = 300.0
 DEFAULT_MAX_AGE_SECONDS = 60.0
+DEFAULT_NICE = 10
+CHILD_BUDGET_FACTOR = 3  # a child running this many times its budget (and 10 s more) is killed
+REQUEUE_SECONDS = 0.5  # an estimate asked for while the last one's child runs: tried again after this
 HISTORY_RUNS = 5000  # the latest finished workloads the runtime history learns from
 NOT_ESTIMATED = "not estimated yet"
 
 
 def eta_enabled() -> bool:
     return bool(getattr(settings, "TAS_ETA_ENABLED", True))
+
+
+def eta_fork_enabled() -> bool:
+    """Whether estimates run in a forked child process (see the module docstring)."""
+    return bool(getattr(settings, "TAS_ETA_FORK", True)) and can_fork()
 
 
 def eta_settings(*, budget: float | None = None) -> EtaSettings:
@@ -185,36 +204,53 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, s
         scheduling_pass_id=scheduling_pass)
 
 
-def predictions_replace(rows: list[WorkloadPrediction]) -> None:
-    """The stored predictions become `rows`, in one transaction."""
+PREDICTIONS_LOCK = 0x7461735F657461  # a PostgreSQL advisory lock key of its own ("tas_eta")
+
+
+def predictions_replace(rows: list[WorkloadPrediction], *, estimated_at: datetime | None = None) -> bool:
+    """The stored predictions become `rows`, in one transaction; whether they did. Those of an
+    estimate made on an engine state older than the stored one's (`estimated_at`: the time
+    of the pass it started from) are dropped instead: an estimate's child process that
+    outlived its worker must not overwrite what the next worker stored."""
     with transaction.atomic():
+        if connections[WorkloadPrediction.objects.db].vendor == "postgresql":
+            with connections[WorkloadPrediction.objects.db].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PREDICTIONS_LOCK])
+        if estimated_at is not None:
+            stored = WorkloadPrediction.objects.aggregate(latest=Max("estimated_at"))["latest"]
+            if stored is not None and stored > estimated_at:
+                return False
         WorkloadPrediction.objects.all().delete()
         WorkloadPrediction.objects.bulk_create(rows, batch_size=1000)
+    return True
 
 
 def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | None = None,
                        budget: float | None = None, history: RuntimeHistory | None = None,
-                       interrupt: Callable[[], bool] | None = None, own: bool = False) -> Estimate:
+                       interrupt: Callable[[], bool] | None = None, own: bool = False,
+                       fork_plays: bool = False) -> Estimate:
     """Predict when every workload waiting in `engine` starts, as of `now`, and store the
     predictions in place of the stored ones. `engine` is left as it was; the wall-clock
     budget (TAS_ETA_BUDGET_SECONDS unless given) bounds the plays: what they did not reach
     is stored without a start, with the reason."""
     local_queues = {key: f"{wl.namespace}/{wl.queue_name}" for key, wl in engine.state.workload_map.items()}
     settings_ = dataclasses.replace(eta_settings(budget=budget), interrupt=interrupt)
-    result = estimate(engine, now, history or runtime_history(), settings_, own=own)
+    result = estimate(engine, now, history or runtime_history(), settings_, own=own, fork_plays=fork_plays)
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
     stored_at = timezone.now()
     rows = [prediction_row(p, local_queues.get(p.key, ""), now=now, stored_at=stored_at,
                            scheduling_pass=scheduling_pass) for p in result.predictions.values()]
-    predictions_replace(rows)
+    if not predictions_replace(rows, estimated_at=now):
+        logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
+        return result
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
     # plays that stopped early (every play ends on NEVER while a workload can never fit)
     stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped and play.stopped != NEVER}
-    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %.2fs (copies %.2fs)%s",
-                len(rows), sum(1 for r in rows if r.start is not None), result.seconds, result.clone_seconds,
-                f", stopped: {stopped}" if stopped else "")
+    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %.2fs (copies %.2fs)%s "
+                "[process %d]", len(rows), sum(1 for r in rows if r.start is not None), result.seconds,
+                result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
     return result
 
 
@@ -233,7 +269,7 @@ def _max_age() -> float:
     return float(getattr(settings, "TAS_ETA_MAX_AGE_SECONDS", DEFAULT_MAX_AGE_SECONDS))
 
 
-def estimate_schedule() -> bool:
+def estimate_schedule(*, countdown: float | None = None) -> bool:
     """Queue one estimate task unless one is queued already; True when this call queued it.
     Called after a pass committed, in the process that ran it."""
     if not eta_enabled():
@@ -244,7 +280,7 @@ def estimate_schedule() -> bool:
     from tasweb.scheduling.tasks import estimate_start_times  # tasks import the services
 
     try:
-        estimate_start_times.apply_async()
+        estimate_start_times.apply_async(countdown=countdown)
     except Exception:
         cache.delete(key)
         raise
@@ -259,6 +295,8 @@ def estimate_after_pass() -> str:
     source = estimate_source()
     if source is None:
         return "no engine"
+    if _can_fork_now():
+        return _estimate_forked(source)
     done = cache.get(scheduler_key("eta-done"))
     fresh = done is not None and time.time() - float(done) < _max_age()
     if fresh and _pass_waiting():  # a pass task is queued: it goes first
@@ -275,6 +313,98 @@ def estimate_after_pass() -> str:
                                 interrupt=_pass_waiting_every(INTERRUPT_CHECK_SECONDS) if fresh else None,
                                 own=True)
     return "interrupted" if result.interrupted else "ran"
+
+
+# ---------------------------------------------------------------- in a child process
+
+
+@dataclass
+class _Child:
+    pid: int
+    started: float  # time.monotonic()
+    budget: float
+
+
+_child: _Child | None = None
+
+
+def _can_fork_now() -> bool:
+    """Forking needs no database connection open (the child must not share one): none can be
+    closed inside a transaction, so a caller in one estimates in this process."""
+    return eta_fork_enabled() and not any(conn.in_atomic_block for conn in connections.all())
+
+
+def estimate_child_running() -> bool:
+    """Whether the last estimate's child process still runs (it is reaped here once it ended)."""
+    global _child
+    if _child is None:
+        return False
+    try:
+        pid, status = os.waitpid(_child.pid, os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere
+        pid, status = _child.pid, 0
+    if pid == 0:
+        return True
+    if os.waitstatus_to_exitcode(status) != 0:
+        logger.warning("start-time estimate: the child process %s ended with %s", _child.pid,
+                       os.waitstatus_to_exitcode(status))
+    _child = None
+    return False
+
+
+def estimate_child_wait(timeout: float) -> bool:
+    """Wait up to `timeout` seconds for the estimate's child process; whether it ended."""
+    end = time.monotonic() + timeout
+    while estimate_child_running():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _estimate_forked(source: EstimateSource) -> str:
+    """Fork a child that estimates and stores (see the module docstring): "forked", or
+    "running" when the last one still runs (this estimate is queued again for after it)."""
+    global _child
+    if estimate_child_running():
+        assert _child is not None
+        if time.monotonic() - _child.started < _child.budget * CHILD_BUDGET_FACTOR + 10:
+            estimate_schedule(countdown=REQUEUE_SECONDS)
+            return "running"
+        logger.warning("start-time estimate: the child process %s ran for %.0fs, killed", _child.pid,
+                       time.monotonic() - _child.started)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(_child.pid, signal.SIGKILL)
+        estimate_child_wait(5.0)
+    history = runtime_history()  # read here: the child reads no more than it must
+    budget = eta_settings().budget_seconds or 0.0
+    connections.close_all()  # the child opens its own; none is shared across the fork
+    with engine_in_use():
+        pid = os.fork()
+    if pid == 0:
+        _estimate_in_child(source, history)  # does not return
+    _child = _Child(pid, time.monotonic(), budget)
+    return "forked"
+
+
+def _estimate_in_child(source: EstimateSource, history: RuntimeHistory) -> None:
+    code = 1
+    try:
+        with contextlib.suppress(OSError):
+            os.nice(int(getattr(settings, "TAS_ETA_NICE", DEFAULT_NICE)))
+        # the engine is this process's own copy-on-write image: the median play runs on it
+        start_estimate_run(engine=source.engine, now=source.now, scheduling_pass=source.scheduling_pass,
+                           history=history, own=True, fork_plays=True)
+        code = 0
+    except BaseException:
+        logger.exception("start-time estimate failed")
+    finally:
+        with contextlib.suppress(Exception):
+            connections.close_all()
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(code)
 
 
 def _pass_waiting() -> bool:
@@ -297,6 +427,8 @@ def _pass_waiting_every(seconds: float) -> Callable[[], bool]:
 __all__ = [
     "NOT_ESTIMATED",
     "estimate_after_pass",
+    "estimate_child_running",
+    "estimate_child_wait",
     "estimate_schedule",
     "estimate_source",
     "estimate_source_set",

@@ -330,6 +330,11 @@ TAS_ETA_BUDGET_SECONDS = env_float("TAS_ETA_BUDGET_SECONDS", 2.0)
 TAS_ETA_HORIZON_SECONDS = env_float("TAS_ETA_HORIZON_SECONDS", 24 * 3600.0)
 TAS_ETA_HISTORY_REFRESH_SECONDS = env_float("TAS_ETA_HISTORY_REFRESH_SECONDS", 300.0)
 TAS_ETA_MAX_AGE_SECONDS = env_float("TAS_ETA_MAX_AGE_SECONDS", 60.0)
+# Where the OS can fork, the estimate runs in a child process of the scheduler's worker, on
+# the engine's copy-on-write image, at this CPU niceness: the worker is free for the next
+# pass at once. Off: the estimate runs in the worker, between passes.
+TAS_ETA_FORK = env_bool("TAS_ETA_FORK", True)
+TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
 
 # --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------
 

@@ -26,3 +26,6 @@ TAS_SCHEDULER_QUEUE = CELERY_TASK_DEFAULT_QUEUE
 CELERY_TASK_ROUTES = {"tasweb.scheduling.tasks.run_pass": {"queue": TAS_SCHEDULER_QUEUE},
                       "tasweb.scheduling.tasks.estimate_start_times": {"queue": TAS_SCHEDULER_QUEUE}}
 CELERY_BEAT_SCHEDULE = {}
+# Estimates run in the test's own process unless a test asks for the forked child (a child
+# writing after a test ended would race its database teardown).
+TAS_ETA_FORK = env_bool("TAS_ETA_FORK", False)  # noqa: F405

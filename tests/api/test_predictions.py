@@ -4,16 +4,19 @@ visibility list."""
 from __future__ import annotations
 
 import copy
+import time
 from datetime import timedelta
 
 import pytest
 
-from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET
+from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET, can_fork
 from scheduler.runtimes import RuntimeClass, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.scheduling import estimates
 from tasweb.scheduling.estimates import (
     estimate_after_pass,
+    estimate_child_running,
+    estimate_child_wait,
     estimate_source,
     runtime_history_build,
     start_estimate_run,
@@ -91,6 +94,16 @@ def test_a_new_estimate_replaces_the_rows_and_drops_workloads_no_longer_waiting(
     assert all(r.estimated_at == DEMO_NOW + timedelta(minutes=1) for r in rows.values())
 
 
+def test_an_estimate_older_than_the_stored_one_is_dropped(predicted):
+    """An estimate's child that outlived its worker must not overwrite a newer estimate."""
+    engine = estimate_source().engine
+    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at", "estimated_at"))
+    start_estimate_run(engine=engine, now=DEMO_NOW - timedelta(minutes=1))
+    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at", "estimated_at")) == stored
+    start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=1))
+    assert set(WorkloadPrediction.objects.values_list("estimated_at", flat=True)) == {DEMO_NOW + timedelta(minutes=1)}
+
+
 def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
     engine = estimate_source().engine
     before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
@@ -135,6 +148,66 @@ def test_a_pass_queued_while_the_plays_run_stops_them(predicted, monkeypatch):
     asked.clear()
     assert estimate_after_pass() == "ran"
     assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) != stored
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+def test_a_forked_child_estimates_while_the_worker_goes_on(mirror, settings, monkeypatch):
+    """With TAS_ETA_FORK the task forks and returns at once: the child plays on the engine's
+    copy-on-write image and stores the predictions over its own database connection; the
+    worker's engine and connection are left as they were, and an estimate asked for while
+    the child runs is queued again for after it."""
+    settings.TAS_ETA_FORK = True
+    crowd()
+    scheduling_pass_run(now=DEMO_NOW)
+    engine = estimate_source().engine
+    before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
+    real_run = estimates.start_estimate_run
+
+    def slow_run(**kwargs):  # runs in the child: long enough to be seen running
+        assert kwargs["fork_plays"] and kwargs["own"]
+        time.sleep(1.0)
+        return real_run(**kwargs)
+
+    requeued: list[float | None] = []
+    monkeypatch.setattr(estimates, "start_estimate_run", slow_run)
+    monkeypatch.setattr(estimates, "estimate_schedule", lambda countdown=None: requeued.append(countdown) or True)
+    started = time.monotonic()
+    assert estimate_after_pass() == "forked"
+    assert time.monotonic() - started < 0.5  # the worker does not wait for the plays
+    assert estimate_after_pass() == "running" and requeued == [estimates.REQUEUE_SECONDS]
+    assert not WorkloadPrediction.objects.exists()  # this process's connection works across the fork
+    assert estimate_child_wait(60)
+    rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+    assert set(rows) == {*WAITING, TOO_BIG}
+    for key in WAITING:
+        assert rows[key].estimated_at == DEMO_NOW and rows[key].earliest <= rows[key].start <= rows[key].latest
+    assert before == {key: (wl.admission, [c.type for c in wl.conditions])
+                      for key, wl in engine.state.workload_map.items()}
+    assert not estimate_child_running()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+def test_a_failed_child_is_reaped_and_logged(mirror, settings, monkeypatch, caplog):
+    settings.TAS_ETA_FORK = True
+    scheduling_pass_run(now=DEMO_NOW)
+
+    def broken(**_kwargs):
+        raise RuntimeError("no luck")
+
+    monkeypatch.setattr(estimates, "start_estimate_run", broken)
+    assert estimate_after_pass() == "forked"
+    assert estimate_child_wait(60)
+    assert "ended with 1" in caplog.text
+    assert not WorkloadPrediction.objects.exists()
+
+
+def test_inside_a_transaction_the_estimate_runs_in_this_process(crowded, settings):
+    """No connection may be shared with a child, and one in a transaction cannot be closed."""
+    settings.TAS_ETA_FORK = True
+    assert estimate_after_pass() == "ran"
+    assert WorkloadPrediction.objects.count() == 3
 
 
 def test_runtimes_are_learned_from_finished_workloads(crowded):

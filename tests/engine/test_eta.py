@@ -11,7 +11,15 @@ import pytest
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.errors import InputError
-from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET, EtaSettings, estimate, expected_arrivals
+from scheduler.eta import (
+    NOT_WITHIN_HORIZON,
+    OUT_OF_BUDGET,
+    PLAY_FAILED,
+    EtaSettings,
+    can_fork,
+    estimate,
+    expected_arrivals,
+)
 from scheduler.results import ADMITTED
 from scheduler.runtimes import (
     ANNOTATION,
@@ -20,6 +28,7 @@ from scheduler.runtimes import (
     HISTORY,
     DurationError,
     RuntimeClass,
+    RuntimeEstimate,
     RuntimeHistory,
     parse_duration,
     runtime_class,
@@ -344,3 +353,53 @@ def test_first_pass_decides_as_the_live_pass(seed):
         assert got == want, key
     assert live, "the scenario admits something"
     assert len(predicted_now) < len(est.predictions), "and leaves something waiting"
+
+
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+class TestForkedPlays:
+    """The low and high plays run in child processes, on the copy-on-write image of the engine."""
+
+    @pytest.mark.parametrize("seed", range(3))
+    def test_same_predictions_as_in_one_process(self, seed):
+        def history(wl):  # a spread of runtimes, so that the three plays differ
+            minutes = 10 + sum(map(ord, wl.name)) % 80
+            return RuntimeEstimate(minutes * 30, minutes * 60, minutes * 150, HISTORY)
+
+        engine = engine_of(cluster_with_queues(seed))
+        alone = estimate(engine, NOW, history)
+        forked = estimate(clone_engine(engine), NOW, history, own=True, fork_plays=True)
+        assert forked.predictions == alone.predictions
+        assert list(forked.plays) == ["low", "median", "high"]
+        assert {level: p.passes for level, p in forked.plays.items()} == \
+            {level: p.passes for level, p in alone.plays.items()}
+        assert any(p.earliest != p.latest for p in forked.predictions.values()), "the plays differ"
+        assert forked.clone_seconds < 0.05  # no copy: the children have the fork's image, the median the engine
+
+    def test_live_engine_untouched(self):
+        engine = engine_of(cluster_with_queues(1))
+        before = state_fingerprint(engine)
+        estimate(engine, NOW, fork_plays=True)
+        assert state_fingerprint(engine) == before
+
+    def test_a_failed_play_is_left_out_of_the_range(self, monkeypatch):
+        """A child that dies sends nothing: its play is reported failed, the others stand."""
+        import scheduler.eta as eta
+
+        engine = engine_of(cluster_with_queues(2))
+        alone = estimate(engine, NOW)
+        real_play = eta._play
+
+        def low_play_dies(engine, now, waiting, estimates, level, *args):
+            if level == "low":
+                raise RuntimeError("the child's play breaks")
+            return real_play(engine, now, waiting, estimates, level, *args)
+
+        monkeypatch.setattr(eta, "_play", low_play_dies)
+        forked = estimate(engine, NOW, fork_plays=True)
+        assert forked.plays["low"].stopped == PLAY_FAILED
+        assert forked.plays["median"].stopped == alone.plays["median"].stopped
+        for key, p in forked.predictions.items():
+            want = alone.predictions[key]
+            assert (p.start, p.placement, p.latest) == (want.start, want.placement, want.latest)
+            times = [t for t in (want.start, want.latest) if t is not None]
+            assert p.earliest == (min(times) if want.start is not None else p.earliest)

@@ -3,6 +3,7 @@ process that holds the pass's engine, its predictions stored."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -15,8 +16,10 @@ from .support import EXAMPLE_ADMISSIBLE, admitted_count, import_example_cluster,
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_scheduler_worker_estimates_after_its_pass(workers):
-    worker = workers("scheduler")
+@pytest.mark.parametrize("fork", ["true", "false"])
+def test_the_scheduler_worker_estimates_after_its_pass(workers, fork):
+    """In a child process it forks (the default where the OS can fork), or in the worker."""
+    worker = workers("scheduler", env={"TAS_ETA_FORK": fork})
     worker.wait_ready()
     import_example_cluster()
     request_pass()
@@ -27,7 +30,9 @@ def test_the_scheduler_worker_estimates_after_its_pass(workers):
     assert row.workload_key == "ml/job-moe-too-big"
     assert row.start is None and row.reason
     assert row.scheduling_pass_id == SchedulingPass.objects.latest("id").id
-    assert "start-time estimate: 1 waiting workloads" in worker.log()
+    line = next(line for line in worker.log().splitlines() if "start-time estimate: 1 waiting workloads" in line)
+    process = int(re.search(r"\[process (\d+)\]", line).group(1))
+    assert (process != worker.proc.pid) == (fork == "true")
 
 
 def test_no_estimate_when_turned_off(workers):
