@@ -265,10 +265,24 @@ def why_pending_fragment(namespace: str, name: str, scope: AccessScope = UNRESTR
                 {"why": "dashboard/_why_pending.html"})
 
 
+def expected_start(w: selectors.cluster.Workload, predictions: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The list's "Expected start" cell of a workload: None when it is not queued; else its
+    predicted start (with the range, for the cell's title) or why there is none."""
+    if w.status not in selectors.api.QUEUED_STATUSES:
+        return None
+    p = predictions.get(w.key)
+    if p is None:
+        return {"time": None, "why": "not estimated yet" if eta_enabled() else "estimates off"}
+    return {"time": p["time"], "earliest": p["earliest"], "latest": p["latest"], "why": p["reason"] or ""}
+
+
 def workload_list_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:
     rows, chosen = selectors.workload_list(params, scope)
     page = selectors.page_of(rows, params.get("page"))
+    queued = [w.key for w in page.object_list if w.status in selectors.api.QUEUED_STATUSES]
+    predictions = selectors.api.predictions_of(queued) if queued else {}
     return Page("dashboard/workloads.html", {
+        "entries": [{"w": w, "expected": expected_start(w, predictions)} for w in page.object_list],
         "nav": "workloads", "page": page, "chosen": chosen, "statuses": selectors.cluster.WorkloadStatus.values,
         "waiting": selectors.WAITING,
         "cluster_queues": selectors.cluster_queue_names(), "filter_query": urlencode(chosen),

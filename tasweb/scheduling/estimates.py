@@ -25,6 +25,11 @@ engine state of the last committed pass, in the process that holds it:
   and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
 * runtimes come from `RuntimeHistory`, built from the finished workloads of the mirror and
   read again every `TAS_ETA_HISTORY_REFRESH_SECONDS`;
+* the workloads submitted in the last `TAS_ETA_ARRIVALS_WINDOW_SECONDS` before the pass are
+  expected again, as often within the horizon (`scheduler.eta.expected_arrivals`): they wait
+  in their queues in the plays like any other, so that a later workload passing a waiting
+  one is foreseen. Off by default (0: none are played, as in Slurm): it pays under steady
+  load, and misleads after a burst (the burst is expected again every window);
 * the predictions replace the stored ones in one transaction (rows of workloads no longer
   waiting go with them).
 """
@@ -51,11 +56,13 @@ from django.utils import timezone
 
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
-from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, can_fork, estimate
+from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, can_fork, estimate, expected_arrivals
+from scheduler.model import Workload as EngineWorkload
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.leader import scheduler_key
 from tasweb.scheduling.models import SchedulingPass, WorkloadPrediction
+from tasweb.scheduling.selectors import recent_workloads
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +70,7 @@ DEFAULT_BUDGET_SECONDS = 2.0
 DEFAULT_HORIZON_SECONDS = 24 * 3600.0
 DEFAULT_HISTORY_REFRESH_SECONDS = 300.0
 DEFAULT_MAX_AGE_SECONDS = 60.0
+DEFAULT_ARRIVALS_WINDOW_SECONDS = 0.0  # off: see TAS_ETA_ARRIVALS_WINDOW_SECONDS in the settings
 DEFAULT_NICE = 10
 CHILD_BUDGET_FACTOR = 3  # a child running this many times its budget (and 10 s more) is killed
 REQUEUE_SECONDS = 0.5  # an estimate asked for while the last one's child runs: tried again after this
@@ -175,6 +183,19 @@ def runtime_history_forget() -> None:
         _history = None
 
 
+# ---------------------------------------------------------------- expected arrivals
+
+
+def expected_arrivals_read(now: datetime) -> list[tuple[float, EngineWorkload]]:
+    """The workloads expected to arrive after `now`, seconds after it: those submitted in the
+    TAS_ETA_ARRIVALS_WINDOW_SECONDS before it, again and again within the horizon."""
+    window = float(getattr(settings, "TAS_ETA_ARRIVALS_WINDOW_SECONDS", DEFAULT_ARRIVALS_WINDOW_SECONDS))
+    if window <= 0:
+        return []
+    span = timedelta(seconds=window)
+    return expected_arrivals(recent_workloads(now - span, now), now, span, eta_settings().horizon)
+
+
 # ---------------------------------------------------------------- estimating and storing
 
 
@@ -228,14 +249,18 @@ def predictions_replace(rows: list[WorkloadPrediction], *, estimated_at: datetim
 def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | None = None,
                        budget: float | None = None, history: RuntimeHistory | None = None,
                        interrupt: Callable[[], bool] | None = None, own: bool = False,
-                       fork_plays: bool = False) -> Estimate:
+                       fork_plays: bool = False,
+                       arrivals: list[tuple[float, EngineWorkload]] | None = None) -> Estimate:
     """Predict when every workload waiting in `engine` starts, as of `now`, and store the
     predictions in place of the stored ones. `engine` is left as it was; the wall-clock
     budget (TAS_ETA_BUDGET_SECONDS unless given) bounds the plays: what they did not reach
-    is stored without a start, with the reason."""
+    is stored without a start, with the reason. `arrivals`: the workloads expected to arrive
+    (`expected_arrivals_read`, unless given)."""
     local_queues = {key: f"{wl.namespace}/{wl.queue_name}" for key, wl in engine.state.workload_map.items()}
     settings_ = dataclasses.replace(eta_settings(budget=budget), interrupt=interrupt)
-    result = estimate(engine, now, history or runtime_history(), settings_, own=own, fork_plays=fork_plays)
+    if arrivals is None:
+        arrivals = expected_arrivals_read(now)
+    result = estimate(engine, now, history or runtime_history(), settings_, arrivals, own=own, fork_plays=fork_plays)
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
@@ -248,9 +273,10 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
     # plays that stopped early (every play ends on NEVER while a workload can never fit)
     stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped and play.stopped != NEVER}
-    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %.2fs (copies %.2fs)%s "
-                "[process %d]", len(rows), sum(1 for r in rows if r.start is not None), result.seconds,
-                result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
+    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %d expected arrivals played, "
+                "%.2fs (copies %.2fs)%s [process %d]", len(rows), sum(1 for r in rows if r.start is not None),
+                len(arrivals), result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "",
+                os.getpid())
     return result
 
 

@@ -166,6 +166,19 @@ def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | No
     return workloads
 
 
+def recent_workloads(since: datetime, until: datetime) -> list[EngineWorkload]:
+    """Every valid Workload created in (since, until], finished ones too, parsed, oldest first
+    (what was submitted lately: the start-time estimate expects as much again)."""
+    rows = cluster.Workload.objects.filter(invalid_reason="", created_at__gt=since, created_at__lte=until)
+    out = []
+    for (raw,) in raw_objects(rows.order_by("created_at", "id")):
+        try:
+            out.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
+        except InputError:
+            continue
+    return out
+
+
 # kind -> (model, reader of a queryset of its rows into engine objects)
 ENGINE_READERS: dict[str, Callable[[QuerySet], list]] = {
     "Node": engine_nodes,

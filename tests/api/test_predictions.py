@@ -210,6 +210,32 @@ def test_inside_a_transaction_the_estimate_runs_in_this_process(crowded, setting
     assert WorkloadPrediction.objects.count() == 3
 
 
+def test_recent_submissions_are_expected_again(crowded, settings, caplog):
+    """The workloads created in the window before the pass (finished ones too) arrive again
+    one window after their creation, and again, within the horizon; the estimate plays them."""
+    for i, minutes in enumerate((50, 20)):
+        obj = copy.deepcopy(next(o for o in example_objects() if o["kind"] == "Workload"
+                                 and o["metadata"]["name"] == "job-eval-suite"))
+        obj["metadata"].update(name=f"job-recent-{i}", uid=f"00000000-0000-4000-8000-1000000000{i}",
+                               creationTimestamp=(DEMO_NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        obj.pop("status", None)
+        upsert(obj)
+    Workload.objects.filter(name="job-recent-0").update(status=WorkloadStatus.FINISHED)
+    assert estimates.expected_arrivals_read(DEMO_NOW) == []  # off unless asked for
+    settings.TAS_ETA_HORIZON_SECONDS = 3 * 3600
+    settings.TAS_ETA_ARRIVALS_WINDOW_SECONDS = 3600
+    arrivals = estimates.expected_arrivals_read(DEMO_NOW)
+    assert [(at, wl.name) for at, wl in arrivals if wl.name.startswith("job-recent")] == [
+        (600.0, "job-recent-0"), (2400.0, "job-recent-1"), (4200.0, "job-recent-0"), (6000.0, "job-recent-1"),
+        (7800.0, "job-recent-0"), (9600.0, "job-recent-1")]
+    assert all(0 < at <= 3 * 3600 for at, _ in arrivals)
+    caplog.set_level("INFO", logger="tasweb.scheduling.estimates")
+    start_estimate_run(engine=estimate_source().engine, now=DEMO_NOW)
+    assert f"{len(arrivals)} expected arrivals played" in caplog.text
+    settings.TAS_ETA_ARRIVALS_WINDOW_SECONDS = 0
+    assert estimates.expected_arrivals_read(DEMO_NOW) == []
+
+
 def test_runtimes_are_learned_from_finished_workloads(crowded):
     Workload.objects.filter(namespace="ml", name="job-eval-suite").update(
         status=WorkloadStatus.FINISHED, admitted_at=DEMO_NOW - timedelta(minutes=30), finished_at=DEMO_NOW)

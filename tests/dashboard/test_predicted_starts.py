@@ -4,6 +4,7 @@ admissions as a timeline, under the Content-Security-Policy."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -69,6 +70,20 @@ def test_workload_page_says_why_there_is_no_time(predicted, settings):
     views.rendered.bodies.clear()  # a page is kept while the data it shows is unchanged
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> start-time estimates are turned off." in html
+
+
+def test_workload_list_has_an_expected_start_column(predicted):
+    """Queued workloads show their predicted start (the range in the cell's title) or why
+    there is none; the others a dash."""
+    row = predicted[NEXT]
+    html = Client().get("/workloads/").content.decode()
+    assert "Expected start (UTC)" in html
+    cells = re.findall(r'<a href="/workloads/([^"]+)/">.*?<td class="nowrap expected-start">(.*?)</td>', html, re.S)
+    by_key = dict(cells)
+    assert by_key[NEXT] == (f'<span title="between {row.earliest:%Y-%m-%d %H:%M} and {row.latest:%Y-%m-%d %H:%M}">'
+                            f"{row.start:%Y-%m-%d %H:%M}</span>")
+    assert by_key[TOO_BIG] == '<span class="muted">not admitted when nothing more is due</span>'
+    assert by_key["research/train-rack"] == "-"
 
 
 def test_an_admitted_workload_page_has_no_prediction(predicted):
