@@ -225,7 +225,7 @@ def simulate(args: argparse.Namespace, mode: str) -> Run:
     finishes: list[tuple[float, str]] = []
     admissions: list[float] = []
     submitted: list[Workload] = []
-    settings = EtaSettings(levels=("low", "median", "high"))
+    settings = EtaSettings(levels=("low", "median", "high"), range=args.range)
     next_arrival, next_tick = 0, 0.0
     every = args.every * 60
     while next_arrival < len(jobs) or finishes:
@@ -431,8 +431,11 @@ def timing(args: argparse.Namespace) -> dict[str, Any]:
     full = estimate(engine, now, None, EtaSettings())
     figures["estimate_s"] = full.seconds
     figures["predicted"] = sum(p.start is not None for p in full.predictions.values())
+    chained = estimate(engine, now, None, EtaSettings(range="chain"))
+    figures["chain_s"] = chained.seconds
     if can_fork():
-        figures.update(forked_estimate(engine, now))
+        figures.update(forked_estimate(engine, now, "plays"))
+        figures.update(forked_estimate(engine, now, "chain"))
     print(f"{figures['nodes']} nodes, {running} running, {pending} waiting")
     plain = figures["deepcopy_s"]
     plain_text = f"{plain:.3f} s" if plain is not None else f"fails: {figures['deepcopy_error']}"
@@ -441,20 +444,26 @@ def timing(args: argparse.Namespace) -> dict[str, Any]:
           f"{figures['median_passes']} passes   (target 1 s)")
     print(f"  estimate: low, median, high plays   {figures['estimate_s']:.3f} s, "
           f"{figures['predicted']} of {pending} predicted within 24 h")
+    print(f"  estimate: median play, range along its chain   {figures['chain_s']:.3f} s (clone included)")
     if "forked_s" in figures:
         print(f"  as the service runs it: forked      {figures['forked_s']:.3f} s from the fork to the predictions "
               f"(the plays in parallel, no copy; target 1 s), {figures['forked_predicted']} predicted; "
               f"the forking process busy {figures['fork_ms']:.1f} ms")
+        print(f"  as the service runs it, range along the chain: {figures['forked_s_chain']:.3f} s from the fork "
+              f"(the median play only; target 1 s), the child holding {figures['forked_private_mib_chain'] or 0:.0f} "
+              "MiB of its own")
         if figures.get("forked_private_mib") is not None:
             print(f"  memory: the engine's process {figures['engine_process_mib']:.0f} MiB; the estimate's child "
                   f"{figures['forked_private_mib']:.0f} MiB of its own (copied on write)")
     return figures
 
 
-def forked_estimate(engine: Engine, now: datetime) -> dict[str, Any]:
+def forked_estimate(engine: Engine, now: datetime, range_: str) -> dict[str, Any]:
     """The estimate as the service runs it (tasweb.scheduling.estimates): a child process forked
     from the one holding the engine plays on its copy-on-write image, its low and high plays
-    in children of its own. Timed from the fork to the predictions being back here."""
+    in children of its own (`range_` "plays"), or the median play alone ("chain"). Timed from
+    the fork to the predictions being back here; the figures' names end in "_chain" for the
+    latter."""
     read_end, write_end = os.pipe()
     started = time.perf_counter()
     pid = os.fork()
@@ -462,7 +471,7 @@ def forked_estimate(engine: Engine, now: datetime) -> dict[str, Any]:
         code = 1
         try:
             os.close(read_end)
-            est = estimate(engine, now, None, EtaSettings(), own=True, fork_plays=True)
+            est = estimate(engine, now, None, EtaSettings(range=range_), own=True, fork_plays=True)
             predicted = sum(p.start is not None for p in est.predictions.values())
             with os.fdopen(write_end, "wb") as pipe:
                 pipe.write(pickle.dumps((predicted, private_mib())))
@@ -475,8 +484,10 @@ def forked_estimate(engine: Engine, now: datetime) -> dict[str, Any]:
         payload = pipe.read()
     os.waitpid(pid, 0)
     predicted, private = pickle.loads(payload) if payload else (None, None)
-    return {"forked_s": time.perf_counter() - started, "fork_ms": fork_ms, "forked_predicted": predicted,
-            "forked_private_mib": private, "engine_process_mib": private_mib()}
+    suffix = "" if range_ == "plays" else f"_{range_}"
+    return {f"forked_s{suffix}": time.perf_counter() - started, f"fork_ms{suffix}": fork_ms,
+            f"forked_predicted{suffix}": predicted, f"forked_private_mib{suffix}": private,
+            "engine_process_mib": private_mib()}
 
 
 def private_mib() -> float | None:
@@ -504,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arrivals", choices=("recent", "none"), default="recent",
                     help="play the last --window hours of submissions again as the expected arrivals, or none")
     ap.add_argument("--window", type=float, default=1.0, help="hours of submissions expected again")
+    ap.add_argument("--range", choices=("plays", "chain"), default="plays",
+                    help="earliest and latest from a play per runtime level, or along the median play's chain")
     ap.add_argument("--timing", action="store_true")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--pending", type=int, default=1_000)

@@ -78,6 +78,9 @@ class EtaSettings:
     budget_seconds: float | None = None  # wall clock for the three plays; None: no limit
     max_wakes: int = 3  # passes in a row after evictions, with no finish in between
     levels: tuple[str, ...] = LEVELS
+    # "plays": one play per level; "chain": the median play only, the other levels' times
+    # worked out along the chain of finishes that let each workload in (see `_Chain`)
+    range: str = "plays"
     # asked between the plays' passes: True stops the estimate (its caller has more urgent
     # work, such as a scheduling pass waiting); the estimate is then `interrupted`
     interrupt: Callable[[], bool] | None = None
@@ -136,6 +139,47 @@ class Estimate:
 class _Admission:
     at: float  # seconds after now
     result: WorkloadResult | None  # None: a play run in a child process (only its times come back)
+    pass_index: int = -1  # which of the play's passes admitted it
+
+
+@dataclass(slots=True)
+class _Chain:
+    """How each pass of a play came about, so that its time can be worked out again with the
+    runtimes of another level: a pass runs at a fixed time (the start, an expected arrival),
+    a short wait after another pass (a wake), or when a workload finishes -- one running at the
+    start (its end per level is known) or one a pass of the play admitted (that pass's time
+    plus its runtime); it runs once the last of the events it waited for (those the play
+    applied for it) has happened. The workloads a pass admits are taken to need all of them;
+    a reordering the other runtimes would bring is not seen (the cost of one play instead of
+    three)."""
+
+    # per pass, the events it waited for: (kind, what it refers to)
+    passes: list[list[tuple[str, object]]] = field(default_factory=list)
+    started: dict[tuple[str, int], int] = field(default_factory=dict)  # (key, run) -> the pass that admitted it
+    ends_at_start: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)  # runs going at now
+
+    def times(self, level: str, runtime_of: Callable[[str, str], float], min_step: float) -> list[float]:
+        """Every pass's time, seconds after now, with the runtimes of `level`: the last of the
+        events it waited for."""
+        out: list[float] = []
+        for events in self.passes:
+            at = 0.0
+            for kind, ref in events:
+                at = max(at, self._event_time(kind, ref, out, level, runtime_of, min_step))
+            out.append(at)
+        return out
+
+    def _event_time(self, kind: str, ref: object, passes: list[float], level: str,
+                    runtime_of: Callable[[str, str], float], min_step: float) -> float:
+        if kind == "fixed":
+            return float(ref)  # type: ignore[arg-type]
+        if kind == "wake":
+            return passes[ref] + min_step  # type: ignore[index]
+        if kind == "finish":
+            key, run = ref  # type: ignore[misc]
+            by = self.started.get((key, run))
+            return passes[by] + runtime_of(key, level) if by is not None else self.ends_at_start[(key, run)][level]
+        raise ValueError(f"unknown pass event {kind!r}")
 
 
 RuntimeSource = Callable[[Workload], RuntimeEstimate]
@@ -166,6 +210,9 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     queue_of = {key: cq.name if (cq := state.cluster_queue_for(state.workload(key))) else "" for key in waiting}
     run = _Runner(engine, now, waiting, estimates, settings, deadline, source, future)
     levels = list(settings.levels)
+    chained: list[str] = []
+    if settings.range == "chain" and MEDIAN in levels:
+        chained, levels = [level for level in levels if level != MEDIAN], [MEDIAN]
     forked: dict[str, _ForkedPlay] = {}
     if fork_plays and can_fork() and len(levels) > 1:
         main = MEDIAN if MEDIAN in levels else levels[-1]
@@ -177,11 +224,13 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         copy = engine if own and i == len(levels) - 1 else clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
-        plays[level] = run.play(copy, level, stats)
+        plays[level], chain = run.play(copy, level, stats)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
         if stats.stopped == INTERRUPTED:
             break
+        for other in chained:
+            plays[other], out.plays[other] = _chained(plays[level], stats, chain, other, run)
     for level, child in forked.items():
         admitted, out.plays[level] = child.collect()
         if out.plays[level].stopped != PLAY_FAILED:
@@ -211,9 +260,13 @@ class _Runner:
     source: RuntimeSource
     arrivals: list[tuple[float, Workload]]
 
-    def play(self, engine: Engine, level: str, stats: PlayStats) -> dict[str, _Admission]:
+    def play(self, engine: Engine, level: str, stats: PlayStats) -> tuple[dict[str, _Admission], _Chain]:
         return _play(engine, self.now, self.waiting, self.estimates, level, self.settings, self.deadline, stats,
                      self.source, self.arrivals)
+
+    def runtime_of(self, key: str, level: str) -> float:
+        return max(self.estimates[key].at(level), 0.0) if key in self.estimates else 0.0
+
 
     def fork(self, level: str) -> _ForkedPlay:
         """The play of `level` in a child process, on the engine's copy-on-write image."""
@@ -225,7 +278,7 @@ class _Runner:
                 os.close(read_end)
                 started = time.perf_counter()
                 stats = PlayStats(level)
-                admitted = self.play(self.engine, level, stats)
+                admitted, _ = self.play(self.engine, level, stats)
                 stats.seconds = time.perf_counter() - started
                 payload = pickle.dumps(({key: a.at for key, a in admitted.items()}, stats))
                 with os.fdopen(write_end, "wb") as pipe:
@@ -290,6 +343,17 @@ def _at(now: datetime, seconds: float | None) -> datetime | None:
     return None if seconds is None else now + timedelta(seconds=seconds)
 
 
+def _chained(played: dict[str, _Admission], stats: PlayStats, chain: _Chain, level: str,
+             run: _Runner) -> tuple[dict[str, _Admission], PlayStats]:
+    """The admissions of a play, timed again along its chain with the runtimes of `level`;
+    those past the horizon are left out."""
+    times = chain.times(level, run.runtime_of, run.settings.min_step)
+    horizon = run.settings.horizon.total_seconds()
+    admitted = {key: _Admission(times[a.pass_index], None, a.pass_index) for key, a in played.items()
+                if times[a.pass_index] <= horizon}
+    return admitted, dataclasses.replace(stats, level=level, seconds=0.0)
+
+
 # ---------------------------------------------------------------- one play
 
 
@@ -305,7 +369,9 @@ class _Play:
         self.settings = settings
         self.source = source
         self.due: list[tuple[float, int, str, int]] = []  # (end, seq, key, run)
-        self.wakes: list[float] = []  # passes asked for: after evicted workloads give their quota back
+        self.wakes: list[tuple[float, int]] = []  # passes asked for, after evictions: (time, by which pass)
+        self.chain = _Chain()
+        self.waited: list[tuple[str, object]] = []  # the events the next pass waits for
         self.woken = 0  # passes woken since the last finish
         self.arrivals: list[tuple[float, Workload]] = []
         self.next_arrival = 0
@@ -319,26 +385,39 @@ class _Play:
             est = self.estimates[wl.key] = self.source(wl)
         return max(est.at(self.level), 0.0)
 
-    def schedule_end(self, key: str, end: float) -> None:
-        run = self.runs.get(key, 0) + 1
-        self.runs[key] = run
+    def runtime_at(self, key: str, level: str) -> float:
+        return max(self.estimates[key].at(level), 0.0)
+
+    def schedule_end(self, key: str, end: float) -> int:
+        """Schedule the end of a new run of `key`; the run's number, never given before (a
+        workload preempted and admitted again must not be finished by its first run's end)."""
         self.seq += 1
+        run = self.runs[key] = self.seq
         heapq.heappush(self.due, (end, self.seq, key, run))
+        return run
+
+    def remaining(self, wl: Workload, level: str) -> float:
+        """What a workload running at `now` has left to run, with the runtimes of `level`."""
+        s = self.settings
+        est = self.estimates.get(wl.key)
+        if est is None:
+            est = self.estimates[wl.key] = self.source(wl)
+        runtime = max(est.at(level), 0.0)
+        started = _reserved_at(wl)
+        elapsed = (self.now - started).total_seconds() if started is not None else 0.0
+        if elapsed > 0:
+            runtime = est.total_given(level, elapsed) or runtime
+        remaining = runtime - elapsed
+        return remaining if remaining > 0 else max(s.min_step, runtime * s.overrun_share)
 
     def schedule_running(self) -> None:
-        s = self.settings
+        levels = LEVELS if self.settings.range == "chain" else (self.level,)
         for wl in self.engine.state.holders():
             if is_evicted(wl):
                 continue  # released after the first pass
-            runtime = self.runtime(wl)
-            started = _reserved_at(wl)
-            elapsed = (self.now - started).total_seconds() if started is not None else 0.0
-            if elapsed > 0:
-                runtime = self.estimates[wl.key].total_given(self.level, elapsed) or runtime
-            remaining = runtime - elapsed
-            if remaining <= 0:
-                remaining = max(s.min_step, runtime * s.overrun_share)
-            self.schedule_end(wl.key, remaining)
+            ends = {level: self.remaining(wl, level) for level in levels}
+            run = self.schedule_end(wl.key, ends[self.level])
+            self.chain.ends_at_start[(wl.key, run)] = ends
 
     def next_due(self) -> float | None:
         """The next finish, or the next pass asked for."""
@@ -350,7 +429,7 @@ class _Play:
         ends = [self.due[0][0]] if self.due else []
         if self.next_arrival < len(self.arrivals):
             ends.append(self.arrivals[self.next_arrival][0])
-        return min([*ends, *self.wakes[:1]], default=None)
+        return min([*ends, *(at for at, _ in self.wakes[:1])], default=None)
 
     def arrive_due(self, until: float) -> float:
         """Add every expected arrival due by `until`; the time of the last (0 for none)."""
@@ -360,11 +439,14 @@ class _Play:
             self.next_arrival += 1
             self.engine.upsert(_expected(wl, self.stamp(at), self.next_arrival))
             last = at
+        if last:
+            self.waited.append(("fixed", last))
         return last
 
     def wake_due(self, until: float) -> None:
-        while self.wakes and self.wakes[0] <= until:
-            heapq.heappop(self.wakes)
+        while self.wakes and self.wakes[0][0] <= until:
+            _, by = heapq.heappop(self.wakes)
+            self.waited.append(("wake", by))
 
     def finish_due(self, until: float) -> tuple[int, float]:
         """Finish every workload due by `until`; (how many, the time of the last)."""
@@ -380,6 +462,7 @@ class _Play:
                 continue
             self.engine.upsert(_finished(wl, self.stamp(end)))
             count, last = count + 1, max(last, end)
+            self.waited.append(("finish", (key, run)))
         return count, last
 
     def stamp(self, at: float) -> datetime:
@@ -388,6 +471,9 @@ class _Play:
     def run_pass(self, at: float, admitted: dict[str, _Admission], tracked: set[str]) -> None:
         """A pass at `at`; the workloads it preempted or evicted give their quota back, and a
         pass `min_step` later admits in their place."""
+        # a pass with nothing noted (its finish was stale) is taken to run at a time of its own
+        self.chain.passes.append(self.waited or [("fixed", at)])
+        self.waited = []
         outcome = self.engine.run_pass(self.stamp(at), bulk_results=False)
         if self.observe(outcome, at, admitted, tracked):
             self.wake(at)
@@ -398,7 +484,7 @@ class _Play:
         is what changes anything)."""
         if self.woken < self.settings.max_wakes:
             self.woken += 1
-            heapq.heappush(self.wakes, at + self.settings.min_step)
+            heapq.heappush(self.wakes, (at + self.settings.min_step, len(self.chain.passes) - 1))
 
     def observe(self, outcome: PassOutcome, at: float, admitted: dict[str, _Admission], tracked: set[str]) -> bool:
         """Record admissions, start their runtimes, release what was evicted; whether anything was."""
@@ -410,9 +496,11 @@ class _Play:
             wl = state.workload(key)
             if wl is None or not holds_quota(wl):
                 continue
+            this_pass = len(self.chain.passes) - 1
             if key in tracked and key not in admitted:
-                admitted[key] = _Admission(at, result)
-            self.schedule_end(key, at + self.runtime(wl))
+                admitted[key] = _Admission(at, result, this_pass)
+            run = self.schedule_end(key, at + self.runtime(wl))
+            self.chain.started[(key, run)] = this_pass
             if self.ready_needed:
                 self.engine.upsert(_pods_ready(wl, self.stamp(at)))
         for key in outcome.changed:
@@ -440,7 +528,7 @@ class _Play:
 
 def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], level: str,
           settings: EtaSettings, deadline: float | None, stats: PlayStats,
-          source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> dict[str, _Admission]:
+          source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> tuple[dict[str, _Admission], _Chain]:
     play = _Play(engine, now, estimates, level, settings, source)
     play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
     play.schedule_running()
@@ -478,7 +566,7 @@ def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str
         play.run_pass(at, admitted, tracked)
         stats.passes += 1
     stats.end = play.stamp(at)
-    return admitted
+    return admitted, play.chain
 
 
 # ---------------------------------------------------------------- workload changes of the play

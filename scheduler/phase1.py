@@ -216,6 +216,9 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
     _store(arrays, lists, window, leaf)
     changed = leaves
     for lvl in range(lowest - 1, -1, -1):
+        if len(changed) <= FEW_PARENTS:  # the common case, a handful of domains: in Python
+            changed = _roll_few(counts, tree, lvl, changed)
+            continue
         parents = np.unique(tree.levels[lvl + 1].parent[changed])
         child_start = tree.levels[lvl].child_start
         below = tree.offsets[lvl + 1]
@@ -234,6 +237,55 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
         _store(arrays, lists, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
         changed = parents
     counts.generation += 1
+
+
+# Up to this many changed domains at a level, their parents are rolled up one by one in
+# Python (numpy's fixed cost per call is most of the time for so few).
+FEW_PARENTS = 16
+
+
+def _roll_few(counts: Counts, tree: TopologyTree, level: int, changed: np.ndarray | list[int]) -> list[int]:
+    """`_roll_level` for the parents (at `level`) of the few `changed` domains of the level
+    below, one parent at a time on Python lists; the parents, sorted."""
+    shape, arrays, lists = counts.shape, counts.arrays, counts.lists
+    parent_of = tree.levels[level + 1].parent
+    child_start = tree.levels[level].child_start
+    below, here = tree.offsets[level + 1], tree.offsets[level]
+    parents = sorted({int(parent_of[i]) for i in changed})
+    for parent in parents:
+        lo, hi = below + int(child_start[parent]), below + int(child_start[parent + 1])
+        kids = {name: lists[name][lo:hi] if name in lists else arrays[name][lo:hi].tolist() for name in COUNTERS}
+        at = here + parent
+        for name, value in _roll_one(shape, level, kids).items():
+            arrays[name][at] = value
+            listed = lists.get(name)
+            if listed is not None:
+                listed[at] = value
+    return parents
+
+
+def _roll_one(shape: Shape, level: int, kids: Mapping[str, list[int]]) -> dict[str, int]:
+    """One domain's counters at `level` from its children's (see `_roll_level`)."""
+    c_state, c_state_wl = kids["state"], kids["state_wl"]
+    inner = shape.slice_size_at_level.get(level + 1)
+    if inner:
+        c_state = [v // inner * inner for v in c_state]
+        c_state_wl = [v // inner * inner for v in c_state_wl]
+    if shape.leader_requests is not None:
+        contributors = [i for i, leader in enumerate(kids["leader"]) if leader > 0]
+    else:
+        contributors = range(len(c_state))
+    d_state, slice_cap = sum(c_state), sum(kids["slice"])
+    if contributors:
+        slices, slices_wl = kids["slice"], kids["slice_wl"]
+        d_state_wl = d_state - min(c_state[i] - c_state_wl[i] for i in contributors)
+        d_slice_wl = slice_cap - min(slices[i] - slices_wl[i] for i in contributors)
+    else:
+        d_state_wl = d_slice_wl = 0
+    if level == shape.slice_level:
+        slice_cap, d_slice_wl = d_state // shape.slice_size, d_state_wl // shape.slice_size
+    return {"state": d_state, "state_wl": d_state_wl, "slice": slice_cap, "slice_wl": d_slice_wl,
+            "leader": max(kids["leader"], default=0), "affinity": sum(kids["affinity"])}
 
 
 def _store(arrays: dict[str, np.ndarray], lists: dict[str, list[int]], at: np.ndarray,

@@ -1,4 +1,5 @@
-"""Start-up checks of the scheduling settings: a bad Kueue Configuration or feature gate is
+"""Start-up checks of the scheduling settings: a bad Kueue Configuration, feature gate or
+start-time estimate setting is
 reported when the service starts (`manage.py check`, runserver, the workers), naming the
 file and the field, instead of failing every pass later."""
 
@@ -11,6 +12,7 @@ from scheduler.errors import FlagError, InputError
 
 @register()
 def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
+    from tasweb.scheduling.estimates import eta_range
     from tasweb.scheduling.services import feature_gates, kueue_configuration
 
     errors = []
@@ -22,4 +24,8 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
         kueue_configuration()
     except InputError as exc:
         errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
+    try:
+        eta_range()
+    except ValueError as exc:
+        errors.append(Error(str(exc), id="scheduling.E003"))
     return errors

@@ -20,6 +20,9 @@ engine state of the last committed pass, in the process that holds it:
   stop within one of their passes and store nothing (the pass queues the next estimate when
   it commits), unless the stored predictions are older than `TAS_ETA_MAX_AGE_SECONDS` (with
   passes back to back it would never run);
+* the range comes from three plays, one per runtime level (`TAS_ETA_RANGE=plays`, the
+  default), or from the median play alone, timed again along its chain of finishes
+  (`chain`: a third of the work, a range that holds the actual start less often);
 * the plays (`scheduler.eta.estimate`; the live engine is left as it was) run for at most
   `TAS_ETA_BUDGET_SECONDS` of wall clock (they stop there; the workloads left get no time
   and say why), up to `TAS_ETA_HORIZON_SECONDS` ahead;
@@ -87,10 +90,21 @@ def eta_fork_enabled() -> bool:
     return bool(getattr(settings, "TAS_ETA_FORK", True)) and can_fork()
 
 
+RANGES = ("plays", "chain")
+
+
+def eta_range() -> str:
+    """TAS_ETA_RANGE: how an estimate gets its range (see `scheduler.eta.EtaSettings.range`)."""
+    value = str(getattr(settings, "TAS_ETA_RANGE", "plays") or "plays")
+    if value not in RANGES:
+        raise ValueError(f"TAS_ETA_RANGE: {value!r} is not a range mode; expected one of {', '.join(RANGES)}")
+    return value
+
+
 def eta_settings(*, budget: float | None = None) -> EtaSettings:
     seconds = float(getattr(settings, "TAS_ETA_BUDGET_SECONDS", DEFAULT_BUDGET_SECONDS)) if budget is None else budget
     horizon = float(getattr(settings, "TAS_ETA_HORIZON_SECONDS", DEFAULT_HORIZON_SECONDS))
-    return EtaSettings(horizon=timedelta(seconds=horizon), budget_seconds=max(seconds, 0.0))
+    return EtaSettings(horizon=timedelta(seconds=horizon), budget_seconds=max(seconds, 0.0), range=eta_range())
 
 
 # ---------------------------------------------------------------- the engine state to estimate on

@@ -236,6 +236,24 @@ def test_recent_submissions_are_expected_again(crowded, settings, caplog):
     assert estimates.expected_arrivals_read(DEMO_NOW) == []
 
 
+def test_the_range_along_the_median_plays_chain(crowded, settings):
+    """TAS_ETA_RANGE=chain: the median play only, the range worked out along it."""
+    settings.TAS_ETA_RANGE = "chain"
+    result = start_estimate_run(engine=estimate_source().engine, now=DEMO_NOW)
+    assert result.plays["median"].seconds > 0 and result.plays["low"].seconds == result.plays["high"].seconds == 0
+    rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+    for key in WAITING:
+        assert rows[key].earliest <= rows[key].start <= rows[key].latest and rows[key].earliest < rows[key].latest
+
+
+def test_a_bad_range_mode_is_reported_at_start_up(settings):
+    from django.core.checks import run_checks
+
+    settings.TAS_ETA_RANGE = "both"
+    (error,) = [e for e in run_checks() if e.id == "scheduling.E003"]
+    assert error.msg == "TAS_ETA_RANGE: 'both' is not a range mode; expected one of plays, chain"
+
+
 def test_runtimes_are_learned_from_finished_workloads(crowded):
     Workload.objects.filter(namespace="ml", name="job-eval-suite").update(
         status=WorkloadStatus.FINISHED, admitted_at=DEMO_NOW - timedelta(minutes=30), finished_at=DEMO_NOW)

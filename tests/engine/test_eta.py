@@ -313,6 +313,26 @@ class TestEstimate:
         assert est.predictions["default/next"].start == high.start + timedelta(hours=1)
 
 
+    def test_a_preempted_workload_runs_its_whole_runtime_again(self):
+        """Admitted again after its preemption, a workload ends a whole runtime later, not
+        at the end its first run was due."""
+        objects = [topology(), resource_flavor(),
+                   queue_with_policy("cq", cpu=32, within="LowerPriority"), local_queue("lq", cluster_queue_name="cq"),
+                   *grid(blocks=1, racks=2, nodes=2, cpu="8"),
+                   running("low", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, runtime="1h", cpu="8",
+                           priority=1),
+                   # the other rack stays half taken; a workload ending early is due while `low` is out
+                   running("long", [("b1-r2-n1", 1)], started=-60, runtime="5h", cpu="8", priority=5),
+                   running("tiny", [("b1-r2-n2", 1)], started=-60, runtime="6m", cpu="8", priority=5),
+                   waiting("high", count=2, cpu="8", required=RACK, runtime="10m", priority=10),
+                   waiting("next", count=2, cpu="8", required=RACK, runtime="1h", priority=1, created=5)]
+        est = estimate(engine_of(objects), NOW)
+        high = est.predictions["default/high"]
+        assert high.start == NOW + timedelta(seconds=1)
+        # `low` is back at the end of `high` (older than `next`) and runs its hour again
+        assert est.predictions["default/next"].start == high.start + timedelta(minutes=10, hours=1)
+
+
 def cluster_with_queues(seed: int) -> list[dict]:
     """Two ClusterQueues in a cohort, with running and waiting workloads of several shapes."""
     rng = random.Random(seed)
@@ -403,3 +423,66 @@ class TestForkedPlays:
             assert (p.start, p.placement, p.latest) == (want.start, want.placement, want.latest)
             times = [t for t in (want.start, want.latest) if t is not None]
             assert p.earliest == (min(times) if want.start is not None else p.earliest)
+
+
+class TestChainedRange:
+    """`range="chain"`: the median play only; the low and high times along its chain of finishes."""
+
+    @pytest.mark.parametrize("seed", range(4))
+    def test_the_chain_at_the_median_gives_back_the_median_play(self, seed):
+        """The bookkeeping is exact: timed again with the median runtimes, every admission
+        lands where the play put it."""
+        import scheduler.eta as eta
+
+        engine = engine_of(cluster_with_queues(seed))
+        played: list[tuple[dict, eta._Chain]] = []
+        real_play = eta._play
+
+        def keep(*args):
+            out = real_play(*args)
+            played.append(out)
+            return out
+
+        settings = EtaSettings(levels=("median",), range="chain")
+        runner_play, eta._play = eta._play, keep
+        try:
+            estimate(engine, NOW, spread_runtimes, settings)
+        finally:
+            eta._play = runner_play
+        (admitted, chain), = played
+        times = chain.times("median", lambda key, level: spread_runtimes(engine.state.workload(key)).at(level), 1.0)
+        assert admitted and all(times[a.pass_index] == pytest.approx(a.at) for a in admitted.values())
+
+    @pytest.mark.parametrize("seed", range(4))
+    def test_one_play_with_a_range_around_it(self, seed):
+        engine = engine_of(cluster_with_queues(seed))
+        plays = estimate(engine, NOW, spread_runtimes)
+        chained = estimate(engine, NOW, spread_runtimes, EtaSettings(range="chain"))
+        assert chained.plays["median"].passes == plays.plays["median"].passes
+        assert chained.plays["low"].seconds == 0.0  # not played
+        for key, p in chained.predictions.items():
+            want = plays.predictions[key]
+            assert (p.start, p.placement) == (want.start, want.placement)  # the median play is the same
+            if p.start is not None:
+                assert p.earliest <= p.start and (p.latest is None or p.start <= p.latest)
+        assert any(p.earliest < p.start for p in chained.predictions.values() if p.start and p.start > NOW)
+
+    def test_a_queue_behind_running_workloads_gets_the_plays_range(self):
+        """With one rack to wait for, the chain is what the low and high plays do."""
+        history = RuntimeHistory(min_samples=3, quantiles=(0.1, 0.5, 0.9))
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=-60, cpu="8"),
+                   *[waiting(f"w{i}", count=2, cpu="8", required=RACK, created=i) for i in range(4)]]
+        engine = engine_of(objects)
+        for seconds in (600, 900, 1200, 1500, 1800):
+            history.add_workload(engine.state.workload("default/r1"), seconds)
+        plays = estimate(engine, NOW, history).predictions
+        chained = estimate(engine, NOW, history, EtaSettings(range="chain")).predictions
+        assert {k: (p.earliest, p.start, p.latest) for k, p in chained.items()} == \
+            {k: (p.earliest, p.start, p.latest) for k, p in plays.items()}
+
+
+def spread_runtimes(wl) -> RuntimeEstimate:
+    minutes = 10 + sum(map(ord, wl.name)) % 80
+    return RuntimeEstimate(minutes * 30, minutes * 60, minutes * 150, HISTORY)

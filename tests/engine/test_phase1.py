@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler import phase1
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.phase1 import COUNTERS, Shape, compute, kept_counts, visited_leaves
 from scheduler.placement import match_nodes
@@ -89,10 +91,13 @@ def apply(snap: TASFlavorSnapshot, op: tuple) -> None:
     ops=st.lists(st.tuples(change, st.dictionaries(st.integers(0, LEAVES - 1), st.integers(1, 3000), max_size=3)),
                  max_size=12),
     listed=st.booleans(),
+    few_parents=st.sampled_from([0, 16, 1000]),
 )
-def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed):
+def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, few_parents):
     """After each change, with the usage of PodSets placed earlier in the same workload assumed
-    on a few leaves (and taken back at the next change)."""
+    on a few leaves (and taken back at the next change); ancestors rolled up by numpy or, for
+    a few, in Python."""
+    phase1.FEW_PARENTS = few_parents
     snap = snapshot(cpus, tainted)
     match = match_nodes(snap, (), {}, None, False)
     kinds = shapes(snap)
@@ -114,6 +119,13 @@ def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed):
                 if name in kept.lists:
                     assert kept.lists[name] == arrays[name].tolist(), (op, shape, name)
             assert +kept.resources == resources
+
+
+@pytest.fixture(autouse=True)
+def _few_parents():
+    default = phase1.FEW_PARENTS
+    yield
+    phase1.FEW_PARENTS = default
 
 
 def test_a_change_on_a_few_leaves_patches_the_kept_counters():
