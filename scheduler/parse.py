@@ -14,6 +14,8 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+import orjson
+
 from scheduler.errors import InputError
 from scheduler.limits import MAX_INT32, MAX_INT64, MIN_INT32, MIN_INT64, HugeInt
 from scheduler.model import (
@@ -763,7 +765,46 @@ def topology_request_from_annotations(annotations: Mapping[str, str], where: Whe
     return parse_topology_request(raw, where)
 
 
+# Parsed PodSets by what parsing reads of them (see `parse_pod_set`); cleared when full.
+_POD_SETS: dict[bytes, PodSet] = {}
+POD_SETS_KEPT = 4096
+
+
+def _pod_set_key(d: Any) -> bytes | None:
+    """Everything `_parse_pod_set` reads of a PodSet, as bytes; None when it cannot be put so
+    (it is then parsed, and its errors reported, as usual). A template's labels are left out:
+    a Job's carry its own name and uid, its spec is the same for every Job of a template."""
+    if type(d) is not dict:
+        return None
+    template = d.get("template")
+    meta = template.get("metadata") if type(template) is dict else None
+    if type(template) is not dict or (meta is not None and type(meta) is not dict):
+        return None
+    annotations = meta.get("annotations") if meta is not None else None
+    try:
+        return orjson.dumps((d.get("name"), d.get("count"), d.get("minCount"), template.get("spec"), annotations,
+                             d.get("topologyRequest")))
+    except TypeError:  # a value JSON cannot hold (a key that is not a string, an integer beyond 64 bits)
+        return None
+
+
 def parse_pod_set(d: Any, where: Where) -> PodSet:
+    """A PodSet; the same one for PodSets that read the same (thousands of workloads come from
+    a few templates, and parsing the pod spec is half of parsing a workload). PodSets, like
+    every parsed object, are not changed in place once made."""
+    key = _pod_set_key(d)
+    if key is None:
+        return _parse_pod_set(d, where)
+    pod_set = _POD_SETS.get(key)
+    if pod_set is None:
+        pod_set = _parse_pod_set(d, where)
+        if len(_POD_SETS) >= POD_SETS_KEPT:
+            _POD_SETS.clear()
+        _POD_SETS[key] = pod_set
+    return pod_set
+
+
+def _parse_pod_set(d: Any, where: Where) -> PodSet:
     if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     name = string(d, "name", where, default="main") or "main"

@@ -121,14 +121,18 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     # Millions of objects are made here and kept: the cyclic garbage collector would walk
     # them again and again while they are built (half the time), and at every collection
     # after. It waits until they are built, and then leaves them out of its collections.
+    statuses: dict[str, tuple[str, str]] = {}
     with _made_to_keep():
-        parsed = engine_inputs(versions)
+        parsed = engine_inputs(versions, statuses)
         engine = Engine.from_parsed(parsed, gates, config=config)
-        # what the database says of each waiting workload is the answer already given
-        waiting = (cluster.WorkloadStatus.PENDING, cluster.WorkloadStatus.INADMISSIBLE)
-        for namespace, name, status, message in cluster.Workload.objects.filter(status__in=waiting).values_list(
-                "namespace", "name", "status", "message").iterator(chunk_size=5000):
-            engine.answered[f"{namespace}/{name}"] = (status, message_shape(message))
+        # what the database says of each waiting workload is the answer already given (thousands
+        # share a message: each is masked once)
+        shapes: dict[str, str] = {}
+        for key, (status, message) in statuses.items():
+            shape = shapes.get(message)
+            if shape is None:
+                shape = shapes[message] = message_shape(message)
+            engine.answered[key] = (status, shape)
     runtime = SchedulerRuntime(engine=engine, gates=gates_text, cursor=cursor, versions=versions,
                                last_pass=_latest_pass())
     logger.info("scheduler state built from the mirror: %d nodes, %d workloads, %d pods in %.2fs",

@@ -3,14 +3,17 @@ stored assignments."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
 import orjson
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
@@ -98,12 +101,61 @@ def _json_object(text: str) -> dict:
     return orjson.loads(text)
 
 
-def raw_objects(rows: QuerySet, *fields: str, chunk_size: int = 500):
+def raw_objects(rows: QuerySet, *fields: str, chunk_size: int = 500, read_ahead: bool = False):
     """(raw object, *fields) of every row: the `raw` column read as text and parsed here,
-    not by the JSON field's own decoder."""
-    for text, *values in rows.annotate(raw_text=Cast("raw", TextField())).values_list(
-            "raw_text", *fields).iterator(chunk_size=chunk_size):
-        yield _json_object(text), *values
+    not by the JSON field's own decoder. With `read_ahead`, the rows are read by a thread of
+    their own (`rows_read_ahead`)."""
+    values = rows.annotate(raw_text=Cast("raw", TextField())).values_list("raw_text", *fields)
+    for text, *rest in (rows_read_ahead(values, chunk_size) if read_ahead else values.iterator(chunk_size=chunk_size)):
+        yield _json_object(text), *rest
+
+
+_READ_AHEAD_CHUNKS = 8  # chunks read and not yet taken, at most
+_END = object()
+
+
+def rows_read_ahead(rows: QuerySet, chunk_size: int) -> Iterator:
+    """The rows of `rows`, read by a thread on a database connection of its own while the
+    caller works on those it was given: PostgreSQL produces the next rows (a cold start reads
+    hundreds of megabytes of JSON) while this process parses the last ones, on the other core.
+    A caller inside a transaction reads them itself (another connection would not see what the
+    transaction wrote), as does one on another database."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield from rows.iterator(chunk_size=chunk_size)
+        return
+    chunks: queue.Queue = queue.Queue(maxsize=_READ_AHEAD_CHUNKS)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            batch: list = []
+            for row in rows.iterator(chunk_size=chunk_size):
+                batch.append(row)
+                if len(batch) >= chunk_size:
+                    chunks.put(batch)
+                    batch = []
+                    if stop.is_set():
+                        return
+            chunks.put(batch)
+            chunks.put(_END)
+        except BaseException as exc:  # handed to the caller, raised there
+            chunks.put(exc)
+        finally:
+            connections.close_all()  # this thread's own
+
+    reader = threading.Thread(target=read, name="mirror-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while (item := chunks.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+    finally:
+        stop.set()
+        while reader.is_alive():  # let a reader blocked on a full queue see the stop
+            with contextlib.suppress(queue.Empty):
+                chunks.get(timeout=0.05)
+        reader.join()
 
 
 def engine_pods(rows: QuerySet | None = None) -> list[EnginePod]:
@@ -145,20 +197,26 @@ def active_workload_rows() -> QuerySet:
 
 
 def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | None = None,
-                     order: dict[str, int] | None = None) -> list[EngineWorkload]:
+                     order: dict[str, int] | None = None,
+                     statuses: dict[str, tuple[str, str]] | None = None) -> list[EngineWorkload]:
     """Workloads not finished, parsed, in the order they entered the mirror; every one, or
     those of `rows`. `versions` and `order`, when given, receive the resourceVersion and the
-    row id of every Workload read, by key."""
+    row id of every Workload read, by key; `statuses` the stored status and message of those
+    waiting (pending or inadmissible)."""
     active = active_workload_rows() if rows is None else rows.filter(invalid_reason="").exclude(
         status=cluster.WorkloadStatus.FINISHED)
+    waiting = (cluster.WorkloadStatus.PENDING, cluster.WorkloadStatus.INADMISSIBLE)
     workloads = []
-    for raw, rv_number, row_id in raw_objects(active.order_by("id"), "rv_number", "id"):
+    for raw, rv_number, row_id, status, message in raw_objects(active.order_by("id"), "rv_number", "id", "status",
+                                                               "message", read_ahead=rows is None):
         meta = raw.get("metadata") or {}
         key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         if versions is not None:
             versions[key] = rv_number
         if order is not None:
             order[key] = row_id
+        if statuses is not None and status in waiting:
+            statuses[key] = (status, message)
         try:
             workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
         except InputError:
@@ -193,11 +251,12 @@ ENGINE_READERS: dict[str, Callable[[QuerySet], list]] = {
 }
 
 
-def engine_inputs(versions: dict[str, int] | None = None) -> ParsedObjects:
+def engine_inputs(versions: dict[str, int] | None = None,
+                  statuses: dict[str, tuple[str, str]] | None = None) -> ParsedObjects:
     """The engine's view of the mirrored cluster, fresh objects a pass may change.
-    `versions`, when given, receives the resourceVersion of every Workload read, by key."""
+    `versions` and `statuses`, when given, receive what `engine_workloads` gives them."""
     order: dict[str, int] = {}
-    workloads = engine_workloads(versions=versions, order=order)
+    workloads = engine_workloads(versions=versions, order=order, statuses=statuses)
     return ParsedObjects(
         nodes=engine_nodes(),
         pods=engine_pods(),

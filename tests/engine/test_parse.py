@@ -375,3 +375,52 @@ def _mutated(obj: dict, path: tuple, value: object) -> dict:
 )
 def test_wrong_types_are_located(obj, path, value, label, field):
     assert_located(parse_error(_mutated(obj, path, value)), label, field)
+
+
+# ---------------------------------------------------------------- PodSets parsed once per template
+
+
+class TestPodSetsShared:
+    """Workloads of one template share their parsed PodSet; anything parsing reads tells
+    them apart, and an invalid PodSet is reported as ever, whatever was parsed before."""
+
+    @staticmethod
+    def pod_sets(*objects: dict) -> list:
+        return [wl.pod_sets[0] for wl in parse(objects).workloads]
+
+    def test_same_template_one_pod_set_other_labels_too(self):
+        a, b = workload("a", count=2, cpu="3", required=RACK), workload("b", count=2, cpu="3", required=RACK)
+        b["spec"]["podSets"][0]["template"]["metadata"] = {"labels": {"job-name": "b", "controller-uid": "u-b"}}
+        first, second = self.pod_sets(a, b)
+        assert first is second and first.count == 2 and first.spec.requests["cpu"] == 3000
+
+    @pytest.mark.parametrize(("change", "read"), [
+        ({"count": 3}, lambda ps: ps.count),
+        ({"cpu": "4"}, lambda ps: ps.spec.requests["cpu"]),
+        ({"preferred": RACK, "required": None}, lambda ps: ps.topology_request.preferred),
+        ({"min_count": 1}, lambda ps: ps.min_count),
+    ])
+    def test_what_parsing_reads_tells_them_apart(self, change, read):
+        base = {"count": 2, "cpu": "3", "required": RACK}
+        first, second = self.pod_sets(workload("a", **base), workload("b", **{**base, **change}))
+        assert first is not second and read(first) != read(second)
+
+    def test_template_annotations_tell_them_apart(self):
+        a, b = workload("a"), workload("b")
+        for wl, level in ((a, RACK), (b, BLOCK)):
+            wl["spec"]["podSets"][0]["template"]["metadata"] = {
+                "annotations": {"kueue.x-k8s.io/podset-required-topology": level}}
+        first, second = self.pod_sets(a, b)
+        assert (first.topology_request.required, second.topology_request.required) == (RACK, BLOCK)
+
+    def test_an_invalid_copy_of_a_parsed_template_is_still_refused(self):
+        good = workload("good", count=2)
+        bad = workload("bad", count=2)
+        bad["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"zone": ["a"]}
+        parse([good])
+        assert_located(parse_error(good, bad), "Workload/default/bad", "spec.podSets[0].template.spec.nodeSelector.zone")
+
+    def test_a_template_json_cannot_hold_is_parsed_on_its_own(self):
+        wl = workload("odd", count=2)
+        wl["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {1: "a"}
+        assert_located(parse_error(wl), "Workload/default/odd", "spec.podSets[0].template.spec.nodeSelector")
