@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import math
 import os
@@ -465,6 +466,7 @@ def forked_estimate(engine: Engine, now: datetime, range_: str) -> dict[str, Any
     the fork to the predictions being back here; the figures' names end in "_chain" for the
     latter."""
     read_end, write_end = os.pipe()
+    gc.freeze()  # as the scheduler process keeps its engine after every pass (runtime.settle_memory)
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:

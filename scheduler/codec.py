@@ -27,20 +27,19 @@ validates it against the v1beta2 API rules and raises `InputError` naming the of
 
 from __future__ import annotations
 
-import gc
 import heapq
 import json
 import operator
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, cycle, pairwise, repeat
 from typing import Any, TypedDict
 
 from scheduler.assignment import HOSTNAME_LABEL, DomainAssignment, TopologyAssignment
 from scheduler.errors import InputError
+from scheduler.memory import gc_paused
 
 # The v1beta2 API's validation limits (apis/kueue/v1beta2 TopologyAssignment and its parts).
 MAX_LEVELS = 16
@@ -123,22 +122,6 @@ class Columns:
 
     def lowest_level_is_hostname(self) -> bool:
         return self.levels[-1] == HOSTNAME_LABEL
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building or scanning big lists.
-
-    The codec allocates hundreds of thousands of short-lived strings, tuples and lists, none
-    of them in cycles; the collector's repeated passes over them double the run time.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 # ---------------------------------------------------------------- common prefixes and suffixes
@@ -844,7 +827,7 @@ def encode_assignment(
 ) -> dict:
     """The v1beta2 JSON of ``assignment``: Kueue v0.19's ``V1Beta2From`` under the given gate
     (keys in Kueue's order, unset fields omitted), or the compact encoding when ``compact``."""
-    with _gc_paused():
+    with gc_paused():
         columns = Columns.of(assignment)
         if compact:
             return compact_encoding(columns)
@@ -1076,7 +1059,7 @@ def _to_assignment(columns: Columns) -> TopologyAssignment:
 def decode_assignment(data: Mapping) -> TopologyAssignment:
     """The ordered domains of an assignment in v1beta2 (``levels`` + ``slices``) or v1beta1
     (``levels`` + ``domains``) form; `InputError` naming the field on any violation."""
-    with _gc_paused():
+    with gc_paused():
         return _to_assignment(decode_columns(data))
 
 
@@ -1126,7 +1109,7 @@ def decode_document(doc: object) -> dict:
     "domains"}]}``; anything else is an `InputError`.
     """
     if isinstance(doc, Mapping):
-        with _gc_paused():
+        with gc_paused():
             if doc.get("kind") == "Workload":
                 return _workload_pod_sets(doc)
             if "levels" in doc or "slices" in doc or "domains" in doc:

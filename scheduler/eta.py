@@ -45,7 +45,9 @@ when each waiting workload is admitted and on which domains.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import heapq
+import math
 import os
 import pickle
 import time
@@ -57,6 +59,7 @@ from scheduler.assignment import TopologyAssignment
 from scheduler.clone import clone_engine
 from scheduler.cluster import holds_quota, is_pending
 from scheduler.engine import Engine, PassOutcome
+from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
@@ -224,7 +227,8 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         copy = engine if own and i == len(levels) - 1 else clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
-        plays[level], chain = run.play(copy, level, stats)
+        with gc_paused():  # a play makes millions of short-lived objects and next to no cycles
+            plays[level], chain = run.play(copy, level, stats)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
         if stats.stopped == INTERRUPTED:
@@ -276,6 +280,7 @@ class _Runner:
             code = 1
             try:
                 os.close(read_end)
+                gc.disable()  # nothing to collect that matters before this process exits
                 started = time.perf_counter()
                 stats = PlayStats(level)
                 admitted, _ = self.play(self.engine, level, stats)
@@ -593,25 +598,52 @@ def _expected(wl: Workload, at: datetime, n: int) -> Workload:
                                requeue_count=0, requeue_at=None)
 
 
+ARRIVAL_BINS = 12  # the window's parts a burst is told apart in
+
+
 def expected_arrivals(recent: Iterable[Workload], now: datetime, window: timedelta,
-                      horizon: timedelta) -> list[tuple[float, Workload]]:
+                      horizon: timedelta, *, bins: int = ARRIVAL_BINS) -> list[tuple[float, Workload]]:
     """The workloads created in the `window` before `now`, expected again: each one `window`,
     2 x `window`, ... after its creation, until `horizon` from now (the recent past as the
-    forecast of what arrives next)."""
+    forecast of what arrives next), less the bursts (`without_bursts`): a one-off burst is
+    not expected again every window."""
     out: list[tuple[float, Workload]] = []
     span = window.total_seconds()
     end = horizon.total_seconds()
     if span <= 0:
         return out
-    for wl in recent:
-        created = wl.creation_timestamp
-        if created is None or not now - window < created <= now:
-            continue
-        at = (created - now).total_seconds() + span
+    inside = [wl for wl in recent if wl.creation_timestamp is not None and now - window < wl.creation_timestamp <= now]
+    for wl in without_bursts(inside, now, span, bins):
+        at = (wl.creation_timestamp - now).total_seconds() + span  # type: ignore[operator]
         while at <= end:
             out.append((at, wl))
             at += span
     out.sort(key=lambda a: a[0])
+    return out
+
+
+def without_bursts(created: list[Workload], now: datetime, span: float, bins: int) -> list[Workload]:
+    """`created` (all within `span` seconds before `now`) with its bursts thinned: the span is
+    cut into `bins` parts, and a part holding more than a steady (Poisson) stream would --
+    the median part's count plus three of its standard deviations, plus one -- keeps only
+    that many, spread over it in creation order (the kinds of workload it held keep their
+    shares). Oldest first."""
+    if bins <= 1 or not created:
+        return list(created)
+    width = span / bins
+    parts: list[list[Workload]] = [[] for _ in range(bins)]
+    for wl in sorted(created, key=lambda w: (w.creation_timestamp, w.key)):
+        age = (now - wl.creation_timestamp).total_seconds()  # type: ignore[operator]
+        parts[min(bins - 1, int(age // width))].append(wl)
+    counts = sorted(len(part) for part in parts)
+    median = (counts[(bins - 1) // 2] + counts[bins // 2]) / 2
+    cap = math.floor(median + 3 * math.sqrt(median)) + 1
+    out: list[Workload] = []
+    for part in reversed(parts):  # the oldest first
+        if len(part) > cap:
+            step = len(part) / cap
+            part = [part[int(i * step)] for i in range(cap)]
+        out.extend(part)
     return out
 
 
@@ -643,4 +675,5 @@ __all__ = [
     "can_fork",
     "estimate",
     "expected_arrivals",
+    "without_bursts",
 ]

@@ -200,6 +200,9 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
 def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.ndarray, names: Sequence[str]) -> None:
     """Count `leaves` (sorted local leaf indices) again, from their remaining capacity `rows`,
     and recompute their ancestors."""
+    if counts.shape.leader_requests is None and len(leaves) <= FEW_LEAVES:
+        _refresh_few(counts, tree, leaves.tolist(), rows.tolist(), names)
+        return
     shape, arrays, lists = counts.shape, counts.arrays, counts.lists
     lowest = tree.depth - 1
     visited = counts.visited[leaves]
@@ -242,6 +245,89 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
 # Up to this many changed domains at a level, their parents are rolled up one by one in
 # Python (numpy's fixed cost per call is most of the time for so few).
 FEW_PARENTS = 16
+# Up to this many changed leaves of a shape without a leader, `_refresh_few` counts them and
+# carries the change up in Python.
+FEW_LEAVES = 16
+
+
+def _refresh_few(counts: Counts, tree: TopologyTree, leaves: list[int], rows: list[list[int]],
+                 names: Sequence[str]) -> None:
+    """`refresh` of a few leaves for a shape without a leader, in Python, carrying each
+    domain's change up instead of adding up its children again.
+
+    Without a leader no domain holds a leader pod, so `state_wl` equals `state` and
+    `slice_wl` equals `slice` everywhere, and `leader` is 0; `affinity` depends on the
+    nodes a request may use, not on capacity. What changes is `state` (a sum of the
+    children's, each rounded down to the inner slice size) and `slice` (the children's sum,
+    or `state` // the slice size at the slice level): a parent changes by the sum of its
+    children's changes."""
+    shape, arrays, lists = counts.shape, counts.arrays, counts.lists
+    requests = shape.requests.tolist()
+    cols = sorted((i for i, r in enumerate(requests) if r), key=lambda i: names[i])
+    lowest = tree.depth - 1
+    slice_size = shape.slice_size if shape.slice_level == lowest else 0
+    visited, limiting, state = counts.visited, counts.limiting, arrays["state"]
+    base = tree.offsets[lowest]
+    starved: Counter = Counter()
+    changed: dict[int, tuple[int, int, int, int]] = {}  # domain (at the level) -> old and new state, slice
+    for leaf, row in zip(leaves, rows, strict=True):
+        fit, short = MAX_INT32, -1
+        for col in cols:  # in the resources' name order: the first to run out is the limiting one
+            n = row[col] // requests[col]
+            if n <= 0:
+                fit, short = 0, col
+                break
+            if n < fit:
+                fit = n
+        if fit:
+            short = -1
+        new = fit if visited[leaf] else 0
+        old, old_short = int(state[base + leaf]), int(limiting[leaf])
+        if visited[leaf]:
+            if old == 0 and old_short >= 0:
+                starved[names[old_short]] -= 1
+            if new == 0 and short >= 0:
+                starved[names[short]] += 1
+        limiting[leaf] = short
+        old_slice = int(arrays["slice"][base + leaf])
+        changed[leaf] = (old, new, old_slice, new // slice_size if slice_size else 0)
+    if starved:
+        counts.resources.update(starved)
+        counts.resources += Counter()  # drop the resources no leaf is starved of any more
+    _store_few(arrays, lists, base, changed)
+    for level in range(lowest - 1, -1, -1):
+        inner = shape.slice_size_at_level.get(level + 1)
+        parent_of = tree.levels[level + 1].parent
+        here = tree.offsets[level]
+        sums: dict[int, list[int]] = {}
+        for child, (old, new, old_slice, new_slice) in changed.items():
+            if inner:
+                old, new = old // inner * inner, new // inner * inner
+            if old != new or old_slice != new_slice:
+                delta = sums.setdefault(int(parent_of[child]), [0, 0])
+                delta[0] += new - old
+                delta[1] += new_slice - old_slice
+        changed = {}
+        for parent, (d_state, d_slice) in sums.items():
+            old, old_slice = int(state[here + parent]), int(arrays["slice"][here + parent])
+            new = old + d_state
+            new_slice = new // shape.slice_size if level == shape.slice_level else old_slice + d_slice
+            changed[parent] = (old, new, old_slice, new_slice)
+        _store_few(arrays, lists, here, changed)
+        if not changed:
+            break
+    counts.generation += 1
+
+
+def _store_few(arrays: dict[str, np.ndarray], lists: dict[str, list[int]], offset: int,
+               changed: Mapping[int, tuple[int, int, int, int]]) -> None:
+    """New `state` and `slice` (and their `_wl` twins, equal without a leader) of a few domains."""
+    for name, pick in (("state", 1), ("state_wl", 1), ("slice", 3), ("slice_wl", 3)):
+        array, listed = arrays[name], lists.get(name)
+        for domain, values in changed.items():
+            array[offset + domain] = values[pick]
+            if listed is not None:
+                listed[offset + domain] = values[pick]
 
 
 def _roll_few(counts: Counts, tree: TopologyTree, level: int, changed: np.ndarray | list[int]) -> list[int]:

@@ -260,6 +260,9 @@ def settle_memory(runtime: SchedulerRuntime) -> None:
     TAS_SCHEDULER_FULL_COLLECTION_SECONDS, between passes."""
     period = float(getattr(settings, "TAS_SCHEDULER_FULL_COLLECTION_SECONDS", DEFAULT_FULL_COLLECTION_SECONDS))
     now = time.monotonic()
+    # the garbage in cycles the pass made (it ran with the collector paused), before what is
+    # left of it joins the frozen state: one walk over the pass's survivors
+    gc.collect(0)
     if now - runtime.collected_at >= period:
         started = time.perf_counter()
         gc.unfreeze()

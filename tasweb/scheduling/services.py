@@ -35,6 +35,7 @@ from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
 from scheduler.loader import read_text
+from scheduler.memory import gc_paused
 from scheduler.model import Node as EngineNode
 from scheduler.model import Workload as EngineWorkload
 from scheduler.quantity import format_value
@@ -684,16 +685,18 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                                config=kueue_configuration()[1])
     engine = runtime.engine
     try:
-        result = engine_pass_run(engine, now)
-        with transaction.atomic():
-            record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
-                                                   workloads_seen=len(engine.state.workload_map))
-            recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
-            recorder.paths.look_up_in(engine.state.node_for_hostname)
-            recorder.record(result)
-            if before_commit is not None:
-                before_commit(record)
-            _finish_record(record, result, started, pending=engine.queues.pending_count())
+        # what a pass makes is collected once, after it (runtime_committed), not again and again within
+        with gc_paused():
+            result = engine_pass_run(engine, now)
+            with transaction.atomic():
+                record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
+                                                       workloads_seen=len(engine.state.workload_map))
+                recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
+                recorder.paths.look_up_in(engine.state.node_for_hostname)
+                recorder.record(result)
+                if before_commit is not None:
+                    before_commit(record)
+                _finish_record(record, result, started, pending=engine.queues.pending_count())
     except BaseException:
         runtime_discard("the pass did not commit")
         estimate_source_set(None)

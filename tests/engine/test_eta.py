@@ -19,6 +19,7 @@ from scheduler.eta import (
     can_fork,
     estimate,
     expected_arrivals,
+    without_bursts,
 )
 from scheduler.results import ADMITTED
 from scheduler.runtimes import (
@@ -486,3 +487,41 @@ class TestChainedRange:
 def spread_runtimes(wl) -> RuntimeEstimate:
     minutes = 10 + sum(map(ord, wl.name)) % 80
     return RuntimeEstimate(minutes * 30, minutes * 60, minutes * 150, HISTORY)
+
+
+class TestBurstsAreNotExpectedAgain:
+    """The forecast of arrivals replays the last window, less its bursts: a part of the window
+    holding more than a steady stream would keeps only that many."""
+
+    @staticmethod
+    def submitted(minutes_ago: list[float], prefix: str = "w") -> list:
+        return parse([waiting(f"{prefix}{i}", created=-60 * m) for i, m in enumerate(minutes_ago)]).workloads
+
+    def test_a_steady_stream_is_kept_whole(self):
+        steady = self.submitted([5 * i + 2 for i in range(12)] + [5 * i + 3 for i in range(0, 12, 2)])
+        assert without_bursts(steady, NOW, 3600, 12) == sorted(steady, key=lambda w: (w.creation_timestamp, w.key))
+        arrivals = expected_arrivals(steady, NOW, timedelta(hours=1), timedelta(hours=2))
+        assert len(arrivals) == 2 * len(steady)
+
+    def test_a_burst_keeps_what_a_steady_stream_would_hold(self):
+        steady = self.submitted([5 * i + 2 for i in range(12)])  # one in every 5 minutes
+        burst = self.submitted([31 + i / 100 for i in range(60)], prefix="b")  # 60 within a minute
+        kept = [wl.name for wl in without_bursts([*steady, *burst], NOW, 3600, 12)]
+        # the median part holds 1: a part holding more than 1 + 3 + 1 = 5 is a burst; the one
+        # 30-35 minutes ago (the burst and w6, 32 minutes ago) keeps 5 of its 61, spread over it
+        assert len(kept) == 11 + 5
+        assert {wl.name for wl in steady} - {"w6"} <= set(kept)
+        assert sum(name.startswith("b") or name == "w6" for name in kept) == 5
+        once = expected_arrivals([*steady, *burst], NOW, timedelta(hours=1), timedelta(hours=1))
+        assert len(once) == 16
+
+    def test_the_kinds_a_burst_held_keep_their_shares(self):
+        objects = [waiting(f"{'large' if i % 3 == 0 else 'tiny'}{i}", created=-60 * 10 - i / 10, count=1)
+                   for i in range(90)]
+        kept = without_bursts(parse(objects).workloads, NOW, 3600, 12)
+        assert len(kept) == 1  # every other part is empty: the median is 0, the cap 1
+        objects += [waiting(f"steady{i}", created=-60 * (5 * i + 1)) for i in range(12)]
+        kept = without_bursts(parse(objects).workloads, NOW, 3600, 12)
+        burst = [wl.name for wl in kept if wl.name.startswith(("large", "tiny"))]
+        assert len(kept) == 11 + 5 and 4 <= len(burst) <= 5
+        assert 1 <= sum(name.startswith("large") for name in burst) <= 2

@@ -418,7 +418,8 @@ class TestPodSetsShared:
         bad = workload("bad", count=2)
         bad["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"zone": ["a"]}
         parse([good])
-        assert_located(parse_error(good, bad), "Workload/default/bad", "spec.podSets[0].template.spec.nodeSelector.zone")
+        assert_located(parse_error(good, bad), "Workload/default/bad",
+                       "spec.podSets[0].template.spec.nodeSelector.zone")
 
     def test_a_template_json_cannot_hold_is_parsed_on_its_own(self):
         wl = workload("odd", count=2)

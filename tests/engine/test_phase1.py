@@ -92,12 +92,15 @@ def apply(snap: TASFlavorSnapshot, op: tuple) -> None:
                  max_size=12),
     listed=st.booleans(),
     few_parents=st.sampled_from([0, 16, 1000]),
+    few_leaves=st.sampled_from([0, 16, 1000]),
 )
-def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, few_parents):
+def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, few_parents, few_leaves):
     """After each change, with the usage of PodSets placed earlier in the same workload assumed
     on a few leaves (and taken back at the next change); ancestors rolled up by numpy or, for
-    a few, in Python."""
+    a few, in Python, or (a few leaves of a shape without a leader) the change carried up in
+    Python."""
     phase1.FEW_PARENTS = few_parents
+    phase1.FEW_LEAVES = few_leaves
     snap = snapshot(cpus, tainted)
     match = match_nodes(snap, (), {}, None, False)
     kinds = shapes(snap)
@@ -123,9 +126,9 @@ def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, f
 
 @pytest.fixture(autouse=True)
 def _few_parents():
-    default = phase1.FEW_PARENTS
+    defaults = phase1.FEW_PARENTS, phase1.FEW_LEAVES
     yield
-    phase1.FEW_PARENTS = default
+    phase1.FEW_PARENTS, phase1.FEW_LEAVES = defaults
 
 
 def test_a_change_on_a_few_leaves_patches_the_kept_counters():
