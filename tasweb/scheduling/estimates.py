@@ -29,10 +29,11 @@ engine state of the last committed pass, in the process that holds it:
 * runtimes come from `RuntimeHistory`, built from the finished workloads of the mirror and
   read again every `TAS_ETA_HISTORY_REFRESH_SECONDS`;
 * the workloads submitted in the last `TAS_ETA_ARRIVALS_WINDOW_SECONDS` before the pass are
-  expected again, as often within the horizon (`scheduler.eta.expected_arrivals`): they wait
-  in their queues in the plays like any other, so that a later workload passing a waiting
-  one is foreseen. Off by default (0: none are played, as in Slurm): it pays under steady
-  load, and misleads after a burst (the burst is expected again every window);
+  expected again, as often within the horizon, less the bursts
+  (`scheduler.eta.expected_arrivals`): they wait in their queues in the plays like any other,
+  so that a later workload passing a waiting one is foreseen. Off by default (0: none are
+  played, as in Slurm): it pays under steady load, and misleads when the last window is not
+  what comes next (a cluster filled at once is expected to be filled again every window);
 * the predictions replace the stored ones in one transaction (rows of workloads no longer
   waiting go with them).
 """

@@ -331,9 +331,9 @@ TAS_ETA_HORIZON_SECONDS = env_float("TAS_ETA_HORIZON_SECONDS", 24 * 3600.0)
 TAS_ETA_HISTORY_REFRESH_SECONDS = env_float("TAS_ETA_HISTORY_REFRESH_SECONDS", 300.0)
 TAS_ETA_MAX_AGE_SECONDS = env_float("TAS_ETA_MAX_AGE_SECONDS", 60.0)
 # The workloads submitted in this many seconds before a pass are expected again in the plays,
-# every such window within the horizon (0, the default: no expected arrivals are played). It
-# makes predictions better under a steady load (see the README) and worse after a burst of
-# submissions, which it expects again every window.
+# every such window within the horizon, less the bursts (0, the default: no expected arrivals
+# are played). It makes predictions better under a steady load (see the README) and worse
+# when the last window is not what comes next (a cluster filled at once, a change of load).
 TAS_ETA_ARRIVALS_WINDOW_SECONDS = env_float("TAS_ETA_ARRIVALS_WINDOW_SECONDS", 0.0)
 # Where the OS can fork, the estimate runs in a child process of the scheduler's worker, on
 # the engine's copy-on-write image, at this CPU niceness: the worker is free for the next
