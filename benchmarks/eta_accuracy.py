@@ -1,7 +1,8 @@
 """How good are the start-time estimates (scheduler.eta)? Predictions checked against what happens.
 
     .venv/bin/python benchmarks/eta_accuracy.py [--mode exact|learned|both] [--hours H] [--load L]
-                                                [--seed N] [--every MINUTES] [--json FILE]
+                                                [--seed N | --seeds N,N,...] [--every MINUTES]
+                                                [--json FILE]
     .venv/bin/python benchmarks/eta_accuracy.py --timing [--nodes N] [--pending N]
 
 Accuracy: the engine is driven directly in simulated time (no Django), as
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import gc
 import json
 import math
@@ -162,7 +164,6 @@ def parse(objs: list[dict]):
 
 
 def finished(wl: Workload, at: datetime) -> Workload:
-    import dataclasses
     return dataclasses.replace(wl, conditions=[*wl.conditions, Condition("Finished", "True", "Succeeded", "", at)])
 
 
@@ -361,19 +362,34 @@ def table(title: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def pooled(runs: dict[int, Run]) -> Run:
+    """The runs of several seeds as one: their jobs and predictions, told apart by seed."""
+    out = Run(next(iter(runs.values())).mode)
+    for seed, run in runs.items():
+        for name, job in run.jobs.items():
+            out.jobs[f"{seed}:{name}"] = job
+        out.made += [dataclasses.replace(m, job=f"{seed}:{m.job}") for m in run.made]
+        out.estimates += run.estimates
+        out.estimate_s += run.estimate_s
+    return out
+
+
 def accuracy(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     modes = ("exact", "learned") if args.mode == "both" else (args.mode,)
+    seeds = args.seeds or [args.seed]
     for mode in modes:
         started = time.perf_counter()
-        run = simulate(args, mode)
+        run = pooled({seed: simulate(argparse.Namespace(**{**vars(args), "seed": seed}), mode) for seed in seeds})
         scored = score(run)
         waits = [j.admitted - j.arrival for j in run.jobs.values() if j.admitted is not None]
-        out[mode] = {**scored, "jobs": len(run.jobs), "predictions": len(run.made), "estimates": run.estimates,
-                     "estimate_ms_mean": run.estimate_s / max(run.estimates, 1) * 1000,
+        out[mode] = {**scored, "seeds": seeds, "jobs": len(run.jobs), "predictions": len(run.made),
+                     "estimates": run.estimates, "estimate_ms_mean": run.estimate_s / max(run.estimates, 1) * 1000,
                      "mean_wait_s": statistics.fmean(waits) if waits else 0.0,
                      "wall_s": time.perf_counter() - started}
-        print(f"\n== {mode}: {len(run.jobs)} jobs over {args.hours:g} h at load {args.load:g}, "
+        days = f"{len(seeds)} x {args.hours:g} h (seeds {', '.join(map(str, seeds))})" if len(seeds) > 1 \
+            else f"{args.hours:g} h"
+        print(f"\n== {mode}: {len(run.jobs)} jobs over {days} at load {args.load:g}, "
               f"mean wait {out[mode]['mean_wait_s'] / 60:.1f} min; {run.estimates} estimates "
               f"({out[mode]['estimate_ms_mean']:.0f} ms each), {len(run.made)} predictions")
         print(table("error at queueing time, per size class (|predicted - actual| / actual wait)",
@@ -510,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=2.0, help="hours of predictions not scored")
     ap.add_argument("--load", type=float, default=0.95)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=lambda text: [int(v) for v in text.split(",")], default=None,
+                    help="several seeds, comma-separated: their runs pooled (one run of --hours each)")
     ap.add_argument("--every", type=float, default=15.0, help="minutes between periodic predictions")
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--racks", type=int, default=4)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 import orjson
 from django.db import connection, connections
@@ -110,6 +111,40 @@ def raw_objects(rows: QuerySet, *fields: str, chunk_size: int = 500, read_ahead:
         yield _json_object(text), *rest
 
 
+def _own_thread_may_read() -> bool:
+    """Whether a thread of its own (a connection of its own) reads what this one would: not
+    inside a transaction (another connection would not see what it wrote), and on PostgreSQL."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
+def read_beside(read: Callable[[], Any]) -> Callable[[], Any]:
+    """Start `read` on a thread of its own (with its own database connection) where one may
+    read (`_own_thread_may_read`), else run it now; the returned function gives its result
+    (or raises its error) once it is done."""
+    if not _own_thread_may_read():
+        value = read()
+        return lambda: value
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = read()
+        except BaseException as exc:  # raised in the caller
+            done["error"] = exc
+        finally:
+            connections.close_all()  # this thread's own
+
+    reader = threading.Thread(target=run, name="mirror-read-beside", daemon=True)
+    reader.start()
+
+    def result() -> Any:
+        reader.join()
+        if "error" in done:
+            raise done["error"]
+        return done["value"]
+    return result
+
+
 _READ_AHEAD_CHUNKS = 8  # chunks read and not yet taken, at most
 _END = object()
 
@@ -120,7 +155,7 @@ def rows_read_ahead(rows: QuerySet, chunk_size: int) -> Iterator:
     hundreds of megabytes of JSON) while this process parses the last ones, on the other core.
     A caller inside a transaction reads them itself (another connection would not see what the
     transaction wrote), as does one on another database."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if not _own_thread_may_read():
         yield from rows.iterator(chunk_size=chunk_size)
         return
     chunks: queue.Queue = queue.Queue(maxsize=_READ_AHEAD_CHUNKS)
@@ -256,10 +291,13 @@ def engine_inputs(versions: dict[str, int] | None = None,
     """The engine's view of the mirrored cluster, fresh objects a pass may change.
     `versions` and `statuses`, when given, receive what `engine_workloads` gives them."""
     order: dict[str, int] = {}
+    # the nodes and pods are read (PostgreSQL building their JSON) while the workloads are parsed
+    nodes_and_pods = read_beside(lambda: (engine_nodes(), engine_pods()))
     workloads = engine_workloads(versions=versions, order=order, statuses=statuses)
+    nodes, pods = nodes_and_pods()
     return ParsedObjects(
-        nodes=engine_nodes(),
-        pods=engine_pods(),
+        nodes=nodes,
+        pods=pods,
         topologies=_parsed(cluster.Topology, parse_topology),
         flavors=_parsed(cluster.ResourceFlavor, parse_resource_flavor),
         cluster_queues=_parsed(cluster.ClusterQueue, parse_cluster_queue),

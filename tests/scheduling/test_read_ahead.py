@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.services]
 
 
 def readers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "mirror-read-ahead"]
+    return [t for t in threading.enumerate() if t.name in ("mirror-read-ahead", "mirror-read-beside")]
 
 
 def seed(count: int) -> None:
@@ -59,6 +59,18 @@ class TestOnAThreadOfItsOwn:
         reading.close()
         assert readers() == []
 
+    def test_a_read_beside_gives_its_result_or_its_error_once_done(self):
+        seed(3)
+        def names() -> list[str]:
+            return sorted(cluster.Workload.objects.values_list("name", flat=True))
+
+        thread, read = selectors.read_beside(lambda: (threading.current_thread().name, names()))()
+        assert thread == "mirror-read-beside" and read == names()
+        failing = selectors.read_beside(lambda: list(cluster.Workload.objects.extra(where=["1 / (id - id) = 1"])))
+        with pytest.raises(DatabaseError):
+            failing()
+        assert readers() == []
+
     def test_the_readers_error_is_raised_in_the_caller(self):
         seed(1)
         rows = cluster.Workload.objects.extra(where=["1 / (id - id) = 1"]).values_list("id", flat=True)
@@ -74,3 +86,5 @@ def test_inside_a_transaction_the_callers_connection_reads_what_it_wrote():
         rows = cluster.Workload.objects.order_by("id").values_list("name", flat=True)
         assert list(selectors.rows_read_ahead(rows, chunk_size=2)) == list(rows)
         assert len(rows) >= 5
+        assert selectors.read_beside(lambda: (threading.current_thread().name, list(rows)))() == (
+            threading.current_thread().name, list(rows))

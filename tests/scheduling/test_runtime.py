@@ -165,18 +165,37 @@ class TestGarbageCollection:
         import_example_cluster()
         services.scheduling_pass_run()
         before = gc.get_freeze_count()
-        gc.disable()  # no collection may free it before the pass ends
-        try:
-            garbage = weakref.ref(_Cycle())  # unreachable at once, but kept alive by its cycle
-            services.scheduling_pass_run()
-        finally:
-            gc.enable()
+        kept = _Cycle()  # alive when the pass ends, dropped after it
+        held = weakref.ref(kept)
+        services.scheduling_pass_run()
         assert gc.get_freeze_count() > before
+        del kept
         gc.collect()
-        assert garbage() is not None  # frozen: ordinary collections leave it
+        assert held() is not None  # frozen: ordinary collections leave it
         settings.TAS_SCHEDULER_FULL_COLLECTION_SECONDS = 0
         services.scheduling_pass_run()
-        assert garbage() is None  # the periodic full collection freed it
+        assert held() is None  # the periodic full collection freed it
+
+    def test_the_garbage_a_pass_makes_is_collected_once_it_ends(self, settings):
+        """The pass runs with the collector paused; what it made and dropped in cycles is
+        collected as it ends, not frozen with the state."""
+        settings.TAS_SCHEDULER_FULL_COLLECTION_SECONDS = 3600
+        import_example_cluster()
+        services.scheduling_pass_run()
+        made: list[weakref.ref] = []
+        real = services.engine_pass_run
+
+        def pass_making_garbage(engine, now):
+            assert not gc.isenabled()  # paused for the pass
+            made.append(weakref.ref(_Cycle()))
+            return real(engine, now)
+
+        services.engine_pass_run = pass_making_garbage
+        try:
+            services.scheduling_pass_run()
+        finally:
+            services.engine_pass_run = real
+        assert gc.isenabled() and made and made[0]() is None
 
 
 def test_the_state_stays_equal_to_a_rebuild_through_a_busy_simulated_cluster():
