@@ -30,7 +30,10 @@ def test_the_scheduler_worker_estimates_after_its_pass(workers, fork):
     assert row.workload_key == "ml/job-moe-too-big"
     assert row.start is None and row.reason
     assert row.scheduling_pass_id == SchedulingPass.objects.latest("id").id
-    line = next(line for line in worker.log().splitlines() if "start-time estimate: 1 waiting workloads" in line)
+    # the child logs once its predictions are stored: the line may follow the row by a moment
+    line = wait_for(lambda: next((line for line in worker.log().splitlines()
+                                  if "start-time estimate: 1 waiting workloads" in line), None),
+                    timeout=10, what="the estimate's log line", workers=(worker,))
     process = int(re.search(r"\[process (\d+)\]", line).group(1))
     assert (process != worker.proc.pid) == (fork == "true")
 
