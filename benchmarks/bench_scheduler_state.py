@@ -3,7 +3,7 @@ the mirror's change log.
 
     .venv/bin/python benchmarks/bench_scheduler_state.py [--nodes 50000] [--workloads 100000]
                                                          [--admitted 30000] [--admit 1000]
-                                                         [--node-changes 100] [--running-pods] [--fresh]
+                                                         [--node-changes 100] [--running-pods]
                                                          [--database tas_bench_state] [--keep]
                                                          [--json FILE] [--profile] [--profile-build]
                                                          [--pstats PREFIX] [--verify]
@@ -24,9 +24,7 @@ benchdb.py):
   The ClusterQueue's GPU quota is exactly what the admitted workloads hold; `--admit` of
   the admitted ones have the shapes of the first `--admit` pending ones in queue order, so
   once they finish, the freed quota admits exactly those. With `--running-pods` every
-  admitted workload also has its pods bound and Running on its nodes. Then VACUUM ANALYZE,
-  as autovacuum leaves a live database (with `--fresh`, ANALYZE only: the tables as just
-  bulk-loaded, whose first read also sets every row's hint bits).
+  admitted workload also has its pods bound and Running on its nodes.
 * measure (this process), each pass a `scheduling_pass_run(now=...)` as the worker runs it:
   1. the first pass, which builds the state from PostgreSQL (`runtime_build`) -- target
      <= 10 s for the build; the process's memory after it -- target < 2 GB;
@@ -115,7 +113,6 @@ class BenchSettings:
     node_changes: int = 100
     running_pods: bool = False
     seed: int = 7
-    fresh: bool = False  # leave the tables as bulk-loaded (ANALYZE only, no VACUUM)
 
     @property
     def pending(self) -> int:
@@ -439,13 +436,8 @@ def seed(settings: BenchSettings, *, log: Callable[[str], None] = print) -> Seed
             rows = list(cluster.Workload.objects.filter(uid__in=admitted_uids[start:start + 2000]))
             assignments_replace(admissions=[(row, list(row.raw["status"]["admission"]["podSetAssignments"]))
                                             for row in rows], paths=paths)
-    # as autovacuum leaves a live database: statistics, the visibility map and the rows' hint
-    # bits set (the first read of rows bulk-loaded a moment ago would set them, writing every
-    # page it reads: a cost a scheduler starting on a running database does not pay)
-    # (VACUUM cannot run inside a transaction: a test seeding in one gets ANALYZE only)
-    command = "ANALYZE" if settings.fresh or connection.in_atomic_block else "VACUUM ANALYZE"
-    with step(command), connection.cursor() as cursor:
-        cursor.execute(command)
+    with step("ANALYZE"), connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
 
     step_nodes = max(1, len(names) // max(1, settings.node_changes))
     node_changes = names[step_nodes // 2::step_nodes][:settings.node_changes]
@@ -936,7 +928,6 @@ def main() -> None:
                                                              "measured pass can admit")
     ap.add_argument("--node-changes", type=int, default=100, help="nodes that go NotReady and come back")
     ap.add_argument("--running-pods", action="store_true", help="admitted workloads have their pods, Running")
-    ap.add_argument("--fresh", action="store_true", help="no VACUUM after seeding: the tables as just bulk-loaded")
     ap.add_argument("--database", default="tas_bench_state")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
     ap.add_argument("--json", metavar="FILE", help="write the measured figures to FILE")
@@ -948,8 +939,7 @@ def main() -> None:
                                                           "built afresh from the database")
     args = ap.parse_args()
     settings = BenchSettings(nodes=args.nodes, workloads=args.workloads, admitted=args.admitted, admit=args.admit,
-                             node_changes=args.node_changes, running_pods=args.running_pods,
-                             fresh=args.fresh).check()
+                             node_changes=args.node_changes, running_pods=args.running_pods).check()
 
     os.environ["TAS_CLUSTER_SOURCE"] = "simulator"  # we decide (control mode), as with the simulator
     with bench_database(args.database, keep=args.keep):
