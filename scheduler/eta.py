@@ -50,6 +50,7 @@ import heapq
 import math
 import os
 import pickle
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -635,8 +636,7 @@ def without_bursts(created: list[Workload], now: datetime, span: float, bins: in
     for wl in sorted(created, key=lambda w: (w.creation_timestamp, w.key)):
         age = (now - wl.creation_timestamp).total_seconds()  # type: ignore[operator]
         parts[min(bins - 1, int(age // width))].append(wl)
-    counts = sorted(len(part) for part in parts)
-    median = (counts[(bins - 1) // 2] + counts[bins // 2]) / 2
+    median = statistics.median(len(part) for part in parts)
     cap = math.floor(median + 3 * math.sqrt(median)) + 1
     out: list[Workload] = []
     for part in reversed(parts):  # the oldest first

@@ -240,7 +240,6 @@ def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | No
     waiting (pending or inadmissible)."""
     active = active_workload_rows() if rows is None else rows.filter(invalid_reason="").exclude(
         status=cluster.WorkloadStatus.FINISHED)
-    waiting = (cluster.WorkloadStatus.PENDING, cluster.WorkloadStatus.INADMISSIBLE)
     workloads = []
     for raw, rv_number, row_id, status, message in raw_objects(active.order_by("id"), "rv_number", "id", "status",
                                                                "message", read_ahead=rows is None):
@@ -250,7 +249,7 @@ def engine_workloads(rows: QuerySet | None = None, versions: dict[str, int] | No
             versions[key] = rv_number
         if order is not None:
             order[key] = row_id
-        if statuses is not None and status in waiting:
+        if statuses is not None and status in cluster.WAITING_STATUSES:
             statuses[key] = (status, message)
         try:
             workloads.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
