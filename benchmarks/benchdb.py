@@ -45,6 +45,8 @@ def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
     os.environ["DJANGO_SETTINGS_MODULE"] = "tasweb.settings"
     os.environ.setdefault("TAS_VAR_DIR", tempfile.mkdtemp(prefix="tas-bench-"))
     os.environ.setdefault("DJANGO_LOG_LEVEL", "WARNING")
+    # as the service runs in production: with DEBUG on, Django keeps and formats every query
+    os.environ.setdefault("DJANGO_DEBUG", "0")
     sys.path.insert(0, str(ROOT))
     try:
         import django

@@ -134,7 +134,7 @@ class SchedulingCycle:
         self.number = 0  # this cycle's number among the queue manager's cycles
         # (the result that stood for them, workloads parked with an equivalent one): their own
         # results are made only when asked for (`bulk_results`), as they can be many
-        self.bulk: list[tuple[WorkloadResult, list[str]]] = []
+        self.bulk: list[tuple[WorkloadResult, set[str]]] = []
 
     # ------------------------------------------------------------ the cycle
 
@@ -190,7 +190,7 @@ class SchedulingCycle:
                                    prioritize_non_borrowing=gates.FairSharingPrioritizeNonBorrowing,
                                    shares=self.preemptor.fair_shares)
 
-    def bulk_results(self, unanswered: Callable[[list[str], WorkloadResult], Iterable[str]] = lambda keys, _r: keys,
+    def bulk_results(self, unanswered: Callable[[set[str], WorkloadResult], Iterable[str]] = lambda keys, _r: keys,
                      ) -> dict[str, WorkloadResult]:
         """The results of the workloads parked with an equivalent one in this cycle (only those
         `unanswered` says need one)."""

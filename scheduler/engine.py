@@ -49,7 +49,7 @@ from scheduler.parse import ParsedObjects
 from scheduler.pods_ready import time_out, timeout_deadline
 from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
-from scheduler.results import PassResult, WorkloadResult, message_shape
+from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
 from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController
@@ -88,7 +88,7 @@ class Engine:
         # per waiting workload, the answer last given for it (status and reason with numbers
         # masked): a workload parked again with its equivalents under the same answer gets no
         # new result (thousands can be parked and requeued at every release of quota)
-        self.answered: dict[str, tuple[str, str]] = {}
+        self.answered = Answers()
         # per waiting workload a cycle decided on, where it stopped it (its latest evaluation);
         # the members of a parked equivalence class share their representative's record
         self.decisions: dict[str, StopRecord] = {}
@@ -262,15 +262,10 @@ class Engine:
             return None
         return explain_workload(self.state, wl, stop=self.stop_record(key, now))
 
-    def _unanswered(self, keys: list[str], result: WorkloadResult) -> list[str]:
+    def _unanswered(self, keys: set[str], result: WorkloadResult) -> list[str]:
         """Those of `keys` to whom `result` gives another answer than the last they were given
         (they are given it now)."""
-        answer = (result.status, message_shape(result.message))
-        answered = self.answered
-        out = [key for key in keys if answered.get(key) != answer]
-        for key in out:
-            answered[key] = answer
-        return out
+        return self.answered.give(keys, (result.status, message_shape(result.message)))
 
     def _ungate(self, outcome: PassOutcome) -> None:
         state = self.state

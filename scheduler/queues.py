@@ -270,15 +270,15 @@ class ClusterQueueQueue:
 
     # ------------------------------------------------------------ parking
 
-    def park_class(self, shape: Hashable, parked: Parked) -> list[str]:
+    def park_class(self, shape: Hashable, parked: Parked) -> set[str]:
         """Park the class (Kueue's bulk move); the keys of its members."""
         cls = self.classes.get(shape)
         if cls is None:
-            return []
+            return set()
         cls.parked = parked
         self._versions += 1
         cls.version = self._versions
-        return list(cls.members)
+        return set(cls.members)  # from the dict's stored hashes: no member's key is read
 
     def unpark_all(self, *, topology_only: bool = False) -> int:
         """Parked classes back into the heap (QueueInadmissibleWorkloads); with `topology_only`,
@@ -518,26 +518,28 @@ class QueueManager:
         return out
 
     def requeue(self, wl: Workload, cq_name: str, reason: str, representative: object = None, *,
-                under_hold: bool = False, topology_blocked: bool = False) -> tuple[bool, list[str]]:
+                under_hold: bool = False, topology_blocked: bool = False) -> tuple[bool, set[str]]:
         """A head that was not admitted goes back: to the heap (True) or parked (False), and
         the keys of equivalent workloads parked with it."""
         q = self.queues.get(cq_name)
         key = wl.key
         if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
-            return True, []
+            return True, set()
         order = self.orders.get(key) or queue_order_key(self.state, wl)
         shape = self.shape(wl)
         q.push(key, order, shape)
         if q.is_parked(key) is not None:
-            return False, []  # its class was parked meanwhile
+            return False, set()  # its class was parked meanwhile
         immediate = reason == REQUEUE_IMMEDIATE or q.strategy == STRICT_FIFO
         if immediate or q.queue_inadmissible_cycle >= q.pop_cycle:
-            return True, []
+            return True, set()
         # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;
         # without hashing every workload is a class of its own
         bulk = q.strategy == BEST_EFFORT_FIFO and reason in BULK_REASONS
-        members = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
-        moved = [k for k in members if k != key] if bulk else []
+        moved = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
+        if not bulk:
+            return False, set()
+        moved.discard(key)
         return False, moved
 
     def pending_count(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,81 @@ _NUMBERS = re.compile(r"\d+")
 def message_shape(message: str) -> str:
     """A reason with its numbers masked: "4 more needed" and "6 more needed" are one reason."""
     return _NUMBERS.sub("#", message)
+
+
+Answer = tuple[str, str]  # a result's status and its message_shape
+
+
+class Answers:
+    """The answer each waiting workload was last given, and the workloads given each answer.
+
+    When a parked equivalence class of tens of thousands is parked again under the answer its
+    members already have, finding that none needs a new result is one set difference (which
+    reads the hashes the sets keep) instead of one lookup a member."""
+
+    __slots__ = ("_given", "_of")
+
+    def __init__(self, items: Iterable[tuple[str, Answer]] = ()) -> None:
+        self._of: dict[str, Answer] = {}
+        self._given: dict[Answer, set[str]] = {}
+        for key, answer in items:
+            self[key] = answer
+
+    def __setitem__(self, key: str, answer: Answer) -> None:
+        old = self._of.get(key)
+        if old == answer:
+            return
+        if old is not None:
+            self._given[old].discard(key)
+        self._of[key] = answer
+        self._given.setdefault(answer, set()).add(key)
+
+    def pop(self, key: str, default: Answer | None = None) -> Answer | None:
+        old = self._of.pop(key, None)
+        if old is None:
+            return default
+        given = self._given[old]
+        given.discard(key)
+        if not given:
+            del self._given[old]
+        return old
+
+    def get(self, key: str, default: Answer | None = None) -> Answer | None:
+        return self._of.get(key, default)
+
+    def __getitem__(self, key: str) -> Answer:
+        return self._of[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._of
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._of)
+
+    def keys(self) -> Iterable[str]:
+        return self._of.keys()
+
+    def items(self) -> Iterable[tuple[str, Answer]]:
+        return self._of.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Answers):
+            return self._of == other._of
+        return self._of == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def give(self, keys: set[str], answer: Answer) -> list[str]:
+        """Those of `keys` whose last answer is not `answer` (in no particular order); they are
+        given it now."""
+        given = self._given.get(answer)
+        out = list(keys - given if given else keys)
+        for key in out:
+            self[key] = answer
+        return out
 
 
 ADMITTED = "Admitted"

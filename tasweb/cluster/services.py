@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -434,30 +435,44 @@ def _pg_update(model: type[MirroredObject], rows: list[tuple[str, dict[str, Any]
             cursor.execute("DROP TABLE mirror_incoming")
 
 
-def rows_update(*, rows: Sequence[Model], fields: Sequence[str]) -> None:
+def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
+                set_keys: Sequence[tuple[str, str, str]] = ()) -> None:
     """Save `fields` (and auto_now fields among them) of many rows of one model, as
-    `row.save(update_fields=fields)` would one by one, in a few statements on PostgreSQL."""
+    `row.save(update_fields=fields)` would one by one, in a few statements on PostgreSQL.
+
+    `set_keys` are (JSON field, key, attribute): the key of the stored document is set to the
+    row's attribute and the rest of the document is left as stored, so the row need not have
+    read it (e.g. a Workload's `status` in `raw`, given as `raw_status`)."""
     if not rows:
         return
     model = type(rows[0])
     if connection.vendor != "postgresql":
         for row in rows:
-            row.save(update_fields=list(fields))
+            for name, key, attribute in set_keys:
+                setattr(row, name, {**(getattr(row, name) or {}), key: getattr(row, attribute)})
+            row.save(update_fields=[*fields, *(name for name, _, _ in set_keys)])
         return
     pk = model._meta.pk
     targets = [model._meta.get_field(name) for name in fields]
     qn = connection.ops.quote_name
     table = qn(model._meta.db_table)
+    extra = [f"set_{i}" for i in range(len(set_keys))]
     columns = ", ".join(qn(f.column) for f in (pk, *targets))
-    assignments = ", ".join(f"{qn(f.column)} = incoming.{qn(f.column)}" for f in targets)
+    assignments = [f"{qn(f.column)} = incoming.{qn(f.column)}" for f in targets]
+    for (name, _key, _), column in zip(set_keys, extra, strict=True):
+        stored = qn(model._meta.get_field(name).column)
+        assignments.append(f"{stored} = jsonb_set(COALESCE(stored.{stored}, '{{}}'::jsonb), %s, "
+                           f"COALESCE(incoming.{column}, 'null'::jsonb))")
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE rows_incoming ON COMMIT DROP AS SELECT {columns} FROM {table} "
-                       f"WITH NO DATA")
-        with cursor.cursor.copy(f"COPY rows_incoming ({columns}) FROM STDIN") as copy:
+        cursor.execute(f"CREATE TEMPORARY TABLE rows_incoming ON COMMIT DROP AS SELECT {columns}"
+                       + "".join(f", NULL::jsonb AS {c}" for c in extra) + f" FROM {table} WITH NO DATA")
+        with cursor.cursor.copy(f"COPY rows_incoming ({', '.join([columns, *extra])}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row([f.get_db_prep_save(f.pre_save(row, False), connection) for f in (pk, *targets)])
-        cursor.execute(f"UPDATE {table} AS stored SET {assignments} FROM rows_incoming AS incoming "
-                       f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}")
+                copy.write_row([*(f.get_db_prep_save(f.pre_save(row, False), connection) for f in (pk, *targets)),
+                                *(orjson.dumps(getattr(row, attribute)).decode() for _, _, attribute in set_keys)])
+        cursor.execute(f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
+                       f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}",
+                       [[key] for _, key, _ in set_keys])
         cursor.execute("DROP TABLE rows_incoming")
 
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import CharField, Value
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Concat
 from django.utils import timezone
 
@@ -274,8 +275,12 @@ def assignments_replace(*, admissions: list[tuple[cluster.Workload, list[dict[st
 
 
 def _admission_pod_sets(workload: cluster.Workload) -> list[dict[str, Any]]:
-    admission = (workload.raw.get("status") or {}).get("admission") or {}
-    return list(admission.get("podSetAssignments") or [])
+    return _status_pod_sets(workload.raw.get("status"))
+
+
+def _status_pod_sets(status: Any) -> list[dict[str, Any]]:
+    admission = status.get("admission") if isinstance(status, Mapping) else None
+    return list((admission or {}).get("podSetAssignments") or [])
 
 
 def workload_assignments_sync(*, workload: cluster.Workload, paths: DomainPaths | None = None) -> None:
@@ -337,7 +342,10 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
 # ---------------------------------------------------------------- recording a pass
 
 ROW_CHUNK = 2000  # names per query when reading rows to write
-WORKLOAD_RESULT_FIELDS = ("raw", "status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at", "updated_at")
+WORKLOAD_RESULT_FIELDS = ("status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at", "updated_at")
+# a pass sets the `status` of the mirrored object, read and written on its own (`raw_status`):
+# the rest of the document, several times its size, is neither read nor written again
+WORKLOAD_RESULT_KEYS = (("raw", "status", "raw_status"),)
 POD_UNGATED_FIELDS = ("raw", "gated", "updated_at")
 POD_TERMINATED_FIELDS = ("raw", "phase", "updated_at")
 
@@ -377,11 +385,12 @@ class PassRecorder:
             by_namespace[w.workload.namespace].add(w.workload.name)
         # by (namespace, name), as the index is; locked until the pass commits: no writer
         # slips in between this check and the write
+        rows = cluster.Workload.objects.select_for_update().defer("raw").annotate(
+            raw_status=KeyTransform("status", "raw"))
         for namespace, names in sorted(by_namespace.items()):
             ordered = sorted(names)
             for start in range(0, len(ordered), ROW_CHUNK):
-                for row in cluster.Workload.objects.select_for_update().filter(
-                        namespace=namespace, name__in=ordered[start:start + ROW_CHUNK]):
+                for row in rows.filter(namespace=namespace, name__in=ordered[start:start + ROW_CHUNK]):
                     self.rows[row.key] = row
         if self.read_versions is not None:
             self.stale = {key for key, row in self.rows.items()
@@ -404,9 +413,9 @@ class PassRecorder:
         self.flush()
 
     def flush(self) -> None:
-        rows_update(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS)
-        assignments_replace(admissions=[(row, _admission_pod_sets(row)) for row in self.resynced], paths=self.paths,
-                            known=self.assignments)
+        rows_update(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS, set_keys=WORKLOAD_RESULT_KEYS)
+        assignments_replace(admissions=[(row, _status_pod_sets(row.raw_status)) for row in self.resynced],
+                            paths=self.paths, known=self.assignments)
         instances_insert(objs=self.events)
         instances_insert(objs=self.writes)
 
@@ -472,7 +481,8 @@ class PassRecorder:
         new_status = WorkloadStatus(wr.status) if wr.status in WORKLOAD_STATUSES else WorkloadStatus.PENDING
         old_status = row.status
         status_json = workload_status_json(wr)
-        old_admission = (row.raw.get("status") or {}).get("admission")
+        old_status_json = row.raw_status if isinstance(row.raw_status, dict) else {}
+        old_admission = old_status_json.get("admission")
         changed_admission = old_admission != status_json.get("admission")
         message = wr.message
         if not wr.decided and new_status in WAITING and old_status in WAITING:
@@ -482,15 +492,11 @@ class PassRecorder:
         if new_status == old_status and not changed_admission and row.message == message and \
                 row.unhealthy_nodes == wr.unhealthy_nodes and row.cluster_queue == wr.cluster_queue:
             return
-        raw = dict(row.raw)
-        raw["status"] = {**(raw.get("status") or {}), **status_json}
-        if "unhealthyNodes" not in status_json:
-            raw["status"].pop("unhealthyNodes", None)
-        if "admission" not in status_json:
-            raw["status"].pop("admission", None)
-        if "requeueState" not in status_json:
-            raw["status"].pop("requeueState", None)
-        row.raw = raw
+        new_status_json = {**old_status_json, **status_json}
+        for key in ("unhealthyNodes", "admission", "requeueState"):
+            if key not in status_json:
+                new_status_json.pop(key, None)
+        row.raw_status = new_status_json
         row.status = new_status
         previous_message, row.message = row.message, message
         row.cluster_queue = wr.cluster_queue or row.cluster_queue

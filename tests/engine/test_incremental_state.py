@@ -32,7 +32,7 @@ from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
 from scheduler.model import TOPOLOGY_GATE, Admission, Condition, Workload
 from scheduler.parse import ParsedObjects
-from scheduler.results import PassResult
+from scheduler.results import Answers, PassResult
 
 from .factories import (
     BLOCK,
@@ -109,7 +109,7 @@ def rebuild(engine: Engine) -> Engine:
             if cls.parked is not None:
                 target.park_class(shape, copy.copy(cls.parked))
     dst.scan_progress = copy.deepcopy(src.scan_progress)
-    fresh.answered = dict(engine.answered)  # what the service reads back from the rows it wrote
+    fresh.answered = Answers(engine.answered.items())  # what the service reads back from the rows it wrote
     dst.second_pass = copy.deepcopy(src.second_pass)
     for key, orphan in src.orphans.items():
         if key in dst.orphans:
