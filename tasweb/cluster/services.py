@@ -9,6 +9,8 @@ list that races with a watch, changes nothing.
 from __future__ import annotations
 
 import contextlib
+import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -443,7 +445,18 @@ def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
     `set_keys` are (JSON field, key, attribute): the key of the stored document is set to the
     row's attribute and the rest of the document is left as stored, so the row need not have
     read it (e.g. a Workload's `status` in `raw`, given as `raw_status`)."""
+    with rows_update_beside(rows=rows, fields=fields, set_keys=set_keys):
+        pass
+
+
+@contextlib.contextmanager
+def rows_update_beside(*, rows: Sequence[Model], fields: Sequence[str],
+                       set_keys: Sequence[tuple[str, str, str]] = ()) -> Iterator[None]:
+    """`rows_update`, whose UPDATE runs on PostgreSQL while the caller's block does work that
+    needs no database (the block's end waits for it; a database call within waits sooner).
+    Its error, if any, is raised at the end of the block."""
     if not rows:
+        yield
         return
     model = type(rows[0])
     if connection.vendor != "postgresql":
@@ -451,6 +464,7 @@ def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
             for name, key, attribute in set_keys:
                 setattr(row, name, {**(getattr(row, name) or {}), key: getattr(row, attribute)})
             row.save(update_fields=[*fields, *(name for name, _, _ in set_keys)])
+        yield
         return
     pk = model._meta.pk
     targets = [model._meta.get_field(name) for name in fields]
@@ -466,14 +480,45 @@ def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"CREATE TEMPORARY TABLE rows_incoming ON COMMIT DROP AS SELECT {columns}"
                        + "".join(f", NULL::jsonb AS {c}" for c in extra) + f" FROM {table} WITH NO DATA")
+        plan = [(f, _to_db(f, connection)) for f in (pk, *targets)]
         with cursor.cursor.copy(f"COPY rows_incoming ({', '.join([columns, *extra])}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row([*(f.get_db_prep_save(f.pre_save(row, False), connection) for f in (pk, *targets)),
-                                *(orjson.dumps(getattr(row, attribute)).decode() for _, _, attribute in set_keys)])
-        cursor.execute(f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
-                       f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}",
-                       [[key] for _, key, _ in set_keys])
+                copy.write_row([*(to_db(f.pre_save(row, False)) for f, to_db in plan),
+                                *(_json_text(getattr(row, attribute)) for _, _, attribute in set_keys)])
+        with statement_beside(f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
+                              f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}",
+                              [[key] for _, key, _ in set_keys]):
+            yield
         cursor.execute("DROP TABLE rows_incoming")
+
+
+@contextlib.contextmanager
+def statement_beside(sql: str, params: Sequence[Any] = ()) -> Iterator[None]:
+    """Run one statement in this connection's transaction on a thread, while the caller's block
+    runs: the server works on it meanwhile, and the thread waits without holding the
+    interpreter. The driver's connection lets one statement in at a time, so a database call
+    within the block only waits for it. Its error is raised at the end of the block, as one of
+    Django's database errors."""
+    connection.ensure_connection()
+    raw = connection.connection
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with raw.cursor() as cursor:
+                cursor.execute(sql, params)
+        except BaseException as exc:  # handed to the caller
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="statement-beside", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        with connection.wrap_database_errors:  # as Django's own cursors raise it
+            raise failed[0]
 
 
 # Field types whose Python values the driver takes as they are (get_db_prep_save would only
@@ -481,47 +526,130 @@ def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
 
 
+def _json_text(value: Any) -> str | None:
+    """A JSONField value as the JSON text COPY gives PostgreSQL (None: SQL NULL, as Django
+    stores it): orjson, several times faster than the json module Django's adapter calls."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # e.g. an integer beyond 64 bits, which the json module writes
+        return json.dumps(value)
+
+
 def _to_db(field: Field, db) -> Callable[[Any], Any]:
-    if isinstance(field, _PLAIN_FIELDS) and not isinstance(field, models.JSONField):
+    if isinstance(field, models.JSONField):
+        if field.encoder is None and db.vendor == "postgresql":
+            return _json_text
+    elif isinstance(field, _PLAIN_FIELDS):
         return lambda value: value
     return lambda value: field.get_db_prep_save(value, db)
 
 
-def rows_insert(*, model: type[Model], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Insert many rows of `model` given as {field name: value} (missing fields take their
-    defaults; ids are not returned): COPY on PostgreSQL, streamed as `rows` are produced,
-    bulk_create elsewhere."""
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**row) for row in rows], batch_size=1000)
-        return
-    db = connections[DEFAULT_DB_ALIAS]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+@dataclass
+class PreparedRows:
+    """Rows of one model made ready for the database (`rows_prepare`), written by `prepared_insert`."""
+
+    model: type[Model]
+    rows: list[Any]  # PostgreSQL: each row's column values as the driver takes them; elsewhere: instances
+
+
+def _insert_plan(model: type[Model], db, *, with_pk: bool) -> tuple[list[Field], list[tuple]]:
+    fields = [f for f in model._meta.concrete_fields if with_pk or not f.primary_key]
     stamped = {f.attname for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)}
     now = timezone.now()
     # defaults are computed once: rows only pass them to the driver, never change them
     plan = [(f.attname, f.name if f.is_relation else None, _to_db(f, db),
              now if f.attname in stamped else f.get_default()) for f in fields]
+    return fields, plan
+
+
+def _planned_values(row: Mapping[str, Any], plan: list[tuple]) -> list[Any]:
+    values = []
+    for attname, relation, to_db, default in plan:
+        if attname in row:
+            value = row[attname]
+        elif relation is not None and relation in row:
+            value = row[relation].pk if row[relation] is not None else None
+        else:
+            value = default  # as the model's constructor would
+        values.append(to_db(value))
+    return values
+
+
+def _copy_in(db, model: type[Model], fields: list[Field], rows: Iterable[list[Any]]) -> None:
     qn = db.ops.quote_name
     columns = ", ".join(qn(f.column) for f in fields)
     with db.cursor() as cursor, cursor.cursor.copy(f"COPY {qn(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            values = []
-            for attname, relation, to_db, default in plan:
-                if attname in row:
-                    value = row[attname]
-                elif relation is not None and relation in row:
-                    value = row[relation].pk if row[relation] is not None else None
-                else:
-                    value = default  # as the model's constructor would
-                values.append(to_db(value))
+        for values in rows:
             copy.write_row(values)
+
+
+def rows_insert(*, model: type[Model], rows: Iterable[Mapping[str, Any]], with_pk: bool = False) -> None:
+    """Insert many rows of `model` given as {field name: value} (missing fields take their
+    defaults; ids are not returned, or given with `with_pk`): COPY on PostgreSQL, streamed as
+    `rows` are produced, bulk_create elsewhere."""
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create([model(**row) for row in rows], batch_size=1000)
+        return
+    db = connections[DEFAULT_DB_ALIAS]
+    fields, plan = _insert_plan(model, db, with_pk=with_pk)
+    _copy_in(db, model, fields, (_planned_values(row, plan) for row in rows))
+
+
+def rows_prepare(*, model: type[Model], rows: Iterable[Mapping[str, Any]], with_pk: bool = False) -> PreparedRows:
+    """`rows_insert`'s work short of the database: what is left for `prepared_insert` is to
+    send the rows (so the two can be apart, e.g. while another statement runs)."""
+    if connection.vendor != "postgresql":
+        return PreparedRows(model, [model(**row) for row in rows])
+    _, plan = _insert_plan(model, connections[DEFAULT_DB_ALIAS], with_pk=with_pk)
+    return PreparedRows(model, [_planned_values(row, plan) for row in rows])
+
+
+def prepared_insert(prepared: PreparedRows, *, with_pk: bool = False) -> None:
+    """Insert rows made ready by `rows_prepare` (with the same `with_pk`)."""
+    if not prepared.rows:
+        return
+    if connection.vendor != "postgresql":
+        prepared.model.objects.bulk_create(prepared.rows, batch_size=1000)
+        return
+    db = connections[DEFAULT_DB_ALIAS]
+    fields, _ = _insert_plan(prepared.model, db, with_pk=with_pk)
+    _copy_in(db, prepared.model, fields, prepared.rows)
+
+
+def ids_reserve(*, model: type[Model], count: int) -> list[int]:
+    """`count` new primary keys of `model`, for rows inserted with them in this transaction
+    (`with_pk`): the rows that refer to them can then be made before they are inserted."""
+    if count <= 0:
+        return []
+    qn = connection.ops.quote_name
+    table, pk = model._meta.db_table, model._meta.pk.column
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                           [qn(table), pk, count])
+            return [row[0] for row in cursor.fetchall()]
+        # elsewhere (SQLite: the write lock is held from the transaction's start) after the largest
+        cursor.execute(f"SELECT COALESCE(MAX({qn(pk)}), 0) FROM {qn(table)}")
+        largest = int(cursor.fetchone()[0])
+    return list(range(largest + 1, largest + 1 + count))
+
+
+def _instance_rows(objs: Sequence[Model]) -> Iterator[dict[str, Any]]:
+    fields = [f for f in type(objs[0])._meta.concrete_fields if not f.primary_key]
+    # pre_save, as bulk_create does: it fills auto_now(_add) fields and returns the rest
+    return ({f.attname: f.pre_save(obj, True) for f in fields} for obj in objs)
 
 
 def instances_insert(*, objs: Sequence[Model]) -> None:
     """Insert unsaved model instances of one model, in order (their ids are not set)."""
+    if objs:
+        rows_insert(model=type(objs[0]), rows=_instance_rows(objs))
+
+
+def instances_prepare(*, objs: Sequence[Model]) -> PreparedRows:
+    """`instances_insert` made ready, for `prepared_insert`."""
     if not objs:
-        return
-    model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    # pre_save, as bulk_create does: it fills auto_now(_add) fields and returns the rest
-    rows_insert(model=model, rows=({f.attname: f.pre_save(obj, True) for f in fields} for obj in objs))
+        return PreparedRows(Model, [])
+    return rows_prepare(model=type(objs[0]), rows=_instance_rows(objs))

@@ -58,7 +58,16 @@ from scheduler.simulate import engine_pass
 from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
-from tasweb.cluster.services import instances_insert, rows_insert, rows_update
+from tasweb.cluster.services import (
+    PreparedRows,
+    ids_reserve,
+    instances_prepare,
+    prepared_insert,
+    rows_insert,
+    rows_prepare,
+    rows_update,
+    rows_update_beside,
+)
 from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
@@ -215,14 +224,26 @@ def assignments_replace(*, admissions: list[tuple[cluster.Workload, list[dict[st
     the admission is their v1beta2 encoding (a pass's own results): they are not decoded
     and encoded again.
     """
-    if not admissions:
-        return
+    assignments_write(assignments_prepare(admissions=admissions, paths=paths, known=known))
+
+
+@dataclass
+class PreparedAssignments:
+    """`assignments_replace`'s rows, made ready (and their ids taken) before they are written."""
+
+    workload_ids: list[int]
+    pod_sets: PreparedRows
+    domains: PreparedRows
+
+
+def assignments_prepare(*, admissions: list[tuple[cluster.Workload, list[dict[str, Any]]]],
+                        paths: DomainPaths | None = None,
+                        known: Mapping[tuple[int, str], TopologyAssignment] | None = None,
+                        ids: list[int] | None = None) -> PreparedAssignments:
+    """The rows `assignments_replace` writes. `ids` are the PodSetAssignments' (`ids_reserve`,
+    one a PodSet; taken here if not given); beyond that, it needs the database only for the
+    labels of nodes `paths` does not know."""
     paths = paths or DomainPaths()
-    workload_ids = [workload.pk for workload, _ in admissions]
-    for start in range(0, len(workload_ids), 2000):
-        chunk = workload_ids[start:start + 2000]
-        AssignmentDomain.objects.filter(workload_id__in=chunk).delete()
-        PodSetAssignment.objects.filter(workload_id__in=chunk).delete()
     rows: list[dict[str, Any]] = []
     decoded: list[tuple[dict[str, Any], TopologyAssignment | None]] = []
     for workload, pod_sets in admissions:
@@ -250,14 +271,10 @@ def assignments_replace(*, admissions: list[tuple[cluster.Workload, list[dict[st
             }
             rows.append(row)
             decoded.append((row, ta))
-    rows_insert(model=PodSetAssignment, rows=rows)
-    if not any(ta and ta.domains for _, ta in decoded):
-        return
-    ids: dict[tuple[int, str], int] = {}
-    for start in range(0, len(workload_ids), 2000):
-        for pk, workload_id, pod_set in PodSetAssignment.objects.filter(
-                workload_id__in=workload_ids[start:start + 2000]).values_list("id", "workload_id", "pod_set"):
-            ids[(workload_id, pod_set)] = pk
+    if ids is None:
+        ids = ids_reserve(model=PodSetAssignment, count=len(rows))
+    for row, pk in zip(rows, ids, strict=True):
+        row["id"] = pk
     paths.prefetch(d.values[-1] for _, ta in decoded if ta for d in ta.domains)
     domains = []
     for row, ta in decoded:
@@ -265,13 +282,26 @@ def assignments_replace(*, admissions: list[tuple[cluster.Workload, list[dict[st
         for position, dom in enumerate(ta.domains if ta else ()):
             full = paths.full_path(row["flavor"], levels, dom.values)
             domain = {
-                "assignment_id": ids[(row["workload_id"], row["pod_set"])], "workload_id": row["workload_id"],
+                "assignment_id": row["id"], "workload_id": row["workload_id"],
                 "flavor": row["flavor"], "position": position, "count": dom.count, "values": full,
                 "node": dom.values[-1] if levels and levels[-1] == HOSTNAME_LABEL else "",
             }
             domain.update((f"level_{i}", v) for i, v in enumerate(full[:MAX_LEVELS]))
             domains.append(domain)
-    rows_insert(model=AssignmentDomain, rows=domains)
+    return PreparedAssignments([workload.pk for workload, _ in admissions],
+                               rows_prepare(model=PodSetAssignment, rows=rows, with_pk=True),
+                               rows_prepare(model=AssignmentDomain, rows=domains))
+
+
+def assignments_write(prepared: PreparedAssignments) -> None:
+    """Replace the workloads' stored assignments with the prepared rows."""
+    ids = prepared.workload_ids
+    for start in range(0, len(ids), 2000):
+        chunk = ids[start:start + 2000]
+        AssignmentDomain.objects.filter(workload_id__in=chunk).delete()
+        PodSetAssignment.objects.filter(workload_id__in=chunk).delete()
+    prepared_insert(prepared.pod_sets, with_pk=True)
+    prepared_insert(prepared.domains)
 
 
 def _admission_pod_sets(workload: cluster.Workload) -> list[dict[str, Any]]:
@@ -413,11 +443,20 @@ class PassRecorder:
         self.flush()
 
     def flush(self) -> None:
-        rows_update(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS, set_keys=WORKLOAD_RESULT_KEYS)
-        assignments_replace(admissions=[(row, _status_pod_sets(row.raw_status)) for row in self.resynced],
-                            paths=self.paths, known=self.assignments)
-        instances_insert(objs=self.events)
-        instances_insert(objs=self.writes)
+        # the rows of the assignments and the history are made while the server updates the
+        # workloads (the largest statement of a pass: every index of the table moves)
+        ids = ids_reserve(model=PodSetAssignment, count=sum(len(_status_pod_sets(row.raw_status))
+                                                            for row in self.resynced))
+        with rows_update_beside(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS,
+                                set_keys=WORKLOAD_RESULT_KEYS):
+            assignments = assignments_prepare(
+                admissions=[(row, _status_pod_sets(row.raw_status)) for row in self.resynced], paths=self.paths,
+                known=self.assignments, ids=ids)
+            events = instances_prepare(objs=self.events)
+            writes = instances_prepare(objs=self.writes)
+        assignments_write(assignments)
+        prepared_insert(events)
+        prepared_insert(writes)
 
     def explain(self, result: PassResult) -> None:
         """Observe mode: record the engine's reason for each waiting workload when it changes."""
@@ -703,11 +742,14 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                 if before_commit is not None:
                     before_commit(record)
                 _finish_record(record, result, started, pending=engine.queues.pending_count())
+            left_alone = recorder.stale
+            # the rows written and the results die here, not after the collector has walked them
+            del result, recorder
     except BaseException:
         runtime_discard("the pass did not commit")
         estimate_source_set(None)
         raise
-    runtime_committed(runtime, record, left_alone=recorder.stale)
+    runtime_committed(runtime, record, left_alone=left_alone)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)
     return record

@@ -11,6 +11,7 @@ import pytest
 from scheduler.engine import Engine
 from scheduler.model import Condition
 from scheduler.queues import second_pass_delay
+from scheduler.results import Answers
 
 from .factories import (
     HOSTNAME,
@@ -90,6 +91,32 @@ class TestOrder:
         assert len(nominated) == 1
         assert engine.queues.parked_count() == 200
         assert outcome.cycles == 3  # admits "fits", parks the 200, finds no head
+
+
+class TestAnswers:
+    def test_the_book_gives_only_those_whose_answer_changes(self):
+        book = Answers([("a", ("Inadmissible", "no room")), ("b", ("Inadmissible", "no room"))])
+        assert sorted(book.give({"a", "b", "c"}, ("Inadmissible", "no room"))) == ["c"]
+        assert book.give({"a", "b", "c"}, ("Inadmissible", "no room")) == []
+        assert sorted(book.give({"a", "c"}, ("Pending", "waiting"))) == ["a", "c"]
+        assert book.get("a") == ("Pending", "waiting") and book["b"] == ("Inadmissible", "no room")
+        # "a" left the old answer's keys: given that answer again, it is answered again
+        assert book.give({"a", "b"}, ("Inadmissible", "no room")) == ["a"]
+        assert book.pop("a") == ("Inadmissible", "no room") and book.pop("a") is None
+        assert book.give({"a"}, ("Inadmissible", "no room")) == ["a"]
+        assert len(book) == 3 and set(book) == {"a", "b", "c"} and "d" not in book
+        assert book == Answers(book.items()) and book == dict(book.items())
+
+    def test_a_class_parked_again_under_the_same_answer_gets_no_new_results(self):
+        objects = [*base(cq("a", cpu=1)), job("fits", "a")]
+        objects += [job(f"big-{i}", "a", count=2, created=i + 1) for i in range(50)]
+        engine = engine_of(objects)
+        first = engine.run_pass(NOW)
+        assert len([k for k in first.decided if "/big-" in k]) == 50
+        finish(engine, "fits")  # quota freed in the ClusterQueue: the class is requeued, and parked again
+        again = engine.run_pass(NOW + timedelta(seconds=10))
+        assert engine.queues.parked_count() == 50
+        assert len([k for k in again.decided if "/big-" in k]) == 1  # only the one evaluated
 
 
 class TestParking:

@@ -6,10 +6,20 @@ from __future__ import annotations
 import copy
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
 from tasweb.cluster.models import Node, Pod, Workload
-from tasweb.cluster.services import object_upsert, objects_resync, rows_insert, rows_update
+from tasweb.cluster.services import (
+    ids_reserve,
+    object_upsert,
+    objects_resync,
+    prepared_insert,
+    rows_insert,
+    rows_prepare,
+    rows_update,
+    rows_update_beside,
+    statement_beside,
+)
 from tasweb.scheduling.models import ClusterWrite, EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
 from tasweb.scheduling.services import assignments_replace, scheduling_pass_run
 
@@ -145,3 +155,57 @@ def test_a_control_pass_queues_its_cluster_writes():
     assert sum(1 for w in writes if w.payload["status"].get("admission")) == record.admitted == EXAMPLE_ADMISSIBLE
     events = WorkloadEvent.objects.filter(kind=EventKind.ADMITTED)
     assert events.count() == EXAMPLE_ADMISSIBLE and all(e.scheduling_pass_id == record.id for e in events)
+
+
+def test_rows_update_sets_one_key_of_a_document_and_keeps_the_rest():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    object_upsert(kind="Workload", obj=small_workload("w2"))
+    stored = {row.name: row.raw for row in Workload.objects.all()}
+    rows = list(Workload.objects.defer("raw").order_by("name"))
+    rows[0].raw_status = {"note": "quote \" and backslash \\ survive", "n": [1, 2]}
+    rows[1].raw_status = None  # a JSON null, not SQL NULL: the document keeps its key
+    for row in rows:
+        row.message = f"changed {row.name}"
+    rows_update(rows=rows, fields=["message", "updated_at"], set_keys=[("raw", "status", "raw_status")])
+    after = {row.name: row for row in Workload.objects.all()}
+    assert after["w1"].raw == {**stored["w1"], "status": {"note": "quote \" and backslash \\ survive", "n": [1, 2]}}
+    assert after["w2"].raw == {**stored["w2"], "status": None}
+    assert after["w1"].message == "changed w1" and after["w2"].message == "changed w2"
+
+
+def test_an_update_beside_runs_in_the_transaction_while_the_block_works():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    row = Workload.objects.defer("raw").get(name="w1")
+    row.raw_status = {"seen": True}
+    row.message = "beside"
+    with transaction.atomic():
+        with rows_update_beside(rows=[row], fields=["message"], set_keys=[("raw", "status", "raw_status")]):
+            # a database call within waits for the statement, then sees what it wrote
+            assert Workload.objects.get(name="w1").message == "beside"
+        assert Workload.objects.get(name="w1").raw["status"] == {"seen": True}
+        transaction.set_rollback(True)
+    assert Workload.objects.get(name="w1").message == ""  # rolled back with the transaction
+
+
+def test_a_failed_statement_beside_raises_at_the_end_of_the_block():
+    ran = []
+    with pytest.raises(DatabaseError, match="no_such_table"), transaction.atomic(), \
+            statement_beside("UPDATE no_such_table SET x = 1"):
+        ran.append(True)  # the block runs all the same
+    assert ran == [True]
+
+
+def test_reserved_ids_are_the_ones_the_rows_get():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    row = Workload.objects.get(name="w1")
+    ids = ids_reserve(model=PodSetAssignment, count=3)
+    assert len(set(ids)) == 3 and ids_reserve(model=PodSetAssignment, count=0) == []
+    prepared = rows_prepare(model=PodSetAssignment, rows=[{"id": pk, "workload_id": row.pk, "pod_set": f"ps{i}"}
+                                                         for i, pk in enumerate(ids)], with_pk=True)
+    prepared_insert(prepared, with_pk=True)
+    assert dict(PodSetAssignment.objects.values_list("pod_set", "id")) == {"ps0": ids[0], "ps1": ids[1],
+                                                                           "ps2": ids[2]}
+    # the sequence went past them: a row inserted without an id gets a new one
+    rows_insert(model=PodSetAssignment, rows=[{"workload_id": row.pk, "pod_set": "ps3"}])
+    assert PodSetAssignment.objects.get(pod_set="ps3").id > max(ids)
+
