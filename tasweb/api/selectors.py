@@ -30,6 +30,7 @@ from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from tasweb.api.state import EngineView, engine_view, remembered
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
+from tasweb.core.queries import json_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
     AdmissionComparison,
@@ -501,8 +502,8 @@ class PendingWorkload:
 def _queue_rows(q: Q, *, stop: int | None = None) -> Iterator[tuple]:
     """The waiting workloads `q` selects in queue order; only the first `stop` when given."""
     rows = (cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES).order_by(*QUEUE_ORDER)
-            .values_list("namespace", "name", "queue_name", "priority", "created_at",
-                         "raw__metadata__ownerReferences"))
+            .annotate(owners=json_key("raw", "metadata", "ownerReferences"))
+            .values_list("namespace", "name", "queue_name", "priority", "created_at", "owners"))
     if stop is not None:
         rows = rows[:stop]
     return rows.iterator(chunk_size=2000)

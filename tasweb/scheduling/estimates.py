@@ -64,6 +64,7 @@ from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, can_fork, es
 from scheduler.model import Workload as EngineWorkload
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
+from tasweb.core.queries import json_key
 from tasweb.scheduling.leader import scheduler_key
 from tasweb.scheduling.models import SchedulingPass, WorkloadPrediction
 from tasweb.scheduling.selectors import recent_workloads
@@ -170,8 +171,8 @@ def runtime_history_build(*, limit: int = HISTORY_RUNS) -> RuntimeHistory:
     history = RuntimeHistory()
     rows = (cluster.Workload.objects.filter(status=cluster.WorkloadStatus.FINISHED, admitted_at__isnull=False,
                                             finished_at__isnull=False)
-            .order_by("-finished_at").values_list("namespace", "queue_name", "pod_count", "admitted_at",
-                                                  "finished_at", "raw__metadata__ownerReferences")[:limit])
+            .order_by("-finished_at").annotate(owners=json_key("raw", "metadata", "ownerReferences"))
+            .values_list("namespace", "queue_name", "pod_count", "admitted_at", "finished_at", "owners")[:limit])
     runs = []
     for namespace, queue, pods, admitted, finished, owners in rows:
         seconds = (finished - admitted).total_seconds()

@@ -39,6 +39,7 @@ from scheduler.parse import (
     parse_workload,
 )
 from tasweb.cluster import models as cluster
+from tasweb.core.queries import json_key
 from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
 
 
@@ -77,8 +78,8 @@ def engine_nodes(rows: QuerySet | None = None) -> list[EngineNode]:
         for row in values:
             row[6] = datetime.fromisoformat(row[6]) if row[6] else None
     else:
-        values = valid.values_list("name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since",
-                                   "raw__metadata__deletionTimestamp")
+        values = valid.annotate(deletion=json_key("raw", "metadata", "deletionTimestamp")).values_list(
+            "name", "labels", "allocatable", "taints", "unschedulable", "ready", "ready_since", "deletion")
     nodes = []
     for name, labels, allocatable, taints, unschedulable, ready, ready_since, deleting in values:
         nodes.append(EngineNode(

@@ -68,6 +68,7 @@ from tasweb.cluster.services import (
     rows_update,
     rows_update_beside,
 )
+from tasweb.core.queries import json_key
 from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
 from tasweb.scheduling.models import (
@@ -509,8 +510,8 @@ class PassRecorder:
         stopped so (its `since`), and a pass writes only what changed."""
         keys = list(stops)
         for start in range(0, len(keys), ROW_CHUNK):
-            stored = WorkloadStop.objects.filter(workload_key__in=keys[start:start + ROW_CHUNK]).values_list(
-                "workload_key", "step", "record__message")
+            stored = WorkloadStop.objects.filter(workload_key__in=keys[start:start + ROW_CHUNK]).annotate(
+                stored_message=json_key("record", "message")).values_list("workload_key", "step", "stored_message")
             for key, step, message in stored:
                 wanted = stops[key]
                 if wanted["step"] == step and wanted["record"].get("message") == message:

@@ -40,6 +40,7 @@ from tasweb.cluster.services import (
     object_upsert,
     rows_insert,
 )
+from tasweb.core.queries import json_key
 from tasweb.scheduling.services import kueue_configuration, workload_deleted, workload_observed
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.config import SimulatorSettings, simulator_settings, stand_in_kueue
@@ -588,7 +589,8 @@ class Tick:
             return
         live: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         pods = (self.pods_of(workloads).exclude(phase__in=TERMINAL_PHASES)
-                .values_list("namespace", "workload_name", "pod_set", f"raw__metadata__labels__{k8s.INDEX_LABEL}"))
+                .annotate(index=json_key("raw", "metadata", "labels", k8s.INDEX_LABEL))
+                .values_list("namespace", "workload_name", "pod_set", "index"))
         for namespace, workload, pod_set, index in pods:
             live[(namespace, workload, pod_set)].add(str(index))
         flavors = dict(cluster.ResourceFlavor.objects.values_list("name", "node_labels"))

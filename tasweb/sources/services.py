@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tasweb.cluster import models as cluster
 from tasweb.cluster.services import object_delete, object_uid, object_upsert, objects_resync
+from tasweb.core.queries import json_key
 from tasweb.scheduling.models import ClusterWrite
 from tasweb.scheduling.services import workload_deleted, workload_observed
 from tasweb.sources.kubeapi import CONNECTION_ERRORS, Discovery, KubeApi, NotServed, describe_error
@@ -76,7 +77,8 @@ def _workload_states(uids: Iterable[str] | None = None) -> dict[str, WorkloadSta
     if uids is not None:
         rows = rows.filter(uid__in=list(uids))
     return {uid: (status, admission) for uid, status, admission in
-            rows.values_list("uid", "status", "raw__status__admission").iterator(chunk_size=2000)}
+            rows.annotate(admission=json_key("raw", "status", "admission")).values_list(
+                "uid", "status", "admission").iterator(chunk_size=2000)}
 
 
 def _observe(before: Mapping[str, WorkloadState], uids: Iterable[str]) -> int:

@@ -20,6 +20,7 @@ from tasweb.cluster.services import (
     rows_update_beside,
     statement_beside,
 )
+from tasweb.core.queries import json_key
 from tasweb.scheduling.models import ClusterWrite, EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
 from tasweb.scheduling.services import assignments_replace, scheduling_pass_run
 
@@ -209,3 +210,13 @@ def test_reserved_ids_are_the_ones_the_rows_get():
     rows_insert(model=PodSetAssignment, rows=[{"workload_id": row.pk, "pod_set": "ps3"}])
     assert PodSetAssignment.objects.get(pod_set="ps3").id > max(ids)
 
+
+def test_json_key_reads_what_a_path_of_names_reads():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    by_path = list(Workload.objects.values_list("raw__metadata__name", "raw__metadata__missing", "raw__spec"))
+    by_key = list(Workload.objects.annotate(
+        a=json_key("raw", "metadata", "name"), b=json_key("raw", "metadata", "missing"), c=json_key("raw", "spec"),
+    ).values_list("a", "b", "c"))
+    assert by_key == by_path and by_key[0][0] == "w1" and by_key[0][1] is None
+    with pytest.raises(ValueError, match="at least one key"):
+        json_key("raw")

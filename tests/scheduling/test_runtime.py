@@ -18,7 +18,7 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.services import object_delete, object_upsert, rows_insert
 from tasweb.scheduling import runtime as rt
 from tasweb.scheduling import selectors, services
-from tasweb.scheduling.models import SchedulingPass
+from tasweb.scheduling.models import SchedulingPass, WorkloadStop
 from tasweb.simulator.services import simulator_seed, simulator_tick
 from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
 from tests.simulator.conftest import START, quiet
@@ -196,6 +196,38 @@ class TestGarbageCollection:
         finally:
             services.engine_pass_run = real
         assert gc.isenabled() and made and made[0]() is None
+
+    def test_what_a_pass_wrote_is_freed_as_it_ends_without_the_collector(self, monkeypatch):
+        """No reference cycle holds the pass's recorder (its rows, events and results): they
+        are freed by reference counting, before anything is collected or frozen (a cycle
+        there would freeze them with the state, pass after pass)."""
+        import_example_cluster()
+        services.scheduling_pass_run()
+        # something to write: one admitted, and one that waits (its why-pending record is compared
+        # with the stored one)
+        object_upsert(kind="Workload", obj=small_workload("late"))
+        object_upsert(kind="Workload", obj=small_workload("too-big", gpus=100_000))
+        recorders: list[weakref.ref] = []
+        alive_at_commit: list[bool] = []
+        record, committed = services.PassRecorder.record, services.runtime_committed
+
+        def recording(self, result):
+            recorders.append(weakref.ref(self))
+            return record(self, result)
+
+        def on_commit(*args, **kwargs):
+            alive_at_commit.append(recorders[0]() is not None)
+            return committed(*args, **kwargs)
+
+        monkeypatch.setattr(services.PassRecorder, "record", recording)
+        monkeypatch.setattr(services, "runtime_committed", on_commit)
+        gc.disable()  # nothing but reference counting frees anything during the pass
+        try:
+            services.scheduling_pass_run()
+        finally:
+            gc.enable()
+        assert recorders and alive_at_commit == [False]
+        assert WorkloadStop.objects.filter(workload_key="ml/too-big").exists()
 
 
 def test_the_state_stays_equal_to_a_rebuild_through_a_busy_simulated_cluster():
