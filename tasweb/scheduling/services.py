@@ -24,7 +24,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import CharField, Value
-from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Concat
 from django.utils import timezone
 
@@ -416,8 +415,7 @@ class PassRecorder:
             by_namespace[w.workload.namespace].add(w.workload.name)
         # by (namespace, name), as the index is; locked until the pass commits: no writer
         # slips in between this check and the write
-        rows = cluster.Workload.objects.select_for_update().defer("raw").annotate(
-            raw_status=KeyTransform("status", "raw"))
+        rows = cluster.Workload.objects.select_for_update().defer("raw").annotate(raw_status=json_key("raw", "status"))
         for namespace, names in sorted(by_namespace.items()):
             ordered = sorted(names)
             for start in range(0, len(ordered), ROW_CHUNK):
