@@ -42,7 +42,7 @@ class Answers:
         if old == answer:
             return
         if old is not None:
-            self._given[old].discard(key)
+            self._forget(key, old)
         self._of[key] = answer
         self._given.setdefault(answer, set()).add(key)
 
@@ -50,11 +50,15 @@ class Answers:
         old = self._of.pop(key, None)
         if old is None:
             return default
-        given = self._given[old]
+        self._forget(key, old)
+        return old
+
+    def _forget(self, key: str, answer: Answer) -> None:
+        """`key` no longer has `answer` (an answer nobody has any more is dropped)."""
+        given = self._given[answer]
         given.discard(key)
         if not given:
-            del self._given[old]
-        return old
+            del self._given[answer]
 
     def get(self, key: str, default: Answer | None = None) -> Answer | None:
         return self._of.get(key, default)

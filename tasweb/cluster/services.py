@@ -445,8 +445,10 @@ def rows_update(*, rows: Sequence[Model], fields: Sequence[str],
     `set_keys` are (JSON field, key, attribute): the key of the stored document is set to the
     row's attribute and the rest of the document is left as stored, so the row need not have
     read it (e.g. a Workload's `status` in `raw`, given as `raw_status`)."""
-    with rows_update_beside(rows=rows, fields=fields, set_keys=set_keys):
-        pass
+    with _incoming_update(rows=rows, fields=fields, set_keys=set_keys) as statement:
+        if statement is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(*statement)
 
 
 @contextlib.contextmanager
@@ -455,8 +457,21 @@ def rows_update_beside(*, rows: Sequence[Model], fields: Sequence[str],
     """`rows_update`, whose UPDATE runs on PostgreSQL while the caller's block does work that
     needs no database (the block's end waits for it; a database call within waits sooner).
     Its error, if any, is raised at the end of the block."""
+    with _incoming_update(rows=rows, fields=fields, set_keys=set_keys) as statement:
+        if statement is None:
+            yield
+        else:
+            with statement_beside(*statement):
+                yield
+
+
+@contextlib.contextmanager
+def _incoming_update(*, rows: Sequence[Model], fields: Sequence[str],
+                     set_keys: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, list[Any]] | None]:
+    """`rows_update`'s rows in a temporary table (COPY), and the UPDATE from it to run within;
+    None where there is nothing left to run (no rows, or not PostgreSQL: saved one by one)."""
     if not rows:
-        yield
+        yield None
         return
     model = type(rows[0])
     if connection.vendor != "postgresql":
@@ -464,7 +479,7 @@ def rows_update_beside(*, rows: Sequence[Model], fields: Sequence[str],
             for name, key, attribute in set_keys:
                 setattr(row, name, {**(getattr(row, name) or {}), key: getattr(row, attribute)})
             row.save(update_fields=[*fields, *(name for name, _, _ in set_keys)])
-        yield
+        yield None
         return
     pk = model._meta.pk
     targets = [model._meta.get_field(name) for name in fields]
@@ -485,10 +500,8 @@ def rows_update_beside(*, rows: Sequence[Model], fields: Sequence[str],
             for row in rows:
                 copy.write_row([*(to_db(f.pre_save(row, False)) for f, to_db in plan),
                                 *(_json_text(getattr(row, attribute)) for _, _, attribute in set_keys)])
-        with statement_beside(f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
-                              f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}",
-                              [[key] for _, key, _ in set_keys]):
-            yield
+        yield (f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
+               f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}", [[key] for _, key, _ in set_keys])
         cursor.execute("DROP TABLE rows_incoming")
 
 
@@ -551,6 +564,7 @@ class PreparedRows:
     """Rows of one model made ready for the database (`rows_prepare`), written by `prepared_insert`."""
 
     model: type[Model]
+    fields: list[Field]  # the columns of `rows`, in order (PostgreSQL)
     rows: list[Any]  # PostgreSQL: each row's column values as the driver takes them; elsewhere: instances
 
 
@@ -601,21 +615,19 @@ def rows_prepare(*, model: type[Model], rows: Iterable[Mapping[str, Any]], with_
     """`rows_insert`'s work short of the database: what is left for `prepared_insert` is to
     send the rows (so the two can be apart, e.g. while another statement runs)."""
     if connection.vendor != "postgresql":
-        return PreparedRows(model, [model(**row) for row in rows])
-    _, plan = _insert_plan(model, connections[DEFAULT_DB_ALIAS], with_pk=with_pk)
-    return PreparedRows(model, [_planned_values(row, plan) for row in rows])
+        return PreparedRows(model, [], [model(**row) for row in rows])
+    fields, plan = _insert_plan(model, connections[DEFAULT_DB_ALIAS], with_pk=with_pk)
+    return PreparedRows(model, fields, [_planned_values(row, plan) for row in rows])
 
 
-def prepared_insert(prepared: PreparedRows, *, with_pk: bool = False) -> None:
-    """Insert rows made ready by `rows_prepare` (with the same `with_pk`)."""
+def prepared_insert(prepared: PreparedRows) -> None:
+    """Insert rows made ready by `rows_prepare`."""
     if not prepared.rows:
         return
     if connection.vendor != "postgresql":
         prepared.model.objects.bulk_create(prepared.rows, batch_size=1000)
         return
-    db = connections[DEFAULT_DB_ALIAS]
-    fields, _ = _insert_plan(prepared.model, db, with_pk=with_pk)
-    _copy_in(db, prepared.model, fields, prepared.rows)
+    _copy_in(connections[DEFAULT_DB_ALIAS], prepared.model, prepared.fields, prepared.rows)
 
 
 def ids_reserve(*, model: type[Model], count: int) -> list[int]:
@@ -651,5 +663,5 @@ def instances_insert(*, objs: Sequence[Model]) -> None:
 def instances_prepare(*, objs: Sequence[Model]) -> PreparedRows:
     """`instances_insert` made ready, for `prepared_insert`."""
     if not objs:
-        return PreparedRows(Model, [])
+        return PreparedRows(Model, [], [])
     return rows_prepare(model=type(objs[0]), rows=_instance_rows(objs))

@@ -300,7 +300,7 @@ def assignments_write(prepared: PreparedAssignments) -> None:
         chunk = ids[start:start + 2000]
         AssignmentDomain.objects.filter(workload_id__in=chunk).delete()
         PodSetAssignment.objects.filter(workload_id__in=chunk).delete()
-    prepared_insert(prepared.pod_sets, with_pk=True)
+    prepared_insert(prepared.pod_sets)
     prepared_insert(prepared.domains)
 
 
@@ -444,13 +444,12 @@ class PassRecorder:
     def flush(self) -> None:
         # the rows of the assignments and the history are made while the server updates the
         # workloads (the largest statement of a pass: every index of the table moves)
-        ids = ids_reserve(model=PodSetAssignment, count=sum(len(_status_pod_sets(row.raw_status))
-                                                            for row in self.resynced))
+        admissions = [(row, _status_pod_sets(row.raw_status)) for row in self.resynced]
+        ids = ids_reserve(model=PodSetAssignment, count=sum(len(pod_sets) for _, pod_sets in admissions))
         with rows_update_beside(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS,
                                 set_keys=WORKLOAD_RESULT_KEYS):
-            assignments = assignments_prepare(
-                admissions=[(row, _status_pod_sets(row.raw_status)) for row in self.resynced], paths=self.paths,
-                known=self.assignments, ids=ids)
+            assignments = assignments_prepare(admissions=admissions, paths=self.paths, known=self.assignments,
+                                              ids=ids)
             events = instances_prepare(objs=self.events)
             writes = instances_prepare(objs=self.writes)
         assignments_write(assignments)

@@ -203,7 +203,7 @@ def test_reserved_ids_are_the_ones_the_rows_get():
     assert len(set(ids)) == 3 and ids_reserve(model=PodSetAssignment, count=0) == []
     prepared = rows_prepare(model=PodSetAssignment, rows=[{"id": pk, "workload_id": row.pk, "pod_set": f"ps{i}"}
                                                          for i, pk in enumerate(ids)], with_pk=True)
-    prepared_insert(prepared, with_pk=True)
+    prepared_insert(prepared)
     assert dict(PodSetAssignment.objects.values_list("pod_set", "id")) == {"ps0": ids[0], "ps1": ids[1],
                                                                            "ps2": ids[2]}
     # the sequence went past them: a row inserted without an id gets a new one
