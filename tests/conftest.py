@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +27,16 @@ def fresh_scheduler_runtime() -> Iterator[None]:
     runtime_discard("the test ended")
     estimate_source_set(None)
     gc.unfreeze()  # what a pass left out of garbage collections is the next test's garbage
+
+
+@pytest.fixture(autouse=True)
+def root_log_level_kept() -> Iterator[None]:
+    """A test's Celery worker (`start_worker`) sets up logging with the root logger at ERROR:
+    the next test's warnings would reach no handler, `caplog` included."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

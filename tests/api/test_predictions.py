@@ -191,6 +191,7 @@ def test_a_forked_child_estimates_while_the_worker_goes_on(mirror, settings, mon
 @pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
 def test_a_failed_child_is_reaped_and_logged(mirror, settings, monkeypatch, caplog):
     settings.TAS_ETA_FORK = True
+    caplog.set_level("WARNING", logger="tasweb.scheduling.estimates")
     scheduling_pass_run(now=DEMO_NOW)
 
     def broken(**_kwargs):
