@@ -71,7 +71,17 @@ from scheduler.clone import clone_engine  # noqa: E402
 from scheduler.cluster import holds_quota  # noqa: E402
 from scheduler.codec import decode_assignment  # noqa: E402
 from scheduler.engine import Engine  # noqa: E402
-from scheduler.eta import MEDIAN, EtaSettings, can_fork, estimate, expected_arrivals  # noqa: E402
+from scheduler.eta import (  # noqa: E402
+    MEDIAN,
+    RANGES,
+    SAMPLES,
+    EtaSettings,
+    RecentArrivals,
+    can_fork,
+    estimate,
+    planned_range,
+    play_seconds,
+)
 from scheduler.features import FeatureGates  # noqa: E402
 from scheduler.model import Condition, Workload  # noqa: E402
 from scheduler.parse import EXPECTED_RUNTIME, parse_objects  # noqa: E402
@@ -86,6 +96,7 @@ QUEUES = ("team-a", "team-b")
 LEAD_BUCKETS = ((0, 600, "< 10 min"), (600, 1800, "10-30 min"), (1800, 3600, "30-60 min"),
                 (3600, 7200, "1-2 h"), (7200, math.inf, ">= 2 h"))
 MIN_WAIT = 60.0
+AUTO_TARGET_SECONDS = 1.0  # the service's TAS_ETA_TARGET_SECONDS
 
 
 @dataclass(frozen=True)
@@ -227,7 +238,7 @@ def simulate(args: argparse.Namespace, mode: str) -> Run:
     finishes: list[tuple[float, str]] = []
     admissions: list[float] = []
     submitted: list[Workload] = []
-    settings = EtaSettings(levels=("low", "median", "high"), range=args.range)
+    settings = EtaSettings(levels=("low", "median", "high"), range=args.range, samples=args.samples)
     next_arrival, next_tick = 0, 0.0
     every = args.every * 60
     while next_arrival < len(jobs) or finishes:
@@ -272,7 +283,7 @@ def predict(run: Run, engine: Engine, now_s: float, history: RuntimeHistory | No
             admissions: list[float], recent: list[Workload], window_h: float) -> None:
     started = time.perf_counter()
     now = EPOCH + timedelta(seconds=now_s)
-    future = expected_arrivals(recent, now, timedelta(hours=window_h), settings.horizon)
+    future = RecentArrivals.of(recent, now, timedelta(hours=window_h))
     est = estimate(engine, now, history, settings, future)
     run.estimate_s += time.perf_counter() - started
     run.estimates += 1
@@ -392,6 +403,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\n== {mode}: {len(run.jobs)} jobs over {days} at load {args.load:g}, "
               f"mean wait {out[mode]['mean_wait_s'] / 60:.1f} min; {run.estimates} estimates "
               f"({out[mode]['estimate_ms_mean']:.0f} ms each), {len(run.made)} predictions")
+        plays = f"{args.samples} sampled plays" if args.range == SAMPLES else f"range {args.range}"
+        arrived = f"arrivals from the last {args.window:g} h" if args.arrivals == "recent" else "no arrivals played"
+        print(f"   estimator: {plays}, {arrived}")
         print(table("error at queueing time, per size class (|predicted - actual| / actual wait)",
                     scored["at_queueing_by_class"]))
         print(table("error of every prediction, per lead time", scored["by_lead_time"]))
@@ -453,6 +467,9 @@ def timing(args: argparse.Namespace) -> dict[str, Any]:
     if can_fork():
         figures.update(forked_estimate(engine, now, "plays"))
         figures.update(forked_estimate(engine, now, "chain"))
+        figures.update(forked_estimate(engine, now, SAMPLES, args.samples))
+        figures["auto_plan"] = planned_range(figures["forked_play_s_chain"], AUTO_TARGET_SECONDS,
+                                             os.cpu_count() or 1, args.samples)
     print(f"{figures['nodes']} nodes, {running} running, {pending} waiting")
     plain = figures["deepcopy_s"]
     plain_text = f"{plain:.3f} s" if plain is not None else f"fails: {figures['deepcopy_error']}"
@@ -469,13 +486,18 @@ def timing(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  as the service runs it, range along the chain: {figures['forked_s_chain']:.3f} s from the fork "
               f"(the median play only; target 1 s), the child holding {figures['forked_private_mib_chain'] or 0:.0f} "
               "MiB of its own")
+        print(f"  as the service runs it, {args.samples} sampled plays, {os.cpu_count()} at a time: "
+              f"{figures['forked_s_samples']:.3f} s from the fork")
+        auto, samples = figures["auto_plan"]
+        print(f"  TAS_ETA_RANGE=auto would plan {f'{samples} sampled plays' if auto == SAMPLES else auto} "
+              f"for a {AUTO_TARGET_SECONDS:g} s target, a play taking {figures['forked_play_s_chain']:.3f} s")
         if figures.get("forked_private_mib") is not None:
             print(f"  memory: the engine's process {figures['engine_process_mib']:.0f} MiB; the estimate's child "
                   f"{figures['forked_private_mib']:.0f} MiB of its own (copied on write)")
     return figures
 
 
-def forked_estimate(engine: Engine, now: datetime, range_: str) -> dict[str, Any]:
+def forked_estimate(engine: Engine, now: datetime, range_: str, samples: int = 7) -> dict[str, Any]:
     """The estimate as the service runs it (tasweb.scheduling.estimates): a child process forked
     from the one holding the engine plays on its copy-on-write image, its low and high plays
     in children of its own (`range_` "plays"), or the median play alone ("chain"). Timed from
@@ -489,10 +511,10 @@ def forked_estimate(engine: Engine, now: datetime, range_: str) -> dict[str, Any
         code = 1
         try:
             os.close(read_end)
-            est = estimate(engine, now, None, EtaSettings(range=range_), own=True, fork_plays=True)
+            est = estimate(engine, now, None, EtaSettings(range=range_, samples=samples), own=True, fork_plays=True)
             predicted = sum(p.start is not None for p in est.predictions.values())
             with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(pickle.dumps((predicted, private_mib())))
+                pipe.write(pickle.dumps((predicted, private_mib(), play_seconds(est))))
             code = 0
         finally:
             os._exit(code)
@@ -501,11 +523,11 @@ def forked_estimate(engine: Engine, now: datetime, range_: str) -> dict[str, Any
     with os.fdopen(read_end, "rb") as pipe:
         payload = pipe.read()
     os.waitpid(pid, 0)
-    predicted, private = pickle.loads(payload) if payload else (None, None)
+    predicted, private, play = pickle.loads(payload) if payload else (None, None, None)
     suffix = "" if range_ == "plays" else f"_{range_}"
     return {f"forked_s{suffix}": time.perf_counter() - started, f"fork_ms{suffix}": fork_ms,
             f"forked_predicted{suffix}": predicted, f"forked_private_mib{suffix}": private,
-            "engine_process_mib": private_mib()}
+            f"forked_play_s{suffix}": play, "engine_process_mib": private_mib()}
 
 
 def private_mib() -> float | None:
@@ -534,14 +556,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes-per-rack", type=int, default=8)
     ap.add_argument("--arrivals", choices=("recent", "none"), default="recent",
                     help="play the last --window hours of submissions again as the expected arrivals, or none")
-    ap.add_argument("--window", type=float, default=1.0, help="hours of submissions expected again")
-    ap.add_argument("--range", choices=("plays", "chain"), default="plays",
-                    help="earliest and latest from a play per runtime level, or along the median play's chain")
+    ap.add_argument("--window", type=float, default=None,
+                    help="hours of submissions the arrivals are expected from (default: 2 for --range samples, "
+                         "where they give a rate, 1 for the others, which play them again as they came)")
+    ap.add_argument("--samples", type=int, default=7, help="plays of --range samples")
+    ap.add_argument("--range", choices=RANGES, default=SAMPLES,
+                    help="the prediction and its range from --samples plays of drawn runtimes and arrivals "
+                         "(their median), from a play per runtime level, or from the median play and its chain")
     ap.add_argument("--timing", action="store_true")
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--pending", type=int, default=1_000)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if args.window is None:
+        args.window = 2.0 if args.range == SAMPLES else 1.0
     figures = timing(args) if args.timing else accuracy(args)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str))

@@ -30,26 +30,45 @@ when each waiting workload is admitted and on which domains.
   running at `now` ends at its start (the QuotaReserved transition) plus its runtime (with a
   learned runtime: the quantile among the learned runs longer than it has run so far); one
   already past that ends `overrun_share` of its runtime from now (at least `min_step`).
-* The range: three plays, every runtime at its low, median and high value. The prediction
-  is the median play's time and placement; `earliest` and `latest` are the smallest and
-  largest time of the three (scheduling is not monotonic: a shorter job ending early can
-  let another head take the capacity first, so the low play is not always the earliest).
-  A workload admitted in the median play but not in the high one has no `latest`.
+* Sampled plays (`range="samples"`): `samples` plays, in each of which every workload's
+  runtime is drawn at a random quantile of what is known of it (`RuntimeEstimate.sample`:
+  the learned runs, conditioned on the time a running workload has run already; an exact
+  runtime stays exact) and the expected arrivals are drawn anew (`RecentArrivals.sampled`: a
+  Poisson stream at the recent rate, each arrival one of the recent submissions). The
+  prediction is the median of the plays' times, with the placement of the play at the
+  median; `earliest` and `latest` are their 10th and 90th percentiles. The median of plays
+  is the better guess: which of many running workloads ends first, and when the next
+  arrivals come, is chance, and a single play with every runtime at its median has them all
+  end together. The arrivals are drawn from a seed of `now`, the runtimes from the workload's
+  key: the same state gives the same answer, and a workload keeps its draws from one
+  estimate to the next.
+* The range of the other modes: three plays, every runtime at its low, median and high value
+  (`range="plays"`), or the median one alone, the others timed along its chain of finishes
+  (`range="chain"`, see `_Chain`). The prediction is the median play's time and placement;
+  `earliest` and `latest` are the smallest and largest time of the three (scheduling is not
+  monotonic: a shorter job ending early can let another head take the capacity first, so the
+  low play is not always the earliest). A workload admitted in the median play but not in the
+  high one has no `latest`.
 * Plays in parallel (`fork_plays`, where the OS can fork): the plays other than the median
-  one run in child processes, each on the copy-on-write image of the engine the fork gives
-  (no copy is made), and send back only when they admitted each workload; the median play
-  runs meanwhile in the calling process. A child that fails or sends nothing leaves its
-  play out of the range (`PLAY_FAILED`).
+  one, or every sampled play (`processes` at a time), run in child processes, each on the
+  copy-on-write image of the engine the fork gives (no copy is made), and send back when and
+  where they admitted each workload; the median play runs meanwhile in the calling process.
+  A child that fails or sends nothing leaves its play out (`PLAY_FAILED`).
+* What fits a budget (`planned_range`): the most sampled plays that fit, else the three
+  plays, else the chain, from what a play of the last estimate took.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import heapq
 import math
 import os
 import pickle
+import random
+import selectors
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -65,6 +84,10 @@ from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory
+
+PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
+RANGES = (PLAYS, CHAIN, SAMPLES)
+MIN_SAMPLES = 5  # fewer sampled plays make a noisier median than the median play
 
 NOT_WITHIN_HORIZON = "not within the horizon"
 OUT_OF_BUDGET = "estimate stopped: out of time budget"
@@ -83,8 +106,15 @@ class EtaSettings:
     max_wakes: int = 3  # passes in a row after evictions, with no finish in between
     levels: tuple[str, ...] = LEVELS
     # "plays": one play per level; "chain": the median play only, the other levels' times
-    # worked out along the chain of finishes that let each workload in (see `_Chain`)
+    # worked out along the chain of finishes that let each workload in (see `_Chain`);
+    # "samples": `samples` plays, each with every runtime (and the expected arrivals) drawn at
+    # random, the prediction their median (see `estimate`)
     range: str = "plays"
+    samples: int = 7
+    # of the sampled plays' draws: None, the arrivals' from `now` and each workload's runtimes
+    # from its key (the same state gives the same answer, and a workload keeps its draws)
+    seed: int | None = None
+    processes: int | None = None  # sampled plays run at once when forking; None: the CPUs
     # asked between the plays' passes: True stops the estimate (its caller has more urgent
     # work, such as a scheduling pass waiting); the estimate is then `interrupted`
     interrupt: Callable[[], bool] | None = None
@@ -142,8 +172,15 @@ class Estimate:
 @dataclass(slots=True)
 class _Admission:
     at: float  # seconds after now
-    result: WorkloadResult | None  # None: a play run in a child process (only its times come back)
+    cluster_queue: str
+    placement: tuple[PodSetPlacement, ...]
     pass_index: int = -1  # which of the play's passes admitted it
+
+    @classmethod
+    def of(cls, at: float, result: WorkloadResult, pass_index: int) -> _Admission:
+        placement = tuple(PodSetPlacement(ps.name, ps.count, tuple(sorted(ps.flavors.items())), ps.assignment)
+                          for ps in result.pod_sets)
+        return cls(at, result.cluster_queue, placement, pass_index)
 
 
 @dataclass(slots=True)
@@ -187,19 +224,22 @@ class _Chain:
 
 
 RuntimeSource = Callable[[Workload], RuntimeEstimate]
+Arrivals = Sequence[tuple[float, Workload]]
 
 
 def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHistory | None = None,
-             settings: EtaSettings | None = None, arrivals: Sequence[tuple[float, Workload]] = (), *,
+             settings: EtaSettings | None = None, arrivals: Arrivals | RecentArrivals = (), *,
              own: bool = False, fork_plays: bool = False) -> Estimate:
     """Predicted admission of every workload waiting in `engine` at `now`; `engine` is left as it
     was, unless `own`: the caller's private copy, on which the last play runs (one copy fewer).
-    `arrivals` are workloads expected to arrive, seconds after `now` (see `expected_arrivals`);
-    they take their place in the queues but get no prediction. With `fork_plays` (and
-    `can_fork()`), the plays but the median one run in child processes (see the module
-    docstring)."""
+    `arrivals` are workloads expected to arrive, seconds after `now`, or the recent submissions
+    they are drawn from (`RecentArrivals`: replayed in the plays of runtime levels, drawn anew
+    for every sampled play); they take their place in the queues but get no prediction. With
+    `fork_plays` (and `can_fork()`), the plays but the median one, or every sampled play, run in
+    child processes (see the module docstring)."""
     settings = settings or EtaSettings()
-    future = sorted(arrivals, key=lambda a: a[0])
+    if settings.range not in RANGES:
+        raise ValueError(f"range must be one of {', '.join(RANGES)}, got {settings.range!r}")
     source = _runtime_source(runtimes)
     started = time.perf_counter()
     deadline = None if settings.budget_seconds is None else started + settings.budget_seconds
@@ -212,15 +252,30 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
             estimates[wl.key] = source(wl)
     # read before the plays: the last one may change `engine`
     queue_of = {key: cq.name if (cq := state.cluster_queue_for(state.workload(key))) else "" for key in waiting}
-    run = _Runner(engine, now, waiting, estimates, settings, deadline, source, future)
+    run = _Runner(engine, now, waiting, estimates, settings, deadline, source, arrivals)
+    if settings.range == SAMPLES:
+        plays = _sampled_plays(run, out, own=own, fork=fork_plays and can_fork())
+        for key in waiting:
+            out.predictions[key] = _sampled_prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
+    else:
+        plays = _level_plays(run, out, own=own, fork=fork_plays and can_fork())
+        for key in waiting:
+            out.predictions[key] = _prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _level_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dict[str, dict[str, _Admission]]:
+    """A play per runtime level (or the median one, the others along its chain)."""
+    settings, engine = run.settings, run.engine
     levels = list(settings.levels)
     chained: list[str] = []
-    if settings.range == "chain" and MEDIAN in levels:
+    if settings.range == CHAIN and MEDIAN in levels:
         chained, levels = [level for level in levels if level != MEDIAN], [MEDIAN]
     forked: dict[str, _ForkedPlay] = {}
-    if fork_plays and can_fork() and len(levels) > 1:
+    if fork and len(levels) > 1:
         main = MEDIAN if MEDIAN in levels else levels[-1]
-        forked = {level: run.fork(level) for level in levels if level != main}
+        forked = {level: run.fork(_PlaySpec(level)) for level in levels if level != main}
         levels = [main]
     plays: dict[str, dict[str, _Admission]] = {}
     for i, level in enumerate(levels):
@@ -228,28 +283,100 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         copy = engine if own and i == len(levels) - 1 else clone_engine(engine)
         out.clone_seconds += time.perf_counter() - t0
         stats = PlayStats(level)
-        with gc_paused():  # a play makes millions of short-lived objects and next to no cycles
-            plays[level], chain = run.play(copy, level, stats)
+        plays[level], chain = run.play(copy, _PlaySpec(level), stats)
         stats.seconds = time.perf_counter() - t0
         out.plays[level] = stats
         if stats.stopped == INTERRUPTED:
             break
         for other in chained:
             plays[other], out.plays[other] = _chained(plays[level], stats, chain, other, run)
-    for level, child in forked.items():
-        admitted, out.plays[level] = child.collect()
-        if out.plays[level].stopped != PLAY_FAILED:
-            plays[level] = admitted
-    plays = {level: plays[level] for level in settings.levels if level in plays}
+    collect_forked(forked.values(), plays, out.plays)
     out.plays = {level: out.plays[level] for level in settings.levels if level in out.plays}
-    for key in waiting:
-        out.predictions[key] = _prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
-    out.seconds = time.perf_counter() - started
-    return out
+    return {level: plays[level] for level in settings.levels if level in plays}
+
+
+def _sampled_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dict[str, dict[str, _Admission]]:
+    """`settings.samples` plays, each drawing every workload's runtime quantile (and the
+    arrivals) at random: in child processes, `processes` at a time, when forking; else one
+    after another, each on a copy (the last on `engine` itself when `own`)."""
+    settings = run.settings
+    seed = settings.seed if settings.seed is not None else int(run.now.timestamp())
+    salt = "" if settings.seed is None else f"{settings.seed}:"
+    specs = [_PlaySpec(f"sample-{i + 1}", random.Random(f"{seed}:{i}"), salt) for i in range(max(1, settings.samples))]
+    plays: dict[str, dict[str, _Admission]] = {}
+    if fork:
+        running: list[_ForkedPlay] = []
+        slots = max(1, settings.processes or os.cpu_count() or 1)
+        for spec in specs:
+            if run.out_of_time():
+                out.plays[spec.name] = PlayStats(spec.name, stopped=OUT_OF_BUDGET)
+                continue
+            if len(running) >= slots:
+                collect_forked(_first_done(running), plays, out.plays)
+            running.append(run.fork(spec))
+        collect_forked(running, plays, out.plays)
+    else:
+        for i, spec in enumerate(specs):
+            stats = out.plays[spec.name] = PlayStats(spec.name)
+            if run.out_of_time():
+                stats.stopped = OUT_OF_BUDGET
+                continue
+            t0 = time.perf_counter()
+            copy = run.engine if own and i == len(specs) - 1 else clone_engine(run.engine)
+            out.clone_seconds += time.perf_counter() - t0
+            plays[spec.name], _ = run.play(copy, spec, stats)
+            stats.seconds = time.perf_counter() - t0
+            if stats.stopped == INTERRUPTED:
+                break
+    out.plays = {spec.name: out.plays[spec.name] for spec in specs if spec.name in out.plays}
+    return {spec.name: plays[spec.name] for spec in specs if spec.name in plays}
 
 
 def can_fork() -> bool:
     return hasattr(os, "fork")
+
+
+def planned_range(play_seconds: float | None, target_seconds: float, processes: int, samples: int,
+                  ) -> tuple[str, int]:
+    """The richest estimate expected to take at most `target_seconds` when each play takes
+    `play_seconds` and `processes` run at once (the plays forked): the most sampled plays that
+    fit, up to `samples` (odd, at least `MIN_SAMPLES`), else a play per runtime level, else the
+    median play and its chain (also while the cost is not known). Returns (range, samples)."""
+    if not play_seconds or play_seconds <= 0:
+        return CHAIN, samples
+    processes = max(1, processes)
+    rounds = max(0, math.floor(target_seconds / play_seconds))
+    fitting = min(samples, rounds * processes)
+    if fitting % 2 == 0:
+        fitting -= 1
+    if fitting >= MIN_SAMPLES:
+        return SAMPLES, fitting
+    if play_seconds * max(1.0, len(LEVELS) / processes) <= target_seconds:
+        return PLAYS, samples
+    return CHAIN, samples
+
+
+def play_seconds(est: Estimate) -> float | None:
+    """What one play of `est` took (the median of its plays that ran), to plan the next."""
+    seconds = [p.seconds for p in est.plays.values() if p.seconds > 0]
+    return statistics.median(seconds) if seconds else None
+
+
+@dataclass(slots=True)
+class _PlaySpec:
+    """How one play times the workloads: every runtime at the level `name`, or (a sampled play,
+    `rng` set) each at a quantile of its own, the expected arrivals drawn from `rng`."""
+
+    name: str
+    rng: random.Random | None = None
+    salt: str = ""  # of the runtimes' draws
+
+    def quantile(self, key: str) -> float:
+        """A sampled play's runtime quantile of the workload `key`, uniform in (0, 1): a hash of
+        the play and the key, so that a workload keeps its draws from one estimate to the next
+        and the predictions do not jump with every estimate."""
+        digest = hashlib.blake2b(f"{self.salt}{self.name}/{key}".encode(), digest_size=8).digest()
+        return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
 
 
 @dataclass(slots=True)
@@ -263,61 +390,105 @@ class _Runner:
     settings: EtaSettings
     deadline: float | None
     source: RuntimeSource
-    arrivals: list[tuple[float, Workload]]
+    arrivals: Arrivals | RecentArrivals
 
-    def play(self, engine: Engine, level: str, stats: PlayStats) -> tuple[dict[str, _Admission], _Chain]:
-        return _play(engine, self.now, self.waiting, self.estimates, level, self.settings, self.deadline, stats,
-                     self.source, self.arrivals)
+    def play(self, engine: Engine, spec: _PlaySpec, stats: PlayStats) -> tuple[dict[str, _Admission], _Chain]:
+        with gc_paused():  # a play makes millions of short-lived objects and next to no cycles
+            return _play(engine, self.now, self.waiting, self.estimates, spec, self.settings, self.deadline, stats,
+                         self.source, self.arrivals_for(spec))
+
+    def arrivals_for(self, spec: _PlaySpec) -> list[tuple[float, Workload]]:
+        if not isinstance(self.arrivals, RecentArrivals):
+            return sorted(self.arrivals, key=lambda a: a[0])
+        if spec.rng is None:
+            return self.arrivals.replayed(self.settings.horizon)
+        return self.arrivals.sampled(random.Random(spec.rng.random()), self.settings.horizon)
 
     def runtime_of(self, key: str, level: str) -> float:
         return max(self.estimates[key].at(level), 0.0) if key in self.estimates else 0.0
 
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
-    def fork(self, level: str) -> _ForkedPlay:
-        """The play of `level` in a child process, on the engine's copy-on-write image."""
+    def fork(self, spec: _PlaySpec) -> _ForkedPlay:
+        """The play of `spec` in a child process, on the engine's copy-on-write image."""
         read_end, write_end = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: play, send the times back, exit without running any cleanup
+        if pid == 0:  # the child: play, send the admissions back, exit without running any cleanup
             code = 1
             try:
                 os.close(read_end)
                 gc.disable()  # nothing to collect that matters before this process exits
                 started = time.perf_counter()
-                stats = PlayStats(level)
-                admitted, _ = self.play(self.engine, level, stats)
+                stats = PlayStats(spec.name)
+                admitted, _ = self.play(self.engine, spec, stats)
                 stats.seconds = time.perf_counter() - started
-                payload = pickle.dumps(({key: a.at for key, a in admitted.items()}, stats))
+                payload = pickle.dumps((admitted, stats), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(write_end, "wb") as pipe:
                     pipe.write(payload)
                 code = 0
             finally:
                 os._exit(code)
         os.close(write_end)
-        return _ForkedPlay(level, pid, read_end)
+        return _ForkedPlay(spec.name, pid, read_end)
 
 
 @dataclass(slots=True)
 class _ForkedPlay:
-    level: str
+    name: str
     pid: int
     read_end: int
+    received: bytearray = field(default_factory=bytearray)
+    done: bool = False
+
+    def read_some(self) -> None:
+        """Read what the child has sent so far; `done` at the end of its output."""
+        chunk = os.read(self.read_end, 1 << 20)
+        if chunk:
+            self.received += chunk
+        else:
+            self.done = True
 
     def collect(self) -> tuple[dict[str, _Admission], PlayStats]:
-        """Wait for the child; what it admitted (times only) and its stats. A child that
-        failed gives an empty play, `PLAY_FAILED`."""
-        with os.fdopen(self.read_end, "rb") as pipe:
-            payload = pipe.read()
+        """Wait for the child; what it admitted and its stats. A child that failed gives an
+        empty play, `PLAY_FAILED`."""
+        while not self.done:
+            self.read_some()
+        os.close(self.read_end)
         try:
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:  # reaped by someone else
             status = 0
         try:
-            times, stats = pickle.loads(payload) if payload and os.waitstatus_to_exitcode(status) == 0 else ({}, None)
+            admitted, stats = pickle.loads(self.received) if self.received and \
+                os.waitstatus_to_exitcode(status) == 0 else ({}, None)
         except (pickle.UnpicklingError, EOFError, ValueError):
-            times, stats = {}, None
+            admitted, stats = {}, None
         if stats is None:
-            return {}, PlayStats(self.level, stopped=PLAY_FAILED)
-        return {key: _Admission(at, None) for key, at in times.items()}, stats
+            return {}, PlayStats(self.name, stopped=PLAY_FAILED)
+        return admitted, stats
+
+
+def _first_done(children: list[_ForkedPlay]) -> list[_ForkedPlay]:
+    """Read the children's pipes until one has sent all it has: that one, taken out of `children`."""
+    with selectors.DefaultSelector() as sel:
+        for child in children:
+            sel.register(child.read_end, selectors.EVENT_READ, child)
+        while True:
+            for key, _ in sel.select():
+                child = key.data
+                child.read_some()
+                if child.done:
+                    children.remove(child)
+                    return [child]
+
+
+def collect_forked(children: Iterable[_ForkedPlay], plays: dict[str, dict[str, _Admission]],
+                   stats: dict[str, PlayStats]) -> None:
+    for child in list(children):
+        admitted, stats[child.name] = child.collect()
+        if stats[child.name].stopped != PLAY_FAILED:
+            plays[child.name] = admitted
 
 
 def _runtime_source(runtimes: RuntimeSource | RuntimeHistory | None) -> RuntimeSource:
@@ -338,11 +509,34 @@ def _prediction(key: str, cluster_queue: str, now: datetime, plays: dict[str, di
         return Prediction(key, cluster_queue, None, _at(now, min(times, default=None)), None, (),
                           runtime, reason)
     latest = max(times) if all(key in plays[level] for level in plays) else None
-    pod_sets = admitted.result.pod_sets if admitted.result is not None else []
-    placement = tuple(PodSetPlacement(ps.name, ps.count, tuple(sorted(ps.flavors.items())), ps.assignment)
-                      for ps in pod_sets)
-    return Prediction(key, admitted.result.cluster_queue, _at(now, admitted.at), _at(now, min(times)),
-                      _at(now, latest), placement, runtime)
+    return Prediction(key, admitted.cluster_queue, _at(now, admitted.at), _at(now, min(times)),
+                      _at(now, latest), admitted.placement, runtime)
+
+
+RANGE_QUANTILES = (0.1, 0.9)  # of the sampled plays' times: earliest and latest
+
+
+def _sampled_prediction(key: str, cluster_queue: str, now: datetime, plays: dict[str, dict[str, _Admission]],
+                        stats: dict[str, PlayStats], runtime: RuntimeEstimate) -> Prediction:
+    """The median of the sampled plays' times (a play that did not admit the workload counts as
+    later than any), the placement of the play at the median, the range between the
+    `RANGE_QUANTILES` of the times. Plays cut short (out of budget) are left out while a whole
+    one is there: what they did not reach is not known to come late."""
+    whole = {name: play for name, play in plays.items() if stats[name].stopped != OUT_OF_BUDGET} or plays
+    if not whole:
+        return Prediction(key, cluster_queue, None, None, None, (), runtime,
+                          next((p.stopped for p in stats.values() if p.stopped), NEVER))
+    ranked = sorted(((play[key].at if key in play else math.inf), name) for name, play in whole.items())
+    n = len(ranked)
+    at, name = ranked[(n - 1) // 2]
+    low = ranked[math.floor(RANGE_QUANTILES[0] * (n - 1))][0]
+    high = ranked[math.ceil(RANGE_QUANTILES[1] * (n - 1))][0]
+    earliest = None if math.isinf(low) else _at(now, low)
+    if math.isinf(at):
+        return Prediction(key, cluster_queue, None, earliest, None, (), runtime, stats[name].stopped or NEVER)
+    admitted = whole[name][key]
+    return Prediction(key, admitted.cluster_queue, _at(now, at), earliest,
+                      None if math.isinf(high) else _at(now, high), admitted.placement, runtime)
 
 
 def _at(now: datetime, seconds: float | None) -> datetime | None:
@@ -355,7 +549,7 @@ def _chained(played: dict[str, _Admission], stats: PlayStats, chain: _Chain, lev
     those past the horizon are left out."""
     times = chain.times(level, run.runtime_of, run.settings.min_step)
     horizon = run.settings.horizon.total_seconds()
-    admitted = {key: _Admission(times[a.pass_index], None, a.pass_index) for key, a in played.items()
+    admitted = {key: dataclasses.replace(a, at=times[a.pass_index]) for key, a in played.items()
                 if times[a.pass_index] <= horizon}
     return admitted, dataclasses.replace(stats, level=level, seconds=0.0)
 
@@ -366,12 +560,15 @@ def _chained(played: dict[str, _Admission], stats: PlayStats, chain: _Chain, lev
 class _Play:
     """The state of one play: the engine copy, the finishes due, what was admitted."""
 
-    def __init__(self, engine: Engine, now: datetime, estimates: dict[str, RuntimeEstimate], level: str,
+    def __init__(self, engine: Engine, now: datetime, estimates: dict[str, RuntimeEstimate], spec: _PlaySpec,
                  settings: EtaSettings, source: RuntimeSource) -> None:
         self.engine = engine
         self.now = now
         self.estimates = estimates
-        self.level = level
+        self.level = spec.name
+        self.spec = spec
+        self.rng = spec.rng
+        self.drawn: dict[str, float] = {}  # a sampled play's runtime quantile of each workload
         self.settings = settings
         self.source = source
         self.due: list[tuple[float, int, str, int]] = []  # (end, seq, key, run)
@@ -385,14 +582,24 @@ class _Play:
         self.seq = 0
         self.ready_needed = engine.state.config.wait_for_pods_ready is not None
 
-    def runtime(self, wl: Workload) -> float:
+    def estimate_of(self, wl: Workload) -> RuntimeEstimate:
         est = self.estimates.get(wl.key)
         if est is None:
             est = self.estimates[wl.key] = self.source(wl)
-        return max(est.at(self.level), 0.0)
+        return est
 
-    def runtime_at(self, key: str, level: str) -> float:
-        return max(self.estimates[key].at(level), 0.0)
+    def quantile(self, key: str) -> float:
+        """A sampled play's runtime quantile of `key`, the same for its runs to come."""
+        u = self.drawn.get(key)
+        if u is None:
+            u = self.drawn[key] = self.spec.quantile(key)
+        return u
+
+    def runtime(self, wl: Workload) -> float:
+        est = self.estimate_of(wl)
+        if self.rng is not None:
+            return max(est.sample(self.quantile(wl.key)), 0.0)
+        return max(est.at(self.level), 0.0)
 
     def schedule_end(self, key: str, end: float) -> int:
         """Schedule the end of a new run of `key`; the run's number, never given before (a
@@ -405,19 +612,20 @@ class _Play:
     def remaining(self, wl: Workload, level: str) -> float:
         """What a workload running at `now` has left to run, with the runtimes of `level`."""
         s = self.settings
-        est = self.estimates.get(wl.key)
-        if est is None:
-            est = self.estimates[wl.key] = self.source(wl)
-        runtime = max(est.at(level), 0.0)
+        est = self.estimate_of(wl)
         started = _reserved_at(wl)
         elapsed = (self.now - started).total_seconds() if started is not None else 0.0
-        if elapsed > 0:
-            runtime = est.total_given(level, elapsed) or runtime
+        if self.rng is not None:
+            runtime = max(est.sample(self.quantile(wl.key), elapsed), 0.0)
+        else:
+            runtime = max(est.at(level), 0.0)
+            if elapsed > 0:
+                runtime = est.total_given(level, elapsed) or runtime
         remaining = runtime - elapsed
         return remaining if remaining > 0 else max(s.min_step, runtime * s.overrun_share)
 
     def schedule_running(self) -> None:
-        levels = LEVELS if self.settings.range == "chain" else (self.level,)
+        levels = LEVELS if self.settings.range == CHAIN else (self.level,)
         for wl in self.engine.state.holders():
             if is_evicted(wl):
                 continue  # released after the first pass
@@ -504,7 +712,7 @@ class _Play:
                 continue
             this_pass = len(self.chain.passes) - 1
             if key in tracked and key not in admitted:
-                admitted[key] = _Admission(at, result, this_pass)
+                admitted[key] = _Admission.of(at, result, this_pass)
             run = self.schedule_end(key, at + self.runtime(wl))
             self.chain.started[(key, run)] = this_pass
             if self.ready_needed:
@@ -532,10 +740,10 @@ class _Play:
         return released
 
 
-def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], level: str,
+def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], spec: _PlaySpec,
           settings: EtaSettings, deadline: float | None, stats: PlayStats,
           source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> tuple[dict[str, _Admission], _Chain]:
-    play = _Play(engine, now, estimates, level, settings, source)
+    play = _Play(engine, now, estimates, spec, settings, source)
     play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
     play.schedule_running()
     horizon = settings.horizon.total_seconds()
@@ -602,25 +810,62 @@ def _expected(wl: Workload, at: datetime, n: int) -> Workload:
 ARRIVAL_BINS = 12  # the window's parts a burst is told apart in
 
 
+@dataclass(frozen=True, slots=True)
+class RecentArrivals:
+    """The workloads created in the `window` before `now`, less the bursts (`without_bursts`: a
+    one-off burst is not expected again every window), oldest first: the recent past as the
+    forecast of what arrives next."""
+
+    workloads: tuple[Workload, ...]
+    now: datetime
+    window: timedelta
+
+    @classmethod
+    def of(cls, recent: Iterable[Workload], now: datetime, window: timedelta, *,
+           bins: int = ARRIVAL_BINS) -> RecentArrivals:
+        span = window.total_seconds()
+        if span <= 0:
+            return cls((), now, window)
+        inside = [wl for wl in recent
+                  if wl.creation_timestamp is not None and now - window < wl.creation_timestamp <= now]
+        return cls(tuple(without_bursts(inside, now, span, bins)), now, window)
+
+    def __len__(self) -> int:
+        return len(self.workloads)
+
+    def replayed(self, horizon: timedelta) -> list[tuple[float, Workload]]:
+        """Each one `window`, 2 x `window`, ... after its creation, until `horizon` from now."""
+        out: list[tuple[float, Workload]] = []
+        span, end = self.window.total_seconds(), horizon.total_seconds()
+        for wl in self.workloads:
+            at = (wl.creation_timestamp - self.now).total_seconds() + span  # type: ignore[operator]
+            while at <= end:
+                out.append((at, wl))
+                at += span
+        out.sort(key=lambda a: a[0])
+        return out
+
+    def sampled(self, rng: random.Random, horizon: timedelta) -> list[tuple[float, Workload]]:
+        """Arrivals drawn at random until `horizon` from now: a Poisson stream at the window's
+        rate, each arrival one of the window's workloads, any of them alike."""
+        out: list[tuple[float, Workload]] = []
+        if not self.workloads:
+            return out
+        rate = len(self.workloads) / self.window.total_seconds()
+        end = horizon.total_seconds()
+        at = rng.expovariate(rate)
+        while at <= end:
+            out.append((at, rng.choice(self.workloads)))
+            at += rng.expovariate(rate)
+        return out
+
+
 def expected_arrivals(recent: Iterable[Workload], now: datetime, window: timedelta,
                       horizon: timedelta, *, bins: int = ARRIVAL_BINS) -> list[tuple[float, Workload]]:
     """The workloads created in the `window` before `now`, expected again: each one `window`,
-    2 x `window`, ... after its creation, until `horizon` from now (the recent past as the
-    forecast of what arrives next), less the bursts (`without_bursts`): a one-off burst is
-    not expected again every window."""
-    out: list[tuple[float, Workload]] = []
-    span = window.total_seconds()
-    end = horizon.total_seconds()
-    if span <= 0:
-        return out
-    inside = [wl for wl in recent if wl.creation_timestamp is not None and now - window < wl.creation_timestamp <= now]
-    for wl in without_bursts(inside, now, span, bins):
-        at = (wl.creation_timestamp - now).total_seconds() + span  # type: ignore[operator]
-        while at <= end:
-            out.append((at, wl))
-            at += span
-    out.sort(key=lambda a: a[0])
-    return out
+    2 x `window`, ... after its creation, until `horizon` from now, less the bursts
+    (`RecentArrivals.replayed`)."""
+    return RecentArrivals.of(recent, now, window, bins=bins).replayed(horizon)
 
 
 def without_bursts(created: list[Workload], now: datetime, span: float, bins: int) -> list[Workload]:
@@ -667,13 +912,19 @@ __all__ = [
     "HIGH",
     "LOW",
     "MEDIAN",
+    "MIN_SAMPLES",
     "PLAY_FAILED",
+    "RANGES",
+    "SAMPLES",
     "Estimate",
     "EtaSettings",
     "PodSetPlacement",
     "Prediction",
+    "RecentArrivals",
     "can_fork",
     "estimate",
     "expected_arrivals",
+    "planned_range",
+    "play_seconds",
     "without_bursts",
 ]

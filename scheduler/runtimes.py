@@ -33,6 +33,7 @@ import bisect
 import dataclasses
 import math
 import re
+import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0
 _GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+")
 _GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+
+
+_NORMAL = statistics.NormalDist()
+
+
+def _log_ratio(a: float, b: float) -> float:
+    return math.log(max(a, 1e-9) / max(b, 1e-9))
 
 
 class DurationError(ValueError):
@@ -96,6 +104,40 @@ class RuntimeEstimate:
 
     def at(self, level: str) -> float:
         return {LOW: self.low, MEDIAN: self.median, HIGH: self.high}[level]
+
+    def sample(self, u: float, elapsed: float = 0.0) -> float:
+        """The runtime at quantile `u` (0 <= u <= 1) of what this estimate knows, for a workload
+        that has run `elapsed` seconds already: an exact runtime (low = median = high) is
+        itself; else the quantile of the learned runs (of those longer than `elapsed` when
+        there are 3 of them, as `total_given`), or without them of a log-normal law through low,
+        median and high at their quantiles, conditioned on `elapsed`; never past a deadline."""
+        u = min(max(u, 0.0), 1.0)
+        if self.low == self.median == self.high:
+            return self.median
+        if self.samples:
+            longer = self.samples[bisect.bisect_right(self.samples, elapsed):] if elapsed > 0 else self.samples
+            value = quantile(longer if len(longer) >= 3 else self.samples, u)
+        else:
+            if elapsed > 0:
+                u = self._cdf(elapsed) + u * (1.0 - self._cdf(elapsed))
+            value = self._inverse(u)
+        return min(value, self.high) if self.source == DEADLINE else value
+
+    def _spread(self, upper: bool) -> float:
+        """ln(high / median) / z(q_high) above the median, ln(median / low) / -z(q_low) below."""
+        q_low, _, q_high = self.quantiles
+        if upper:
+            return _log_ratio(self.high, self.median) / _NORMAL.inv_cdf(min(max(q_high, 0.5001), 0.9999))
+        return _log_ratio(self.median, self.low) / -_NORMAL.inv_cdf(min(max(q_low, 0.0001), 0.4999))
+
+    def _inverse(self, u: float) -> float:
+        z = _NORMAL.inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
+        return max(self.median, 1e-9) * math.exp(z * self._spread(z > 0))
+
+    def _cdf(self, seconds: float) -> float:
+        z = _log_ratio(seconds, self.median)
+        spread = self._spread(z > 0)
+        return _NORMAL.cdf(z / spread) if spread > 0 else (1.0 if z >= 0 else 0.0)
 
     def total_given(self, level: str, elapsed: float, min_samples: int = 3) -> float | None:
         """The runtime at `level` of a workload still running after `elapsed` seconds: the

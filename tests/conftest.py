@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -16,13 +17,15 @@ def fresh_scheduler_runtime() -> Iterator[None]:
     """The scheduler process keeps its engine state between passes (tasweb.scheduling.runtime);
     in the test process each test starts without one, as its database starts anew."""
     try:
-        from tasweb.scheduling.estimates import estimate_source_set
+        from tasweb.scheduling.estimates import estimate_cost_forget, estimate_source_set
         from tasweb.scheduling.runtime import runtime_discard
     except Exception:  # the engine's own tests run without Django settings being usable
         yield
         return
     runtime_discard("a new test")
     estimate_source_set(None)
+    with contextlib.suppress(Exception):  # some tests stop Redis on purpose
+        estimate_cost_forget()  # what the last test's plays took must not plan this test's estimate
     yield
     runtime_discard("the test ended")
     estimate_source_set(None)

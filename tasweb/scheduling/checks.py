@@ -12,7 +12,7 @@ from scheduler.errors import FlagError, InputError
 
 @register()
 def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
-    from tasweb.scheduling.estimates import eta_range
+    from tasweb.scheduling.estimates import eta_range, eta_samples, eta_target_seconds
     from tasweb.scheduling.services import feature_gates, kueue_configuration
 
     errors = []
@@ -24,8 +24,9 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
         kueue_configuration()
     except InputError as exc:
         errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
-    try:
-        eta_range()
-    except ValueError as exc:
-        errors.append(Error(str(exc), id="scheduling.E003"))
+    for read, code in ((eta_range, "E003"), (eta_samples, "E004"), (eta_target_seconds, "E005")):
+        try:
+            read()
+        except ValueError as exc:
+            errors.append(Error(str(exc), id=f"scheduling.{code}"))
     return errors

@@ -60,8 +60,20 @@ from django.utils import timezone
 
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
-from scheduler.eta import NEVER, Estimate, EtaSettings, Prediction, can_fork, estimate, expected_arrivals
-from scheduler.model import Workload as EngineWorkload
+from scheduler.eta import (
+    NEVER,
+    PLAYS,
+    SAMPLES,
+    Estimate,
+    EtaSettings,
+    Prediction,
+    RecentArrivals,
+    can_fork,
+    estimate,
+    planned_range,
+    play_seconds,
+)
+from scheduler.eta import RANGES as ENGINE_RANGES  # the modes the engine plays; the service adds "auto"
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.core.queries import json_key
@@ -77,6 +89,8 @@ DEFAULT_HISTORY_REFRESH_SECONDS = 300.0
 DEFAULT_MAX_AGE_SECONDS = 60.0
 DEFAULT_ARRIVALS_WINDOW_SECONDS = 0.0  # off: see TAS_ETA_ARRIVALS_WINDOW_SECONDS in the settings
 DEFAULT_NICE = 10
+DEFAULT_SAMPLES = 7
+DEFAULT_TARGET_SECONDS = 1.0
 CHILD_BUDGET_FACTOR = 3  # a child running this many times its budget (and 10 s more) is killed
 REQUEUE_SECONDS = 0.5  # an estimate asked for while the last one's child runs: tried again after this
 HISTORY_RUNS = 5000  # the latest finished workloads the runtime history learns from
@@ -92,21 +106,52 @@ def eta_fork_enabled() -> bool:
     return bool(getattr(settings, "TAS_ETA_FORK", True)) and can_fork()
 
 
-RANGES = ("plays", "chain")
+AUTO = "auto"
+RANGES = (AUTO, *ENGINE_RANGES)
 
 
 def eta_range() -> str:
-    """TAS_ETA_RANGE: how an estimate gets its range (see `scheduler.eta.EtaSettings.range`)."""
-    value = str(getattr(settings, "TAS_ETA_RANGE", "plays") or "plays")
+    """TAS_ETA_RANGE: how an estimate gets its prediction and range (`scheduler.eta.EtaSettings.range`),
+    or `auto`: the richest that fits TAS_ETA_TARGET_SECONDS (`scheduler.eta.planned_range`)."""
+    value = str(getattr(settings, "TAS_ETA_RANGE", AUTO) or AUTO)
     if value not in RANGES:
         raise ValueError(f"TAS_ETA_RANGE: {value!r} is not a range mode; expected one of {', '.join(RANGES)}")
     return value
 
 
+def eta_samples() -> int:
+    """TAS_ETA_SAMPLES: the sampled plays of an estimate (`samples`), at most (`auto`)."""
+    value = getattr(settings, "TAS_ETA_SAMPLES", DEFAULT_SAMPLES)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"TAS_ETA_SAMPLES: must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def eta_target_seconds() -> float:
+    """TAS_ETA_TARGET_SECONDS: the wall clock `auto` plans an estimate for."""
+    value = getattr(settings, "TAS_ETA_TARGET_SECONDS", DEFAULT_TARGET_SECONDS)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"TAS_ETA_TARGET_SECONDS: must be a number of seconds above 0, got {value!r}")
+    return float(value)
+
+
+PLAY_SECONDS_KEY = "eta-play-seconds"  # what a play of the last estimate took: `auto` plans the next with it
+
+
+def estimate_cost_forget() -> None:
+    cache.delete(scheduler_key(PLAY_SECONDS_KEY))
+
+
 def eta_settings(*, budget: float | None = None) -> EtaSettings:
     seconds = float(getattr(settings, "TAS_ETA_BUDGET_SECONDS", DEFAULT_BUDGET_SECONDS)) if budget is None else budget
     horizon = float(getattr(settings, "TAS_ETA_HORIZON_SECONDS", DEFAULT_HORIZON_SECONDS))
-    return EtaSettings(horizon=timedelta(seconds=horizon), budget_seconds=max(seconds, 0.0), range=eta_range())
+    range_, samples = eta_range(), eta_samples()
+    if range_ == AUTO:
+        processes = (os.cpu_count() or 1) if eta_fork_enabled() else 1
+        range_, samples = planned_range(cache.get(scheduler_key(PLAY_SECONDS_KEY)), eta_target_seconds(),
+                                        processes, samples)
+    return EtaSettings(horizon=timedelta(seconds=horizon), budget_seconds=max(seconds, 0.0), range=range_,
+                       samples=samples)
 
 
 # ---------------------------------------------------------------- the engine state to estimate on
@@ -202,14 +247,12 @@ def runtime_history_forget() -> None:
 # ---------------------------------------------------------------- expected arrivals
 
 
-def expected_arrivals_read(now: datetime) -> list[tuple[float, EngineWorkload]]:
-    """The workloads expected to arrive after `now`, seconds after it: those submitted in the
-    TAS_ETA_ARRIVALS_WINDOW_SECONDS before it, again and again within the horizon."""
+def expected_arrivals_read(now: datetime) -> RecentArrivals:
+    """What to expect after `now`: the workloads submitted in the TAS_ETA_ARRIVALS_WINDOW_SECONDS
+    before it, less the bursts (none while that is 0)."""
     window = float(getattr(settings, "TAS_ETA_ARRIVALS_WINDOW_SECONDS", DEFAULT_ARRIVALS_WINDOW_SECONDS))
-    if window <= 0:
-        return []
-    span = timedelta(seconds=window)
-    return expected_arrivals(recent_workloads(now - span, now), now, span, eta_settings().horizon)
+    span = timedelta(seconds=max(window, 0.0))
+    return RecentArrivals.of(recent_workloads(now - span, now) if window > 0 else [], now, span)
 
 
 # ---------------------------------------------------------------- estimating and storing
@@ -265,8 +308,7 @@ def predictions_replace(rows: list[WorkloadPrediction], *, estimated_at: datetim
 def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | None = None,
                        budget: float | None = None, history: RuntimeHistory | None = None,
                        interrupt: Callable[[], bool] | None = None, own: bool = False,
-                       fork_plays: bool = False,
-                       arrivals: list[tuple[float, EngineWorkload]] | None = None) -> Estimate:
+                       fork_plays: bool = False, arrivals: RecentArrivals | None = None) -> Estimate:
     """Predict when every workload waiting in `engine` starts, as of `now`, and store the
     predictions in place of the stored ones. `engine` is left as it was; the wall-clock
     budget (TAS_ETA_BUDGET_SECONDS unless given) bounds the plays: what they did not reach
@@ -287,13 +329,21 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
         logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
         return result
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
+    if (seconds := play_seconds(result)) is not None:
+        cache.set(scheduler_key(PLAY_SECONDS_KEY), seconds, timeout=None)
     # plays that stopped early (every play ends on NEVER while a workload can never fit)
     stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped and play.stopped != NEVER}
-    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %d expected arrivals played, "
-                "%.2fs (copies %.2fs)%s [process %d]", len(rows), sum(1 for r in rows if r.start is not None),
-                len(arrivals), result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "",
-                os.getpid())
+    logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %s, %d recent submissions "
+                "expected again, %.2fs (copies %.2fs)%s [process %d]", len(rows),
+                sum(1 for r in rows if r.start is not None), _plays_text(result, settings_), len(arrivals),
+                result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
     return result
+
+
+def _plays_text(result: Estimate, settings_: EtaSettings) -> str:
+    if settings_.range == SAMPLES:
+        return f"{len(result.plays)} sampled plays"
+    return "a play per runtime level" if settings_.range == PLAYS else "the median play and its chain"
 
 
 def predictions_clear() -> int:
@@ -471,6 +521,7 @@ __all__ = [
     "estimate_after_pass",
     "estimate_child_running",
     "estimate_child_wait",
+    "estimate_cost_forget",
     "estimate_schedule",
     "estimate_source",
     "estimate_source_set",

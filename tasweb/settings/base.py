@@ -339,10 +339,16 @@ TAS_ETA_ARRIVALS_WINDOW_SECONDS = env_float("TAS_ETA_ARRIVALS_WINDOW_SECONDS", 0
 # the engine's copy-on-write image, at this CPU niceness: the worker is free for the next
 # pass at once. Off: the estimate runs in the worker, between passes.
 TAS_ETA_FORK = env_bool("TAS_ETA_FORK", True)
-# The range of a prediction: "plays" (a play per runtime level: low, median, high) or "chain"
-# (the median play alone, the other levels' times worked out along its chain of finishes: a
-# third of the work, a range that holds the actual start less often).
-TAS_ETA_RANGE = env_str("TAS_ETA_RANGE") or "plays"
+# How a prediction and its range are made: "samples" (TAS_ETA_SAMPLES plays, each with every
+# runtime and the expected arrivals drawn at random: the median of their times, the range
+# between their 10th and 90th percentiles), "plays" (a play per runtime level: low, median,
+# high), "chain" (the median play alone, the other levels' times worked out along its chain
+# of finishes: a third of the work, a range that holds the actual start less often) or "auto"
+# (the default: the richest of these the last estimate's plays say fits
+# TAS_ETA_TARGET_SECONDS, on as many CPUs as the machine has).
+TAS_ETA_RANGE = env_str("TAS_ETA_RANGE") or "auto"
+TAS_ETA_SAMPLES = env_int("TAS_ETA_SAMPLES", 7)
+TAS_ETA_TARGET_SECONDS = env_float("TAS_ETA_TARGET_SECONDS", 1.0)
 TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
 
 # --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------

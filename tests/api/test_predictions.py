@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 
 from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET, can_fork
 from scheduler.runtimes import RuntimeClass, size_class
@@ -21,6 +22,7 @@ from tasweb.scheduling.estimates import (
     runtime_history_build,
     start_estimate_run,
 )
+from tasweb.scheduling.leader import scheduler_key
 from tasweb.scheduling.models import WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.api.test_kubernetes_auth import (  # noqa: F401 - fixtures
@@ -222,19 +224,22 @@ def test_recent_submissions_are_expected_again(crowded, settings, caplog):
         obj.pop("status", None)
         upsert(obj)
     Workload.objects.filter(name="job-recent-0").update(status=WorkloadStatus.FINISHED)
-    assert estimates.expected_arrivals_read(DEMO_NOW) == []  # off unless asked for
+    assert len(estimates.expected_arrivals_read(DEMO_NOW)) == 0  # off unless asked for
     settings.TAS_ETA_HORIZON_SECONDS = 3 * 3600
     settings.TAS_ETA_ARRIVALS_WINDOW_SECONDS = 3600
-    arrivals = estimates.expected_arrivals_read(DEMO_NOW)
+    recent = estimates.expected_arrivals_read(DEMO_NOW)
+    arrivals = recent.replayed(timedelta(hours=3))
     assert [(at, wl.name) for at, wl in arrivals if wl.name.startswith("job-recent")] == [
         (600.0, "job-recent-0"), (2400.0, "job-recent-1"), (4200.0, "job-recent-0"), (6000.0, "job-recent-1"),
         (7800.0, "job-recent-0"), (9600.0, "job-recent-1")]
     assert all(0 < at <= 3 * 3600 for at, _ in arrivals)
     caplog.set_level("INFO", logger="tasweb.scheduling.estimates")
-    start_estimate_run(engine=estimate_source().engine, now=DEMO_NOW)
-    assert f"{len(arrivals)} expected arrivals played" in caplog.text
+    for range_ in ("plays", "samples"):  # played as they came, or drawn at their rate
+        settings.TAS_ETA_RANGE = range_
+        start_estimate_run(engine=estimate_source().engine, now=DEMO_NOW)
+        assert f"{len(recent)} recent submissions expected again" in caplog.text
     settings.TAS_ETA_ARRIVALS_WINDOW_SECONDS = 0
-    assert estimates.expected_arrivals_read(DEMO_NOW) == []
+    assert len(estimates.expected_arrivals_read(DEMO_NOW)) == 0
 
 
 def test_the_range_along_the_median_plays_chain(crowded, settings):
@@ -247,12 +252,36 @@ def test_the_range_along_the_median_plays_chain(crowded, settings):
         assert rows[key].earliest <= rows[key].start <= rows[key].latest and rows[key].earliest < rows[key].latest
 
 
+def test_auto_plans_the_next_estimate_with_what_the_last_ones_plays_took(crowded, settings):
+    """TAS_ETA_RANGE=auto (the default): the chain while the cost is unknown, then the richest
+    estimate the last one's plays say fits TAS_ETA_TARGET_SECONDS."""
+    assert settings.TAS_ETA_RANGE == "auto"
+    engine = estimate_source().engine
+    first = start_estimate_run(engine=engine, now=DEMO_NOW)
+    assert first.plays["median"].seconds > 0 and first.plays["low"].seconds == 0  # the chain
+    took = cache.get(scheduler_key(estimates.PLAY_SECONDS_KEY))
+    assert took == first.plays["median"].seconds
+    settings.TAS_ETA_TARGET_SECONDS = took * 100  # the example is small: plenty of room
+    second = start_estimate_run(engine=engine, now=DEMO_NOW)
+    assert list(second.plays) == [f"sample-{i}" for i in range(1, settings.TAS_ETA_SAMPLES + 1)]
+    rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
+    for key in WAITING:
+        assert rows[key].earliest <= rows[key].start <= rows[key].latest
+    cache.set(scheduler_key(estimates.PLAY_SECONDS_KEY), settings.TAS_ETA_TARGET_SECONDS * 2)  # too slow for any
+    assert estimates.eta_settings().range == "chain"
+
+
 def test_a_bad_range_mode_is_reported_at_start_up(settings):
     from django.core.checks import run_checks
 
     settings.TAS_ETA_RANGE = "both"
     (error,) = [e for e in run_checks() if e.id == "scheduling.E003"]
-    assert error.msg == "TAS_ETA_RANGE: 'both' is not a range mode; expected one of plays, chain"
+    assert error.msg == "TAS_ETA_RANGE: 'both' is not a range mode; expected one of auto, plays, chain, samples"
+    settings.TAS_ETA_SAMPLES = 0
+    settings.TAS_ETA_TARGET_SECONDS = "soon"
+    errors = {e.id: e.msg for e in run_checks() if e.id in ("scheduling.E004", "scheduling.E005")}
+    assert errors == {"scheduling.E004": "TAS_ETA_SAMPLES: must be a whole number of at least 1, got 0",
+                      "scheduling.E005": "TAS_ETA_TARGET_SECONDS: must be a number of seconds above 0, got 'soon'"}
 
 
 def test_runtimes_are_learned_from_finished_workloads(crowded):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import timedelta
 from typing import Any
@@ -15,10 +16,13 @@ from scheduler.eta import (
     NOT_WITHIN_HORIZON,
     OUT_OF_BUDGET,
     PLAY_FAILED,
+    SAMPLES,
     EtaSettings,
+    RecentArrivals,
     can_fork,
     estimate,
     expected_arrivals,
+    planned_range,
     without_bursts,
 )
 from scheduler.results import ADMITTED
@@ -410,10 +414,10 @@ class TestForkedPlays:
         alone = estimate(engine, NOW)
         real_play = eta._play
 
-        def low_play_dies(engine, now, waiting, estimates, level, *args):
-            if level == "low":
+        def low_play_dies(engine, now, waiting, estimates, spec, *args):
+            if spec.name == "low":
                 raise RuntimeError("the child's play breaks")
-            return real_play(engine, now, waiting, estimates, level, *args)
+            return real_play(engine, now, waiting, estimates, spec, *args)
 
         monkeypatch.setattr(eta, "_play", low_play_dies)
         forked = estimate(engine, NOW, fork_plays=True)
@@ -525,3 +529,203 @@ class TestBurstsAreNotExpectedAgain:
         burst = [wl.name for wl in kept if wl.name.startswith(("large", "tiny"))]
         assert len(kept) == 11 + 5 and 4 <= len(burst) <= 5
         assert 1 <= sum(name.startswith("large") for name in burst) <= 2
+
+
+class TestRuntimeSamples:
+    """`RuntimeEstimate.sample`: the runtime at a quantile, as the sampled plays draw them."""
+
+    def test_an_exact_runtime_is_itself(self):
+        est = RuntimeEstimate(600, 600, 600, ANNOTATION)
+        assert {est.sample(u, elapsed) for u in (0.0, 0.3, 1.0) for elapsed in (0, 300, 900)} == {600}
+
+    def test_learned_runs_give_their_quantiles(self):
+        runs = tuple(float(s) for s in range(100, 1100, 100))  # 100 .. 1000
+        est = RuntimeEstimate(190, 550, 910, HISTORY, samples=runs)
+        assert (est.sample(0.0), est.sample(0.5), est.sample(1.0)) == (100, 550, 1000)
+        # having run 650 s, of the runs longer than that (700 .. 1000)
+        assert (est.sample(0.0, 650), est.sample(1.0, 650)) == (700, 1000)
+        # fewer than 3 longer runs: every run
+        assert est.sample(0.5, 850) == 550
+
+    def test_without_runs_a_log_normal_through_low_median_and_high(self):
+        est = RuntimeHistory(default_seconds=3600).default()  # 1800, 3600, 7200
+        assert est.sample(0.5) == pytest.approx(3600)
+        assert est.sample(0.1) == pytest.approx(1800, rel=1e-6)
+        assert est.sample(0.9) == pytest.approx(7200, rel=1e-6)
+        draws = [est.sample(u / 100) for u in range(1, 100)]
+        assert draws == sorted(draws)
+        # having run longer than most of them: still later than that
+        assert all(est.sample(u / 10, 9000) > 9000 for u in range(1, 10))
+
+    def test_never_past_a_deadline(self):
+        est = RuntimeEstimate(900, 1500, 1800, DEADLINE)
+        assert max(est.sample(u / 20) for u in range(21)) == 1800
+
+
+class TestSampledPlays:
+    """`range="samples"`: plays with drawn runtimes and arrivals; the prediction is their median."""
+
+    def test_with_nothing_to_draw_the_samples_are_the_median_play(self):
+        engine = engine_of(cluster_with_queues(2))  # every runtime annotated: nothing drawn
+        median = estimate(engine, NOW, settings=EtaSettings(levels=("median",)))
+        sampled = estimate(engine, NOW, settings=EtaSettings(range=SAMPLES, samples=3))
+        assert list(sampled.plays) == ["sample-1", "sample-2", "sample-3"]
+        for key, p in sampled.predictions.items():
+            want = median.predictions[key]
+            assert (p.start, p.earliest, p.latest, p.placement, p.reason) == \
+                (want.start, want.start, want.start, want.placement, want.reason), key
+
+    @pytest.mark.parametrize("seed", range(3))
+    def test_the_median_of_the_plays_with_the_placement_of_the_median_one(self, seed):
+        import scheduler.eta as eta
+
+        engine = engine_of(cluster_with_queues(seed))
+        played: list[dict] = []
+        real_play = eta._play
+
+        def keep(*args):
+            out = real_play(*args)
+            played.append(out[0])
+            return out
+
+        eta._play, real = keep, eta._play
+        try:
+            est = estimate(engine, NOW, spread_runtimes, EtaSettings(range=SAMPLES, samples=5))
+        finally:
+            eta._play = real
+        assert len(played) == 5
+        spread = False
+        for key, p in est.predictions.items():
+            times = sorted(play[key].at if key in play else float("inf") for play in played)
+            spread |= times[0] != times[-1]
+            if times[2] == float("inf"):
+                assert p.start is None and p.reason
+                continue
+            assert p.start == NOW + timedelta(seconds=times[2])
+            assert p.earliest == NOW + timedelta(seconds=times[0])
+            assert p.latest == (None if times[4] == float("inf") else NOW + timedelta(seconds=times[4]))
+            assert p.placement in [play[key].placement for play in played if key in play and play[key].at == times[2]]
+        assert spread, "the drawn runtimes make the plays differ"
+
+    def test_the_same_state_and_time_give_the_same_answer(self):
+        engine = engine_of(cluster_with_queues(1))
+        settings = EtaSettings(range=SAMPLES, samples=3)
+        first = estimate(engine, NOW, spread_runtimes, settings)
+        assert estimate(engine, NOW, spread_runtimes, settings).predictions == first.predictions
+        other = estimate(engine, NOW, spread_runtimes, dataclasses.replace(settings, seed=12345))
+        assert other.predictions != first.predictions
+
+    @pytest.mark.parametrize("seed", range(3))
+    def test_first_pass_decides_as_the_live_pass(self, seed):
+        engine = engine_of(cluster_with_queues(seed))
+        est = estimate(engine, NOW, spread_runtimes, EtaSettings(range=SAMPLES, samples=3))
+        live = {k for k, r in engine.run_pass(NOW).decided.items() if r.status == ADMITTED}
+        assert live and {k for k, p in est.predictions.items() if p.start == NOW} == live
+
+    def test_a_play_out_of_budget_is_left_out(self, monkeypatch):
+        """What a play cut short did not reach is not known to come late: the whole plays decide."""
+        import scheduler.eta as eta
+
+        engine = engine_of(cluster_with_queues(3))
+        played: dict[str, dict] = {}
+        real_play = eta._play
+
+        def third_runs_out(engine, now, waiting, estimates, spec, settings, deadline, stats, *args):
+            out = real_play(engine, now, waiting, estimates, spec, settings, deadline, stats, *args)
+            played[spec.name] = out[0]
+            if spec.name == "sample-3":
+                stats.stopped = OUT_OF_BUDGET
+            return out
+
+        monkeypatch.setattr(eta, "_play", third_runs_out)
+        cut = estimate(engine, NOW, spread_runtimes, EtaSettings(range=SAMPLES, samples=3))
+        assert cut.plays["sample-3"].stopped == OUT_OF_BUDGET
+        inf = float("inf")
+        for key, p in cut.predictions.items():
+            # of two plays, the lower of their times; the range, both
+            low, high = sorted(played[name][key].at if key in played[name] else inf
+                               for name in ("sample-1", "sample-2"))
+            assert p.start == (None if low == inf else NOW + timedelta(seconds=low))
+            assert p.latest == (None if high == inf else NOW + timedelta(seconds=high))
+
+    def test_expected_arrivals_are_drawn_anew_for_every_play(self):
+        objects = [*two_racks(), *[waiting(f"w{i}", count=2, cpu="8", required=RACK, created=i, runtime="30m")
+                                   for i in range(3)]]
+        recent = parse([waiting(f"r{i}", count=1, cpu="8", created=-300 * i - 60, runtime="20m")
+                        for i in range(6)]).workloads
+        arrivals = RecentArrivals.of(recent, NOW, timedelta(hours=1))
+        assert len(arrivals) == 6
+        runner = eta_runner(engine_of(objects), EtaSettings(range=SAMPLES, samples=2), arrivals)
+        draws = [runner.arrivals_for(eta_spec(f"s{i}", random.Random(i))) for i in range(2)]
+        assert draws[0] != draws[1]
+        assert all(wl in recent for draw in draws for _, wl in draw)
+        # a play per runtime level plays the window again as it came
+        assert runner.arrivals_for(eta_spec("median")) == arrivals.replayed(timedelta(hours=24))
+        est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=SAMPLES, samples=3), arrivals=arrivals)
+        assert all(p.start is not None for p in est.predictions.values())
+
+    def test_a_poisson_stream_at_the_windows_rate(self):
+        recent = parse([waiting(f"r{i}", created=-60 * (i + 1)) for i in range(30)]).workloads  # 30 an hour
+        arrivals = RecentArrivals.of(recent, NOW, timedelta(hours=1))
+        drawn = arrivals.sampled(random.Random(7), timedelta(hours=100))
+        assert 2700 < len(drawn) < 3300
+        assert [at for at, _ in drawn] == sorted(at for at, _ in drawn)
+        assert RecentArrivals.of([], NOW, timedelta(hours=1)).sampled(random.Random(1), timedelta(hours=1)) == []
+
+
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+class TestForkedSampledPlays:
+    @pytest.mark.parametrize("processes", [1, 2, 3])
+    def test_same_predictions_as_in_one_process(self, processes):
+        engine = engine_of(cluster_with_queues(0))
+        settings = EtaSettings(range=SAMPLES, samples=5, processes=processes)
+        alone = estimate(engine, NOW, spread_runtimes, settings)
+        before = state_fingerprint(engine)
+        forked = estimate(engine, NOW, spread_runtimes, settings, fork_plays=True)
+        assert state_fingerprint(engine) == before
+        assert forked.predictions == alone.predictions
+        assert {n: p.passes for n, p in forked.plays.items()} == {n: p.passes for n, p in alone.plays.items()}
+        assert forked.clone_seconds == 0.0
+
+    def test_a_failed_play_is_left_out(self, monkeypatch):
+        import scheduler.eta as eta
+
+        engine = engine_of(cluster_with_queues(1))
+        real_play = eta._play
+
+        def second_dies(engine, now, waiting, estimates, spec, *args):
+            if spec.name == "sample-2":
+                raise RuntimeError("the child's play breaks")
+            return real_play(engine, now, waiting, estimates, spec, *args)
+
+        monkeypatch.setattr(eta, "_play", second_dies)
+        forked = estimate(engine, NOW, spread_runtimes, EtaSettings(range=SAMPLES, samples=3), fork_plays=True)
+        assert forked.plays["sample-2"].stopped == PLAY_FAILED
+        assert {n for n, p in forked.plays.items() if not p.stopped or p.stopped != PLAY_FAILED} == \
+            {"sample-1", "sample-3"}
+        assert any(p.start is not None for p in forked.predictions.values())
+
+
+def eta_runner(engine: Engine, settings: EtaSettings, arrivals):
+    import scheduler.eta as eta
+
+    return eta._Runner(engine, NOW, [], {}, settings, None, RuntimeHistory().estimate, arrivals)
+
+
+def eta_spec(name: str, rng: random.Random | None = None):
+    import scheduler.eta as eta
+
+    return eta._PlaySpec(name, rng)
+
+
+@pytest.mark.parametrize(("seconds", "processes", "want"), [
+    (None, 2, ("chain", 7)),  # not known yet: the cheapest
+    (0.04, 2, ("samples", 7)),
+    (0.3, 2, ("samples", 5)),  # 3 rounds of 2
+    (0.4, 2, ("plays", 7)),  # 2 rounds of 2 hold 3 samples, too few; the three plays take 1.5 rounds
+    (0.9, 2, ("chain", 7)),
+    (0.1, 1, ("samples", 7)),
+    (0.25, 1, ("plays", 7)),  # one at a time: 4 plays fit, too few samples; the three plays do
+])
+def test_the_plan_is_the_richest_estimate_that_fits(seconds, processes, want):
+    assert planned_range(seconds, 1.0, processes, 7) == want

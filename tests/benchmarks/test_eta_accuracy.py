@@ -1,0 +1,53 @@
+"""benchmarks/eta_accuracy.py: the start-time estimates checked against what happens, run small.
+
+No accuracy or timing is asserted (a few simulated hours are too few to judge either); what
+must hold: every mode scores its predictions, the sampled plays give a range that holds most
+actual starts when runtimes are exact, and the timing run reports each way the service plays.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import eta_accuracy as bench  # noqa: E402
+
+from scheduler.eta import can_fork  # noqa: E402
+
+
+def test_both_modes_score_their_predictions(tmp_path, capsys):
+    out = tmp_path / "accuracy.json"
+    assert bench.main(["--hours", "4", "--warmup", "1", "--samples", "3", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"exact", "learned"}
+    for mode in ("exact", "learned"):
+        rows = {r["group"]: r for r in figures[mode]["at_queueing_by_class"]}
+        assert rows["all"]["n"] > 0 and rows["all"]["n"] == sum(r["n"] for g, r in rows.items() if g != "all")
+        assert 0 <= rows["all"]["median"] <= rows["all"]["p90"]
+        assert figures[mode]["estimates"] > 0 and figures[mode]["predictions"] >= rows["all"]["n"]
+    printed = capsys.readouterr().out
+    assert "estimator: 3 sampled plays, arrivals from the last 2 h" in printed
+    assert "target (median <= 10 %, p90 <= 25 % at queueing)" in printed
+
+
+def test_a_play_per_level_replays_the_last_hour(capsys):
+    assert bench.main(["--mode", "exact", "--hours", "3", "--warmup", "1", "--range", "plays"]) == 0
+    assert "estimator: range plays, arrivals from the last 1 h" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+def test_the_timing_run_reports_every_way_the_service_plays(tmp_path):
+    out = tmp_path / "timing.json"
+    assert bench.main(["--timing", "--nodes", "1000", "--pending", "40", "--samples", "3", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["nodes"] == 1000 and figures["pending"] >= 40
+    for key in ("clone_s", "median_play_s", "estimate_s", "chain_s", "forked_s", "forked_s_chain", "forked_s_samples"):
+        assert figures[key] > 0, key
+    assert figures["forked_predicted_samples"] == figures["forked_predicted"] > 0
+    assert figures["auto_plan"][0] in ("samples", "plays", "chain")
