@@ -497,7 +497,7 @@ def timing(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-def forked_estimate(engine: Engine, now: datetime, range_: str, samples: int = 7) -> dict[str, Any]:
+def forked_estimate(engine: Engine, now: datetime, range_: str, samples: int = 11) -> dict[str, Any]:
     """The estimate as the service runs it (tasweb.scheduling.estimates): a child process forked
     from the one holding the engine plays on its copy-on-write image, its low and high plays
     in children of its own (`range_` "plays"), or the median play alone ("chain"). Timed from
@@ -559,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=None,
                     help="hours of submissions the arrivals are expected from (default: 2 for --range samples, "
                          "where they give a rate, 1 for the others, which play them again as they came)")
-    ap.add_argument("--samples", type=int, default=7, help="plays of --range samples")
+    ap.add_argument("--samples", type=int, default=11, help="plays of --range samples")
     ap.add_argument("--range", choices=RANGES, default=SAMPLES,
                     help="the prediction and its range from --samples plays of drawn runtimes and arrivals "
                          "(their median), from a play per runtime level, or from the median play and its chain")

@@ -83,7 +83,7 @@ from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
-from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory
+from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeClass, RuntimeEstimate, RuntimeHistory, runtime_class
 
 PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
 RANGES = (PLAYS, CHAIN, SAMPLES)
@@ -110,7 +110,7 @@ class EtaSettings:
     # "samples": `samples` plays, each with every runtime (and the expected arrivals) drawn at
     # random, the prediction their median (see `estimate`)
     range: str = "plays"
-    samples: int = 7
+    samples: int = 11
     # of the sampled plays' draws: None, the arrivals' from `now` and each workload's runtimes
     # from its key (the same state gives the same answer, and a workload keeps its draws)
     seed: int | None = None
@@ -240,11 +240,13 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     settings = settings or EtaSettings()
     if settings.range not in RANGES:
         raise ValueError(f"range must be one of {', '.join(RANGES)}, got {settings.range!r}")
-    source = _runtime_source(runtimes)
     started = time.perf_counter()
     deadline = None if settings.budget_seconds is None else started + settings.budget_seconds
     out = Estimate(now, now + settings.horizon)
     state = engine.state
+    if isinstance(runtimes, RuntimeHistory):  # what runs now is a lower bound of its runtime
+        runtimes = runtimes.with_running(_running_for(state.holders(), now))
+    source = _runtime_source(runtimes)
     waiting = [wl.key for wl in state.workload_map.values() if is_pending(wl)]
     estimates: dict[str, RuntimeEstimate] = {}
     for wl in state.workload_map.values():
@@ -330,6 +332,16 @@ def _sampled_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dic
                 break
     out.plays = {spec.name: out.plays[spec.name] for spec in specs if spec.name in out.plays}
     return {spec.name: plays[spec.name] for spec in specs if spec.name in plays}
+
+
+def _running_for(holders: Iterable[Workload], now: datetime) -> list[tuple[RuntimeClass, float]]:
+    """(class, seconds run so far) of every workload holding quota since before `now`."""
+    out = []
+    for wl in holders:
+        started = _reserved_at(wl)
+        if started is not None and started < now:
+            out.append((runtime_class(wl), (now - started).total_seconds()))
+    return out
 
 
 def can_fork() -> bool:

@@ -30,6 +30,7 @@ PodSets, in powers of two: `1`, `2-3`, `4-7`, `8-15`, ...
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import math
 import re
@@ -226,6 +227,9 @@ class RuntimeHistory:
         self.window = max(1, window)
         self.default_seconds = default_seconds
         self._runs: dict[tuple[str, str, str], _Runs] = {}
+        # runs still going, as lower bounds (`with_running`), per class; and what they made of it
+        self._running: dict[tuple[str, str, str], list[float]] = {}
+        self._learned: dict[tuple[str, str, str], RuntimeEstimate] = {}
 
     # ------------------------------------------------------------ learning
 
@@ -247,6 +251,19 @@ class RuntimeHistory:
         runs = self._runs.get(_fallbacks(cls)[0])
         return len(runs.recent) if runs else 0
 
+    def with_running(self, running: Iterable[tuple[RuntimeClass, float]]) -> RuntimeHistory:
+        """A view of this history in which the runs still going count too: (class, seconds run so
+        far), each a lower bound of its runtime (a right-censored run). Without them, the learned
+        runtimes of a class whose long runs have not ended yet (a new kind of job, a service
+        started afresh) are those of its short runs only, and too short."""
+        view = copy.copy(self)
+        view._running, view._learned = {}, {}
+        for cls, seconds in running:
+            if math.isfinite(seconds) and seconds > 0:
+                for key in _fallbacks(cls):
+                    view._running.setdefault(key, []).append(seconds)
+        return view
+
     # ------------------------------------------------------------ estimating
 
     def learned(self, cls: RuntimeClass) -> RuntimeEstimate | None:
@@ -254,10 +271,19 @@ class RuntimeHistory:
         for key in _fallbacks(cls):
             runs = self._runs.get(key)
             if runs is not None and len(runs.ordered) >= self.min_samples:
-                low, median, high = (quantile(runs.ordered, q) for q in self.quantiles)
-                return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs)",
-                                       samples=runs.snapshot(), quantiles=self.quantiles)
+                learned = self._learned.get(key)
+                if learned is None:
+                    learned = self._learned[key] = self._learned_of(key, runs)
+                return learned
         return None
+
+    def _learned_of(self, key: tuple[str, str, str], runs: _Runs) -> RuntimeEstimate:
+        running = self._running.get(key, [])
+        samples = with_censored(runs.ordered, running) if running else runs.snapshot()
+        low, median, high = (quantile(samples, q) for q in self.quantiles)
+        going = f", {len(running)} running" if running else ""
+        return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs{going})",
+                               samples=samples, quantiles=self.quantiles)
 
     def default(self) -> RuntimeEstimate:
         d = self.default_seconds
@@ -282,6 +308,48 @@ class RuntimeHistory:
             return dataclasses.replace(learned, problems=tuple(problems))
         d = self.default()
         return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems))
+
+
+def with_censored(finished: Sequence[float], running: Sequence[float]) -> tuple[float, ...]:
+    """Runtimes standing for what the finished runs and the runs still going (each a lower
+    bound) say together: the Kaplan-Meier estimate of the runtime's distribution, its share
+    past the last finished run spread over the running ones longer than that (each taken to end
+    now: still a lower bound), read off at evenly spaced quantiles, one per finished run and
+    per running one past the last finished run. Sorted; the finished runs themselves when no
+    run going is longer than one of them."""
+    events = sorted(finished)
+    if not running:
+        return tuple(events)
+    points = sorted([(t, 0) for t in events] + [(t, 1) for t in running])  # an end before a bound at a tie
+    at_risk, surviving = len(points), 1.0
+    support: list[tuple[float, float]] = []  # (runtime, probability)
+    i = 0
+    while i < len(points):
+        t, censored = points[i]
+        if censored:
+            at_risk -= 1
+            i += 1
+            continue
+        ended = 0
+        while i < len(points) and points[i] == (t, 0):
+            ended, i = ended + 1, i + 1
+        mass = surviving * ended / at_risk
+        support.append((t, mass))
+        surviving -= mass
+        at_risk -= ended
+    last = events[-1] if events else 0.0
+    beyond = [t for t in running if t > last]
+    support += [(t, surviving / len(beyond)) for t in sorted(beyond)] if beyond else [(last, surviving)]
+    n = len(events) + len(beyond)
+    out: list[float] = []
+    cumulative, j = 0.0, 0
+    for k in range(n):
+        q = (k + 0.5) / n
+        while j < len(support) - 1 and cumulative + support[j][1] < q:
+            cumulative += support[j][1]
+            j += 1
+        out.append(support[j][0])
+    return tuple(out)
 
 
 def _fallbacks(cls: RuntimeClass) -> list[tuple[str, str, str]]:

@@ -347,7 +347,7 @@ TAS_ETA_FORK = env_bool("TAS_ETA_FORK", True)
 # (the default: the richest of these the last estimate's plays say fits
 # TAS_ETA_TARGET_SECONDS, on as many CPUs as the machine has).
 TAS_ETA_RANGE = env_str("TAS_ETA_RANGE") or "auto"
-TAS_ETA_SAMPLES = env_int("TAS_ETA_SAMPLES", 7)
+TAS_ETA_SAMPLES = env_int("TAS_ETA_SAMPLES", 11)
 TAS_ETA_TARGET_SECONDS = env_float("TAS_ETA_TARGET_SECONDS", 1.0)
 TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
 

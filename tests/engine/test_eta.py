@@ -38,6 +38,7 @@ from scheduler.runtimes import (
     parse_duration,
     runtime_class,
     size_class,
+    with_censored,
 )
 
 from .factories import (
@@ -729,3 +730,49 @@ def eta_spec(name: str, rng: random.Random | None = None):
 ])
 def test_the_plan_is_the_richest_estimate_that_fits(seconds, processes, want):
     assert planned_range(seconds, 1.0, processes, 7) == want
+
+
+class TestRunsStillGoing:
+    """The runs still going count as lower bounds of their class's runtime (Kaplan-Meier)."""
+
+    def test_the_product_limit(self):
+        # 20 of 80 runs end at 10 s (S = 3/4); 40 are still going at 20 s; the other 20 end at
+        # 30 s, and with them the 3/4 left: one value per ended run, 10 of them at 10 s
+        values = with_censored([10] * 20 + [30] * 20, [20] * 40)
+        assert len(values) == 40 and values.count(10) == 10 and values.count(30) == 30
+        # without the runs going, half would be at 10 s
+        assert with_censored([10] * 20 + [30] * 20, []).count(10) == 20
+
+    def test_bounds_below_every_end_change_nothing(self):
+        assert with_censored([600, 900, 1200], [60, 120]) == (600, 900, 1200)
+        assert with_censored([600, 900, 1200], []) == (600, 900, 1200)
+
+    def test_runs_going_longer_than_every_end_stand_for_themselves(self):
+        assert with_censored([40, 50, 60], [10, 100, 130, 170]) == (40, 50, 60, 100, 130, 170)
+
+    def test_a_class_whose_long_runs_have_not_ended_learns_longer_runtimes(self):
+        history = RuntimeHistory(min_samples=3)
+        cls = RuntimeClass("Job", "default/lq", "1")
+        for seconds in (600, 700, 800):  # the short runs ended first
+            history.add(cls, seconds)
+        view = history.with_running([(cls, 3600)] * 5 + [(cls, 60)])
+        assert history.learned(cls).median == 700  # the history itself is left as it was
+        learned = view.learned(cls)
+        # the three ended runs, then the five still going past them, each taken to end now
+        assert learned.samples == (600, 700, 800, 3600, 3600, 3600, 3600, 3600)
+        assert learned.median == 3600 and "(3 runs, 6 running)" in learned.detail
+        assert view.learned(RuntimeClass("Job", "default/other", "1")).median == 3600  # coarser classes too
+
+    def test_the_estimate_counts_what_runs_now(self):
+        history = RuntimeHistory(min_samples=3)
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-5000, cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=-5000, cpu="8"),
+                   waiting("w", count=2, cpu="8", required=RACK)]
+        engine = engine_of(objects)
+        for seconds in (600, 900, 1200):
+            history.add_workload(engine.state.workload("default/r1"), seconds)
+        p = estimate(engine, NOW, history).predictions["default/w"]
+        assert "2 running" in p.runtime.detail
+        # the two runs going, each a lower bound past every ended run: without them the median is 900
+        assert p.runtime.samples == (600, 900, 1200, 5000, 5000) and p.runtime.median == 1200
