@@ -292,7 +292,7 @@ def _level_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dict[
             break
         for other in chained:
             plays[other], out.plays[other] = _chained(plays[level], stats, chain, other, run)
-    collect_forked(forked.values(), plays, out.plays)
+    _collect_forked(forked.values(), plays, out.plays)
     out.plays = {level: out.plays[level] for level in settings.levels if level in out.plays}
     return {level: plays[level] for level in settings.levels if level in plays}
 
@@ -314,9 +314,9 @@ def _sampled_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dic
                 out.plays[spec.name] = PlayStats(spec.name, stopped=OUT_OF_BUDGET)
                 continue
             if len(running) >= slots:
-                collect_forked(_first_done(running), plays, out.plays)
+                _collect_forked(_first_done(running), plays, out.plays)
             running.append(run.fork(spec))
-        collect_forked(running, plays, out.plays)
+        _collect_forked(running, plays, out.plays)
     else:
         for i, spec in enumerate(specs):
             stats = out.plays[spec.name] = PlayStats(spec.name)
@@ -495,7 +495,7 @@ def _first_done(children: list[_ForkedPlay]) -> list[_ForkedPlay]:
                     return [child]
 
 
-def collect_forked(children: Iterable[_ForkedPlay], plays: dict[str, dict[str, _Admission]],
+def _collect_forked(children: Iterable[_ForkedPlay], plays: dict[str, dict[str, _Admission]],
                    stats: dict[str, PlayStats]) -> None:
     for child in list(children):
         admitted, stats[child.name] = child.collect()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import copy
 import dataclasses
+import functools
 import math
 import re
 import statistics
@@ -72,6 +73,7 @@ class DurationError(ValueError):
     """A runtime that cannot be read; the message says what was expected."""
 
 
+@functools.lru_cache(maxsize=4096)  # every estimate reads every annotation again
 def parse_duration(text: str) -> float:
     """Seconds of a Go duration (`2h30m`, `1.5h`, `90s`) or of a plain number of seconds."""
     value = text.strip()
