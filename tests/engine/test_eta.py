@@ -409,18 +409,10 @@ class TestForkedPlays:
 
     def test_a_failed_play_is_left_out_of_the_range(self, monkeypatch):
         """A child that dies sends nothing: its play is reported failed, the others stand."""
-        import scheduler.eta as eta
 
         engine = engine_of(cluster_with_queues(2))
         alone = estimate(engine, NOW)
-        real_play = eta._play
-
-        def low_play_dies(engine, now, waiting, estimates, spec, *args):
-            if spec.name == "low":
-                raise RuntimeError("the child's play breaks")
-            return real_play(engine, now, waiting, estimates, spec, *args)
-
-        monkeypatch.setattr(eta, "_play", low_play_dies)
+        play_breaks(monkeypatch, "low")
         forked = estimate(engine, NOW, fork_plays=True)
         assert forked.plays["low"].stopped == PLAY_FAILED
         assert forked.plays["median"].stopped == alone.plays["median"].stopped
@@ -487,6 +479,20 @@ class TestChainedRange:
         chained = estimate(engine, NOW, history, EtaSettings(range="chain")).predictions
         assert {k: (p.earliest, p.start, p.latest) for k, p in chained.items()} == \
             {k: (p.earliest, p.start, p.latest) for k, p in plays.items()}
+
+
+def play_breaks(monkeypatch, name: str) -> None:
+    """The play called `name` raises: in a child process, the child dies and sends nothing."""
+    import scheduler.eta as eta
+
+    real_play = eta._play
+
+    def play(engine, now, waiting, estimates, spec, *args):
+        if spec.name == name:
+            raise RuntimeError("the child's play breaks")
+        return real_play(engine, now, waiting, estimates, spec, *args)
+
+    monkeypatch.setattr(eta, "_play", play)
 
 
 def spread_runtimes(wl) -> RuntimeEstimate:
@@ -689,21 +695,11 @@ class TestForkedSampledPlays:
         assert forked.clone_seconds == 0.0
 
     def test_a_failed_play_is_left_out(self, monkeypatch):
-        import scheduler.eta as eta
-
         engine = engine_of(cluster_with_queues(1))
-        real_play = eta._play
-
-        def second_dies(engine, now, waiting, estimates, spec, *args):
-            if spec.name == "sample-2":
-                raise RuntimeError("the child's play breaks")
-            return real_play(engine, now, waiting, estimates, spec, *args)
-
-        monkeypatch.setattr(eta, "_play", second_dies)
+        play_breaks(monkeypatch, "sample-2")
         forked = estimate(engine, NOW, spread_runtimes, EtaSettings(range=SAMPLES, samples=3), fork_plays=True)
         assert forked.plays["sample-2"].stopped == PLAY_FAILED
-        assert {n for n, p in forked.plays.items() if not p.stopped or p.stopped != PLAY_FAILED} == \
-            {"sample-1", "sample-3"}
+        assert {n for n, p in forked.plays.items() if p.stopped != PLAY_FAILED} == {"sample-1", "sample-3"}
         assert any(p.start is not None for p in forked.predictions.values())
 
 
