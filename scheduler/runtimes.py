@@ -15,7 +15,11 @@ Sources, first that applies wins, and every estimate names the one it used:
    class), the first class with at least `min_samples` runs of these, finest first:
    (kind, LocalQueue, size), (kind, LocalQueue), (kind, size), (kind), every run. The
    low / median / high runtimes are the class's quantiles (`quantiles`, p10 / p50 / p90 by
-   default) of its latest `window` runs.
+   default) of its latest `window` runs. In a view `with_running`, the runs still going
+   count too, as lower bounds (`with_censored`: the Kaplan-Meier estimate), also towards
+   `min_samples` once one run of the class has finished: the first runs of a class to end
+   are its short ones, and a coarser class is a poor stand-in for one whose long runs are
+   still going.
 4. `default`: `default_seconds` (1 h), low half of it, high twice it.
 
 A workload already running for `elapsed` seconds with a learned estimate is expected to run,
@@ -269,10 +273,12 @@ class RuntimeHistory:
     # ------------------------------------------------------------ estimating
 
     def learned(self, cls: RuntimeClass) -> RuntimeEstimate | None:
-        """The quantiles of the finest class of `cls` with enough runs; None without one."""
+        """The quantiles of the finest class of `cls` with enough runs (`min_samples`, finished
+        or still going, one of them at least finished); None without one."""
         for key in _fallbacks(cls):
             runs = self._runs.get(key)
-            if runs is not None and len(runs.ordered) >= self.min_samples:
+            if runs is not None and runs.ordered and \
+                    len(runs.ordered) + len(self._running.get(key, ())) >= self.min_samples:
                 learned = self._learned.get(key)
                 if learned is None:
                     learned = self._learned[key] = self._learned_of(key, runs)

@@ -772,3 +772,22 @@ class TestRunsStillGoing:
         assert "2 running" in p.runtime.detail
         # the two runs going, each a lower bound past every ended run: without them the median is 900
         assert p.runtime.samples == (600, 900, 1200, 5000, 5000) and p.runtime.median == 1200
+
+
+def test_runs_still_going_make_a_class_of_its_own_once_one_has_ended():
+    """Two finished runs are too few for the class; with three going, it has its five."""
+    history = RuntimeHistory(min_samples=5)
+    large = RuntimeClass("Job", "default/lq", "16-31")
+    small = RuntimeClass("Job", "default/lq", "1")
+    for seconds in (5400, 6000):
+        history.add(large, seconds)
+    for seconds in (600, 700, 800, 900, 1000):
+        history.add(small, seconds)
+    assert "of 16-31 pods" not in history.learned(large).detail  # a coarser class: mostly the small runs
+    view = history.with_running([(large, 3000), (large, 4000), (large, 7000)])
+    learned = view.learned(large)
+    assert "of 16-31 pods (2 runs, 3 running)" in learned.detail
+    assert learned.median >= 5400
+    # runs going but none ended: nothing of the class's own is known yet
+    alone = RuntimeClass("Job", "default/other", "64-127")
+    assert "64-127" not in history.with_running([(alone, 9000)] * 5).learned(alone).detail
