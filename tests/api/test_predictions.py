@@ -176,7 +176,7 @@ def test_a_forked_child_estimates_while_the_worker_goes_on(mirror, settings, mon
     monkeypatch.setattr(estimates, "estimate_schedule", lambda countdown=None: requeued.append(countdown) or True)
     started = time.monotonic()
     assert estimate_after_pass() == "forked"
-    assert time.monotonic() - started < 0.5  # the worker does not wait for the plays
+    assert time.monotonic() - started < 1.0  # the worker does not wait for the child, which sleeps 1 s first
     assert estimate_after_pass() == "running" and requeued == [estimates.REQUEUE_SECONDS]
     assert not WorkloadPrediction.objects.exists()  # this process's connection works across the fork
     assert estimate_child_wait(60)

@@ -7,11 +7,10 @@ requests.
 The example cluster is scheduled first. Reads go without credentials, as the schema allows
 while `TAS_API_ANONYMOUS_READ` is on (the test settings' default), which also lets
 `ignored_auth` check that the schema says so; the what-if POST sends a token. Examples per
-operation are bounded so that the run stays well under a minute."""
+operation are bounded so that the run stays short; how long it takes is not asserted, as
+a timing depends on the machine."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 import schemathesis
@@ -25,7 +24,6 @@ from tests.api.test_schema_properties import wsgi_requests_keep_the_test_connect
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
 EXAMPLES_PER_OPERATION = 8
-BUDGET_SECONDS = 60
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
 
@@ -74,7 +72,6 @@ def test_schemathesis_finds_no_failure_with_production_like_settings(
 
 
 def run_all_checks(*, token: str, every_request_authenticated: bool, skip: set[str]) -> None:
-    started = time.monotonic()
     # reading the schema needs the token once anonymous reads are off
     schema = schemathesis.openapi.from_wsgi(
         "/api/schema/?format=json", application,
@@ -91,4 +88,3 @@ def run_all_checks(*, token: str, every_request_authenticated: bool, skip: set[s
         case.call_and_validate(headers=headers, checks=checks)  # raises schemathesis' failure report
 
     every_operation_in_both_modes(operations, call, EXAMPLES_PER_OPERATION)
-    assert time.monotonic() - started < BUDGET_SECONDS
