@@ -34,7 +34,10 @@ when each waiting workload is admitted and on which domains.
   runtime is drawn at a random quantile of what is known of it (`RuntimeEstimate.sample`:
   the learned runs, conditioned on the time a running workload has run already; an exact
   runtime stays exact) and the expected arrivals are drawn anew (`RecentArrivals.sampled`: a
-  Poisson stream at the recent rate, each arrival one of the recent submissions). The
+  Poisson stream at the recent rate, each arrival one of the recent submissions). Each play
+  draws learned runtimes from its own resample of the class's runs
+  (`RuntimeEstimate.resampled`, a bootstrap): a class known from a few runs may run longer
+  or shorter than they did, and the range shows it; one known from many barely moves. The
   prediction is the median of the plays' times, with the placement of the play at the
   median; `earliest` and `latest` are their 10th and 90th percentiles. The median of plays
   is the better guess: which of many running workloads ends first, and when the next
@@ -581,6 +584,7 @@ class _Play:
         self.spec = spec
         self.rng = spec.rng
         self.drawn: dict[str, float] = {}  # a sampled play's runtime quantile of each workload
+        self.resampled: dict[str, tuple[float, ...]] = {}  # its learned runs of each class (`runs_of`)
         self.settings = settings
         self.source = source
         self.due: list[tuple[float, int, str, int]] = []  # (end, seq, key, run)
@@ -607,10 +611,24 @@ class _Play:
             u = self.drawn[key] = self.spec.quantile(key)
         return u
 
+    def runs_of(self, est: RuntimeEstimate) -> tuple[float, ...]:
+        """A sampled play's own resample of the learned runs of `est`, one per class
+        (`RuntimeEstimate.resampled`): drawn from the play and the class, so the same in the
+        next estimate while the class's runs stay the same."""
+        runs = self.resampled.get(est.detail)
+        if runs is None:
+            rng = random.Random(f"{self.spec.salt}{self.spec.name}/{est.detail}")
+            runs = self.resampled[est.detail] = est.resampled(rng)
+        return runs
+
+    def sampled(self, est: RuntimeEstimate, key: str, elapsed: float = 0.0) -> float:
+        runs = self.runs_of(est) if est.samples else None
+        return max(est.sample(self.quantile(key), elapsed, runs), 0.0)
+
     def runtime(self, wl: Workload) -> float:
         est = self.estimate_of(wl)
         if self.rng is not None:
-            return max(est.sample(self.quantile(wl.key)), 0.0)
+            return self.sampled(est, wl.key)
         return max(est.at(self.level), 0.0)
 
     def schedule_end(self, key: str, end: float) -> int:
@@ -628,7 +646,7 @@ class _Play:
         started = _reserved_at(wl)
         elapsed = (self.now - started).total_seconds() if started is not None else 0.0
         if self.rng is not None:
-            runtime = max(est.sample(self.quantile(wl.key), elapsed), 0.0)
+            runtime = self.sampled(est, wl.key, elapsed)
         else:
             runtime = max(est.at(level), 0.0)
             if elapsed > 0:

@@ -38,6 +38,7 @@ import copy
 import dataclasses
 import functools
 import math
+import random
 import re
 import statistics
 from collections import deque
@@ -112,23 +113,32 @@ class RuntimeEstimate:
     def at(self, level: str) -> float:
         return {LOW: self.low, MEDIAN: self.median, HIGH: self.high}[level]
 
-    def sample(self, u: float, elapsed: float = 0.0) -> float:
+    def sample(self, u: float, elapsed: float = 0.0, runs: Sequence[float] | None = None) -> float:
         """The runtime at quantile `u` (0 <= u <= 1) of what this estimate knows, for a workload
         that has run `elapsed` seconds already: an exact runtime (low = median = high) is
-        itself; else the quantile of the learned runs (of those longer than `elapsed` when
-        there are 3 of them, as `total_given`), or without them of a log-normal law through low,
-        median and high at their quantiles, conditioned on `elapsed`; never past a deadline."""
+        itself; else the quantile of the learned runs (`runs` in their place when given, e.g.
+        `resampled()`; of those longer than `elapsed` when there are 3 of them, as
+        `total_given`), or without them of a log-normal law through low, median and high at
+        their quantiles, conditioned on `elapsed`; never past a deadline."""
         u = min(max(u, 0.0), 1.0)
         if self.low == self.median == self.high:
             return self.median
-        if self.samples:
-            longer = self.samples[bisect.bisect_right(self.samples, elapsed):] if elapsed > 0 else self.samples
-            value = quantile(longer if len(longer) >= 3 else self.samples, u)
+        samples = self.samples if runs is None or not self.samples else runs
+        if samples:
+            longer = samples[bisect.bisect_right(samples, elapsed):] if elapsed > 0 else samples
+            value = quantile(longer if len(longer) >= 3 else samples, u)
         else:
             if elapsed > 0:
                 u = self._cdf(elapsed) + u * (1.0 - self._cdf(elapsed))
             value = self._inverse(u)
         return min(value, self.high) if self.source == DEADLINE else value
+
+    def resampled(self, rng: random.Random) -> tuple[float, ...]:
+        """As many runs drawn from the learned ones with replacement, sorted: the runs another
+        history of the same class might have given (a bootstrap). Plays that each draw from
+        their own resample spread as far apart as a class's few runs leave its runtimes
+        unknown; with many runs they barely differ."""
+        return tuple(sorted(rng.choices(self.samples, k=len(self.samples))))
 
     def _spread(self, upper: bool) -> float:
         """ln(high / median) / z(q_high) above the median, ln(median / low) / -z(q_low) below."""

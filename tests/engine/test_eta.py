@@ -568,6 +568,20 @@ class TestRuntimeSamples:
         est = RuntimeEstimate(900, 1500, 1800, DEADLINE)
         assert max(est.sample(u / 20) for u in range(21)) == 1800
 
+    def test_a_resample_draws_as_many_runs_from_the_learned_ones(self):
+        runs = (100.0, 200.0, 400.0, 800.0, 1600.0)
+        est = RuntimeEstimate(140, 400, 1120, HISTORY, samples=runs)
+        drawn = [est.resampled(random.Random(seed)) for seed in range(20)]
+        assert all(len(d) == 5 and list(d) == sorted(d) and set(d) <= set(runs) for d in drawn)
+        assert est.resampled(random.Random(3)) == drawn[3]
+        assert len(set(drawn)) > 10
+
+    def test_a_play_samples_from_the_runs_it_is_given(self):
+        est = RuntimeEstimate(190, 550, 910, HISTORY, samples=tuple(float(s) for s in range(100, 1100, 100)))
+        assert est.sample(0.5, runs=(300.0, 300.0, 700.0)) == 300
+        assert est.sample(1.0, 450, runs=(300.0, 500.0, 600.0, 700.0)) == 700  # of the longer ones still
+        assert RuntimeEstimate(600, 600, 600, ANNOTATION).sample(0.5, runs=(1.0,)) == 600
+
 
 class TestSampledPlays:
     """`range="samples"`: plays with drawn runtimes and arrivals; the prediction is their median."""
@@ -670,6 +684,42 @@ class TestSampledPlays:
         assert runner.arrivals_for(eta_spec("median")) == arrivals.replayed(timedelta(hours=24))
         est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=SAMPLES, samples=3), arrivals=arrivals)
         assert all(p.start is not None for p in est.predictions.values())
+
+    @pytest.mark.parametrize("seed", range(3))
+    def test_a_class_known_from_few_runs_spreads_the_plays(self, seed):
+        """Sixteen running workloads of one class free the cluster when the last one ends. Five
+        past runs, 600 s to 1800 s, leave the class's runtimes open: each play draws from its
+        own resample of them, and the range shows it. 201 runs spread evenly over the same
+        span (the same quantiles, known far better) leave the plays close together."""
+        hosts = [f"b1-r{rack}-n{node}" for rack in (1, 2) for node in (1, 2)]
+        objects = [*two_racks(), *[running(f"r{i}", [(hosts[i % 4], 1)], started=-60, cpu="2") for i in range(16)],
+                   waiting("w", count=4, cpu="8")]
+        spread = {}
+        for runs in (5, 201):
+            engine = engine_of(objects)
+            history = RuntimeHistory(min_samples=3)
+            for i in range(runs):
+                history.add_workload(engine.state.workload("default/r1"), 600 + 1200 * i / (runs - 1))
+            settings = EtaSettings(range=SAMPLES, samples=11, seed=seed)
+            p = estimate(engine, NOW, history, settings).predictions["default/w"]
+            spread[runs] = (p.latest - p.earliest).total_seconds()
+            assert p.start <= NOW + timedelta(seconds=1740)
+        assert spread[201] * 2 < spread[5]
+
+    def test_a_play_keeps_its_resample_of_a_class_from_one_estimate_to_the_next(self):
+        import scheduler.eta as eta
+
+        est = RuntimeEstimate(140, 400, 1120, HISTORY, "Job in default/lq (5 runs)",
+                              samples=(100.0, 200.0, 400.0, 800.0, 1600.0))
+        engine = engine_of(two_racks())
+
+        def play(name: str):
+            return eta._Play(engine, NOW, {}, eta_spec(name, random.Random(0)), EtaSettings(range=SAMPLES), None)
+
+        first = play("sample-1")
+        assert first.runs_of(est) is first.runs_of(est)
+        assert play("sample-1").runs_of(est) == first.runs_of(est)
+        assert len({play(f"sample-{i}").runs_of(est) for i in range(11)}) > 5
 
     def test_a_poisson_stream_at_the_windows_rate(self):
         recent = parse([waiting(f"r{i}", created=-60 * (i + 1)) for i in range(30)]).workloads  # 30 an hour
