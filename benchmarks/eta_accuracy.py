@@ -25,7 +25,9 @@ admitted, its error is |predicted start - actual start| / (actual start - time o
 prediction), for waits of at least a minute. Printed: median and p90 of that error per size
 class and per lead time (how long before its start the prediction was made), for the
 estimator and for a naive baseline (position in the queue / admissions per second over the
-last hour), and how often the actual start fell within [earliest, latest].
+last hour), how often the actual start fell within [earliest, latest], and how often after
+it (the range too early) or before it (too late); the predictions at queueing again, by the
+hour of the day they were made in (a class's runtimes are learned from fewer runs early on).
 
 Modes: `exact`, every job carries `kueue.x-k8s.io/expected-runtime` = its true runtime (the
 target: median <= 10 % and p90 <= 25 % for predictions made at queueing time); `learned`, no
@@ -96,6 +98,7 @@ QUEUES = ("team-a", "team-b")
 LEAD_BUCKETS = ((0, 600, "< 10 min"), (600, 1800, "10-30 min"), (1800, 3600, "30-60 min"),
                 (3600, 7200, "1-2 h"), (7200, math.inf, ">= 2 h"))
 MIN_WAIT = 60.0
+DAY_BUCKETS = ((0, 8 * 3600, "hours 0-8"), (8 * 3600, 16 * 3600, "hours 8-16"), (16 * 3600, math.inf, "hours 16-"))
 AUTO_TARGET_SECONDS = 1.0  # the service's TAS_ETA_TARGET_SECONDS
 
 
@@ -317,6 +320,8 @@ class Errors:
     eta: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
     inside: int = 0
+    after: int = 0  # the actual start after `latest`: the range was too early
+    before: int = 0  # the actual start before `earliest`: the range was too late
     unpredicted: int = 0
 
     def add(self, m: Made, actual: float) -> None:
@@ -326,7 +331,11 @@ class Errors:
             self.eta.append(math.inf)
         else:
             self.eta.append(abs(m.start - actual) / wait)
-            if m.earliest is not None and m.latest is not None and m.earliest - 1 <= actual <= m.latest + 1:
+            if m.earliest is not None and actual < m.earliest - 1:
+                self.before += 1
+            elif m.latest is not None and actual > m.latest + 1:
+                self.after += 1
+            elif m.earliest is not None and m.latest is not None:
                 self.inside += 1
         self.base.append(abs(m.baseline - actual) / wait if m.baseline is not None else math.inf)
 
@@ -335,12 +344,14 @@ class Errors:
         return {"group": label, "n": n,
                 "median": quantile(self.eta, 0.5), "p90": quantile(self.eta, 0.9),
                 "baseline_median": quantile(self.base, 0.5), "baseline_p90": quantile(self.base, 0.9),
-                "in_range": self.inside / n, "unpredicted": self.unpredicted}
+                "in_range": self.inside / n, "range_too_early": self.after / n, "range_too_late": self.before / n,
+                "unpredicted": self.unpredicted}
 
 
 def score(run: Run) -> dict[str, list[dict[str, Any]]]:
     at_queueing: dict[str, Errors] = defaultdict(Errors)
     by_lead: dict[str, Errors] = defaultdict(Errors)
+    by_hour: dict[str, Errors] = defaultdict(Errors)
     first: dict[str, Made] = {}
     for m in run.made:
         first.setdefault(m.job, m)
@@ -355,10 +366,12 @@ def score(run: Run) -> dict[str, list[dict[str, Any]]]:
         if first[m.job] is m and m.at == job.arrival:
             at_queueing[job.cls.name].add(m, job.admitted)
             at_queueing["all"].add(m, job.admitted)
+            by_hour[next(lbl for lo, hi, lbl in DAY_BUCKETS if lo <= m.at < hi)].add(m, job.admitted)
     order = [c.name for c in CLASSES] + ["all"]
     leads = [lbl for _, _, lbl in LEAD_BUCKETS] + ["all"]
     return {"at_queueing_by_class": [at_queueing[c].row(c) for c in order if at_queueing[c].eta],
-            "by_lead_time": [by_lead[lbl].row(lbl) for lbl in leads if by_lead[lbl].eta]}
+            "by_lead_time": [by_lead[lbl].row(lbl) for lbl in leads if by_lead[lbl].eta],
+            "at_queueing_by_hour": [by_hour[lbl].row(lbl) for _, _, lbl in DAY_BUCKETS if by_hour[lbl].eta]}
 
 
 def table(title: str, rows: list[dict[str, Any]]) -> str:
@@ -366,10 +379,11 @@ def table(title: str, rows: list[dict[str, Any]]) -> str:
         return "   -  " if math.isinf(x) else f"{x * 100:5.1f}%"
 
     lines = [title, f"  {'group':<10} {'n':>5}  {'median':>7} {'p90':>7}   {'baseline median':>15} {'p90':>7}"
-                    f"   {'in range':>8}"]
+                    f"   {'in range':>8} {'too early':>9} {'too late':>8}"]
     for r in rows:
         lines.append(f"  {r['group']:<10} {r['n']:>5}  {pct(r['median']):>7} {pct(r['p90']):>7}   "
-                     f"{pct(r['baseline_median']):>15} {pct(r['baseline_p90']):>7}   {pct(r['in_range']):>8}")
+                     f"{pct(r['baseline_median']):>15} {pct(r['baseline_p90']):>7}   {pct(r['in_range']):>8} "
+                     f"{pct(r['range_too_early']):>9} {pct(r['range_too_late']):>8}")
     return "\n".join(lines)
 
 
@@ -409,6 +423,7 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         print(table("error at queueing time, per size class (|predicted - actual| / actual wait)",
                     scored["at_queueing_by_class"]))
         print(table("error of every prediction, per lead time", scored["by_lead_time"]))
+        print(table("error at queueing time, per hour of the day it was made", scored["at_queueing_by_hour"]))
         allq = next((r for r in scored["at_queueing_by_class"] if r["group"] == "all"), None)
         if allq is not None:
             if mode == "exact":

@@ -31,9 +31,14 @@ def test_both_modes_score_their_predictions(tmp_path, capsys):
         assert rows["all"]["n"] > 0 and rows["all"]["n"] == sum(r["n"] for g, r in rows.items() if g != "all")
         assert 0 <= rows["all"]["median"] <= rows["all"]["p90"]
         assert figures[mode]["estimates"] > 0 and figures[mode]["predictions"] >= rows["all"]["n"]
+        by_hour = figures[mode]["at_queueing_by_hour"]
+        assert sum(r["n"] for r in by_hour) == rows["all"]["n"]  # every prediction at queueing, once
+        for r in [*by_hour, *rows.values()]:
+            assert r["in_range"] + r["range_too_early"] + r["range_too_late"] <= 1 + 1e-9
     printed = capsys.readouterr().out
     assert "estimator: 3 sampled plays, arrivals from the last 2 h" in printed
     assert "target (median <= 10 %, p90 <= 25 % at queueing)" in printed
+    assert "per hour of the day it was made" in printed and "too early" in printed
 
 
 def test_a_play_per_level_replays_the_last_hour(capsys):
