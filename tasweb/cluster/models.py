@@ -12,10 +12,7 @@ from django.db import models
 
 
 class MirroredObject(models.Model):
-    # unique through a constraint, not `unique=True`: on PostgreSQL the latter also makes a
-    # second, `varchar_pattern_ops` index for LIKE queries, which no query here makes and
-    # every write of a row would keep up to date
-    uid = models.CharField(max_length=128)
+    uid = models.CharField(max_length=128, unique=True)
     namespace = models.CharField(max_length=253, blank=True, default="")
     name = models.CharField(max_length=253)
     resource_version = models.CharField(max_length=64, blank=True, default="")
@@ -30,7 +27,6 @@ class MirroredObject(models.Model):
     class Meta:
         abstract = True
         ordering = ["namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["uid"], name="%(app_label)s_%(class)s_uid_key")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name

@@ -9,8 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from django.apps import apps
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.renderers import JSONRenderer
 
@@ -123,26 +122,6 @@ def test_name_search_has_a_trigram_index():
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'cluster_wor_name_trgm_idx'")
         (definition,) = cursor.fetchone()
     assert "gin" in definition and "gin_trgm_ops" in definition and "upper" in definition.lower()
-
-
-def test_every_mirrored_uid_has_one_unique_index_and_no_pattern_index():
-    """A `varchar_pattern_ops` index on a uid serves no query and slows every write."""
-    tables = [model._meta.db_table for model in apps.get_app_config("cluster").get_models()
-              if any(f.name == "uid" for f in model._meta.fields)]
-    assert "cluster_workload" in tables and len(tables) == 10
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT tablename, indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) "
-                       "AND indexdef LIKE '%%(uid%%'", [tables])
-        found = cursor.fetchall()
-    assert sorted((table, name) for table, name, _ in found) == sorted((t, f"{t}_uid_key") for t in tables)
-    assert all("UNIQUE" in definition and "pattern_ops" not in definition for _, _, definition in found)
-
-
-def test_a_second_row_with_the_same_uid_is_refused():
-    upsert(workload_object("first"))
-    row = Workload.objects.get(name="first")
-    with pytest.raises(IntegrityError), transaction.atomic():
-        Workload.objects.create(uid=row.uid, namespace=row.namespace, name="second", raw=row.raw)
 
 
 # ---------------------------------------------------------------- workload filters
