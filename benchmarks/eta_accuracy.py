@@ -348,6 +348,11 @@ class Errors:
                 "unpredicted": self.unpredicted}
 
 
+def bucket(buckets: tuple[tuple[float, float, str], ...], value: float) -> str:
+    """The label of the bucket [low, high) holding `value`."""
+    return next(label for low, high, label in buckets if low <= value < high)
+
+
 def score(run: Run) -> dict[str, list[dict[str, Any]]]:
     at_queueing: dict[str, Errors] = defaultdict(Errors)
     by_lead: dict[str, Errors] = defaultdict(Errors)
@@ -360,13 +365,13 @@ def score(run: Run) -> dict[str, list[dict[str, Any]]]:
         if job.admitted is None or job.admitted - m.at < MIN_WAIT:
             continue
         lead = job.admitted - m.at
-        label = next(lbl for lo, hi, lbl in LEAD_BUCKETS if lo <= lead < hi)
+        label = bucket(LEAD_BUCKETS, lead)
         by_lead[label].add(m, job.admitted)
         by_lead["all"].add(m, job.admitted)
         if first[m.job] is m and m.at == job.arrival:
             at_queueing[job.cls.name].add(m, job.admitted)
             at_queueing["all"].add(m, job.admitted)
-            by_hour[next(lbl for lo, hi, lbl in DAY_BUCKETS if lo <= m.at < hi)].add(m, job.admitted)
+            by_hour[bucket(DAY_BUCKETS, m.at)].add(m, job.admitted)
     order = [c.name for c in CLASSES] + ["all"]
     leads = [lbl for _, _, lbl in LEAD_BUCKETS] + ["all"]
     return {"at_queueing_by_class": [at_queueing[c].row(c) for c in order if at_queueing[c].eta],
