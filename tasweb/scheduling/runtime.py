@@ -10,7 +10,9 @@ record, so the runtime is rebuilt from it (the cold start) whenever memory may d
 * at the first pass of the process, or when the feature gates or Kueue's Configuration changed;
 * when another process ran a pass since this one's last (another leader decided meanwhile);
 * when a pass did not commit (its decisions are in memory, not in the database);
-* when a table was emptied, or the change log was pruned past what this runtime applied.
+* when a table was emptied, or the change log was pruned past what this runtime applied;
+* at every pass while a mirrored table's change-log triggers are missing (a migration that
+  rebuilt the table on SQLite drops them): its writes are not noted, so it cannot be followed.
 
 Change-log ids are handed out when a row is written, not when its transaction commits, so
 an id can become visible after higher ones were read. The runtime remembers the ids it
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Max, Q
 
 from scheduler.config import Configuration
@@ -37,6 +40,7 @@ from scheduler.engine import Engine
 from scheduler.features import FeatureGates
 from scheduler.results import message_shape
 from tasweb.cluster import models as cluster
+from tasweb.cluster.changelog import missing_change_triggers
 from tasweb.scheduling.models import SchedulingPass
 from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs, engine_key
 
@@ -71,10 +75,12 @@ class SchedulerRuntime:
     applied_at: float = field(default_factory=time.monotonic)
     changes_applied: int = 0
     collected_at: float = field(default_factory=time.monotonic)  # the last full garbage collection
+    unnoted: list[str] = field(default_factory=list)  # change-log triggers missing at the build
 
 
 _lock = threading.Lock()
 _runtime: SchedulerRuntime | None = None
+_reported_unnoted: list[str] = []  # what was last logged as missing, so it is logged once
 
 
 def _gap_seconds() -> float:
@@ -116,6 +122,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     read first, so a change committed while the tables are read is applied again later
     (applying a change twice changes nothing)."""
     started = time.perf_counter()
+    unnoted = _unnoted_tables()
     cursor = _latest_change()
     versions: dict[str, int] = {}
     # Millions of objects are made here and kept: the cyclic garbage collector would walk
@@ -134,11 +141,25 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
                 shape = shapes[message] = message_shape(message)
             engine.answered[key] = (status, shape)
     runtime = SchedulerRuntime(engine=engine, gates=gates_text, cursor=cursor, versions=versions,
-                               last_pass=_latest_pass())
+                               last_pass=_latest_pass(), unnoted=unnoted)
     logger.info("scheduler state built from the mirror: %d nodes, %d workloads, %d pods in %.2fs",
                 len(engine.state.nodes), len(engine.state.workload_map), len(engine.state.pod_map()),
                 time.perf_counter() - started)
     return runtime
+
+
+def _unnoted_tables() -> list[str]:
+    """The change-log triggers missing from the mirrored tables, logged when that changes."""
+    global _reported_unnoted
+    missing = missing_change_triggers(connection)
+    if missing != _reported_unnoted:
+        if missing:
+            logger.error("the mirror's change log misses %d trigger(s) (%s): the scheduler state is built again "
+                         "at every pass until `manage.py migrate` makes them", len(missing), ", ".join(missing))
+        else:
+            logger.info("the mirror's change log has all its triggers again")
+        _reported_unnoted = missing
+    return missing
 
 
 def _pending_changes(runtime: SchedulerRuntime) -> list[cluster.MirrorChange]:
@@ -200,6 +221,8 @@ def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
         return "first pass of this process"
     if runtime.gates != gates_text:
         return "feature gates or Kueue Configuration changed"
+    if runtime.unnoted:
+        return "the change log misses triggers"
     if _latest_pass() != runtime.last_pass:
         return "another process ran a pass"
     if time.monotonic() - runtime.applied_at > _retention_seconds() / 2:

@@ -5,9 +5,13 @@ to a state built from scratch from the same rows."""
 from __future__ import annotations
 
 import gc
+import os
 import random
+import subprocess
+import sys
 import weakref
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -15,6 +19,8 @@ from django.db import connection
 from scheduler.codec import decode_assignment
 from scheduler.parse import Where, object_label, parse_workload
 from tasweb.cluster import models as cluster
+from tasweb.cluster.apps import restore_change_triggers
+from tasweb.cluster.changelog import ensure_change_triggers, missing_change_triggers
 from tasweb.cluster.services import object_delete, object_upsert, rows_insert
 from tasweb.scheduling import runtime as rt
 from tasweb.scheduling import selectors, services
@@ -26,6 +32,7 @@ from tests.simulator.conftest import START, quiet
 from .support import import_example_cluster, small_workload
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def changes() -> list[tuple[str, str, bool]]:
@@ -70,6 +77,94 @@ class TestChangeLog:
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {cluster.Pod._meta.db_table}")
         assert cluster.MirrorChange.objects.filter(kind="").exists()
+
+
+def drop_trigger(name: str, table: str) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f'DROP TRIGGER "{name}" ON "{table}"')
+        else:  # pragma: no cover - the suite runs on PostgreSQL
+            cursor.execute(f'DROP TRIGGER "{name}"')
+
+
+class TestChangeLogTriggers:
+    """A migration that rebuilds a mirrored table on SQLite drops its triggers with it."""
+
+    def test_every_mirrored_table_has_its_triggers(self):
+        assert missing_change_triggers(connection) == []
+
+    def test_a_missing_trigger_is_named_and_made_again(self):
+        drop_trigger("cluster_pod_change_insert", "cluster_pod")
+        assert missing_change_triggers(connection) == ["cluster_pod_change_insert"]
+        assert ensure_change_triggers(connection) == ["cluster_pod_change_insert"]
+        assert missing_change_triggers(connection) == []
+        rows_insert(model=cluster.Pod, rows=[{"uid": "p", "namespace": "ml", "name": "p", "raw": {}}])
+        assert changes() == [("Pod", "p", False)]
+
+    def test_migrate_makes_missing_triggers_again(self):
+        from django.apps import apps
+        drop_trigger("cluster_workload_change_update", "cluster_workload")
+        drop_trigger("cluster_node_change_delete", "cluster_node")
+        restore_change_triggers(sender=apps.get_app_config("cluster"), using="default")
+        assert missing_change_triggers(connection) == []
+
+    def test_a_table_whose_writes_are_not_noted_is_read_again_at_every_pass(self, caplog):
+        import_example_cluster()
+        services.scheduling_pass_run()
+        drop_trigger("cluster_workload_change_insert", "cluster_workload")
+        rt.runtime_discard("test")  # the next build finds the trigger missing
+        services.scheduling_pass_run()
+        assert "misses 1 trigger(s) (cluster_workload_change_insert)" in caplog.text
+        object_upsert(kind="Workload", obj=small_workload("unnoted"))
+        assert not cluster.MirrorChange.objects.filter(name="unnoted").exists()
+        record = services.scheduling_pass_run()
+        # without the log, only reading the tables again can see it
+        assert record.admitted == 1
+        assert cluster.Workload.objects.get(name="unnoted").status == cluster.WorkloadStatus.ADMITTED
+        ensure_change_triggers(connection)
+        services.scheduling_pass_run()  # rebuilt, and the triggers found again
+        assert rt.runtime_current().unnoted == []
+        follows = rt.runtime_current()
+        object_upsert(kind="Workload", obj=small_workload("noted-again"))
+        services.scheduling_pass_run()
+        assert rt.runtime_current() is follows  # followed, not rebuilt
+
+
+SQLITE_REBUILD = """
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import connection, models
+from tasweb.cluster.changelog import missing_change_triggers
+from tasweb.cluster.models import Pod
+
+call_command("migrate", verbosity=0)
+assert missing_change_triggers(connection) == [], "fresh"
+# what a migration that changes a column does on SQLite: a new table, the rows copied over
+old = Pod._meta.get_field("phase")
+new = models.CharField(max_length=40, blank=True, default="")
+new.set_attributes_from_name("phase")
+new.model = Pod
+with connection.schema_editor() as editor:
+    editor.alter_field(Pod, old, new)
+print("after the rebuild:", missing_change_triggers(connection))
+call_command("migrate", verbosity=0)
+print("after migrate:", missing_change_triggers(connection))
+"""
+
+
+def test_migrate_on_sqlite_makes_again_the_triggers_a_table_rebuild_dropped(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"} and not k.startswith("TAS_")}
+    env.update(TAS_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="tasweb.settings")
+    done = subprocess.run([sys.executable, "-c", SQLITE_REBUILD], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("after the rebuild: ['cluster_pod_change_delete', 'cluster_pod_change_insert', "
+                        "'cluster_pod_change_update']"), done.stdout
+    assert lines[1] == "after migrate: []", done.stdout
+    assert "made 3 missing trigger(s) again" in done.stderr
 
 
 class TestIncrementalPasses:
