@@ -329,3 +329,18 @@ def test_explanations_and_events_name_no_workload_of_another_namespace(two_names
         messages = [e["message"] for e in bearer(RESEARCH_TOKEN).get(path).json()["results"]]
         assert f"preempted to admit {kubeauth.HIDDEN_WORKLOAD}" in messages
         assert not any("ml/" in m for m in messages)
+
+
+def test_a_request_reads_the_mirrors_namespaces_once(two_namespaces, cluster_users):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "idle", "namespace": "queues-only"}, "spec": {"clusterQueue": "cluster-queue"}})
+    assert kubeauth.candidate_namespaces() == ["ml", "queues-only", "research"]
+    url = "/api/v1/workloads/research/r-high/why-pending/"
+    with CaptureQueriesContext(connection) as queries:
+        why = bearer(RESEARCH_TOKEN).get(url)  # the scope's namespaces, then the names to hide
+    assert why.status_code == 200 and kubeauth.HIDDEN_WORKLOAD in why.content.decode()
+    reads = [q["sql"] for q in queries.captured_queries if "UNION" in q["sql"] and "namespace" in q["sql"]]
+    assert len(reads) == 1, reads
