@@ -131,6 +131,10 @@ class RuntimeEstimate:
             if elapsed > 0:
                 u = self._cdf(elapsed) + u * (1.0 - self._cdf(elapsed))
             value = self._inverse(u)
+        return self._capped(value)
+
+    def _capped(self, value: float) -> float:
+        """Never past the deadline, when the estimate has one (the job is stopped then)."""
         return min(value, self.high) if self.source == DEADLINE else value
 
     def resampled(self, rng: random.Random) -> tuple[float, ...]:
@@ -158,14 +162,15 @@ class RuntimeEstimate:
 
     def total_given(self, level: str, elapsed: float, min_samples: int = 3) -> float | None:
         """The runtime at `level` of a workload still running after `elapsed` seconds: the
-        quantile among the learned runs longer than that; None without enough of them."""
+        quantile among the learned runs longer than that, never past a deadline; None
+        without enough of them."""
         if not self.samples:
             return None
         longer = self.samples[bisect.bisect_right(self.samples, elapsed):]
         if len(longer) < min_samples:
             return None
         q = dict(zip(LEVELS, self.quantiles, strict=True))[level]
-        return quantile(longer, q)
+        return self._capped(quantile(longer, q))
 
 
 @dataclass(frozen=True, slots=True)

@@ -554,6 +554,13 @@ class TestRuntimeSamples:
         # fewer than 3 longer runs: every run
         assert est.sample(0.5, 850) == 550
 
+    def test_a_deadline_caps_what_a_running_workload_is_expected_to_run(self):
+        runs = tuple(float(s) for s in range(100, 1100, 100))
+        est = RuntimeEstimate(190, 550, 800, DEADLINE, samples=runs)  # the job is stopped at 800 s
+        assert est.total_given("median", 650) == 800  # not 850, the median of the runs longer
+        assert est.total_given("low", 650) == 730  # below the deadline: as it was
+        assert est.sample(0.9, 650) == 800
+
     def test_without_runs_a_log_normal_through_low_median_and_high(self):
         est = RuntimeHistory(default_seconds=3600).default()  # 1800, 3600, 7200
         assert est.sample(0.5) == pytest.approx(3600)
