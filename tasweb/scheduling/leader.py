@@ -227,10 +227,15 @@ _held_here: Counter[str] = Counter()
 _held_here_guard = threading.Lock()
 
 
+_mine = threading.local()  # this thread's own `leadership` blocks, by name
+
+
 def held_in_this_process() -> bool:
-    """Whether a `leadership` block of this process holds the scheduler lock right now."""
+    """Whether a `leadership` block of another thread of this process holds (or is getting)
+    the scheduler lock right now."""
+    name = _scheduler_lock_name()
     with _held_here_guard:
-        return _held_here[_scheduler_lock_name()] > 0
+        return _held_here[name] - getattr(_mine, "counts", Counter())[name] > 0
 
 
 @contextlib.contextmanager
@@ -240,21 +245,29 @@ def leadership(*, wait: float | None = None) -> Iterator[LeaderLock | None]:
     `wait` seconds (default TAS_SCHEDULER_LOCK_WAIT)."""
     lock = scheduler_lock()
     name = _scheduler_lock_name()
-    if not lock.acquire(wait=lock_wait() if wait is None else wait):
-        yield None
-        return
+    # counted from before the lock is asked for until after it is released: a pass of another
+    # thread that fails to get it in between (while this one writes its pid into the file,
+    # say) still learns the holder was this process
+    mine = _mine.__dict__.setdefault("counts", Counter())
     with _held_here_guard:
         _held_here[name] += 1
+        mine[name] += 1
     try:
-        yield lock
+        if not lock.acquire(wait=lock_wait() if wait is None else wait):
+            yield None
+            return
+        try:
+            yield lock
+        finally:
+            lock.release()
     finally:
-        lock.release()
-        # after the release: a pass that fails to get the lock meanwhile still learns the
-        # holder was this process
         with _held_here_guard:
             _held_here[name] -= 1
+            mine[name] -= 1
             if not _held_here[name]:
                 del _held_here[name]
+            if not mine[name]:
+                del mine[name]
 
 
 __all__ = [

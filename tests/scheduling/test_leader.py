@@ -254,6 +254,51 @@ def test_a_pass_skipped_for_another_pass_of_this_process_does_not_blame_another_
         ("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
 
 
+def test_a_pass_that_finds_the_lock_just_taken_by_this_process_does_not_blame_another_worker(
+        scheduler, caplog, monkeypatch):
+    """The other thread has the lock but has not yet returned from taking it (it writes who
+    holds it, say): still this process, not another worker."""
+    from tasweb.scheduling import leader
+
+    caplog.set_level(logging.DEBUG, logger="tasweb.scheduling")
+    taken, go_on = threading.Event(), threading.Event()
+    real = leader.scheduler_lock
+
+    def slow_to_return() -> leader.LeaderLock:
+        lock = real()
+        if threading.current_thread().name != "taking":
+            return lock
+        acquire = lock.acquire
+
+        def acquired_then_paused(*, wait: float) -> bool:
+            got = acquire(wait=wait)
+            taken.set()
+            go_on.wait(10)
+            return got
+        lock.acquire = acquired_then_paused  # type: ignore[method-assign]
+        return lock
+
+    monkeypatch.setattr(leader, "scheduler_lock", slow_to_return)
+
+    def other_pass() -> None:
+        with leadership(wait=0) as lock:
+            assert lock is not None
+
+    thread = threading.Thread(target=other_pass, name="taking")
+    thread.start()
+    try:
+        assert taken.wait(10)
+        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+    finally:
+        go_on.set()
+        thread.join(10)
+
+    assert outcome.outcome == "busy"
+    assert not held_in_this_process()
+    skipped = [(r.levelname, r.getMessage()) for r in caplog.records if "left to it" in r.getMessage()]
+    assert skipped == [("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
+
+
 def test_a_pass_skipped_for_another_process_says_another_worker_leads(scheduler, caplog):
     caplog.set_level(logging.INFO, logger="tasweb.scheduling")
     holder = hold_in_another_process("redis", scheduler_key("leader"))
