@@ -33,7 +33,10 @@ Modes: `exact`, every job carries `kueue.x-k8s.io/expected-runtime` = its true r
 target: median <= 10 % and p90 <= 25 % for predictions made at queueing time); `learned`, no
 annotation, runtimes learned from finished jobs (`RuntimeHistory`, per owner kind,
 LocalQueue and size class; target: error at least 2x smaller than the baseline's).
-Predictions made in the first `--warmup` hours are not scored. `--arrivals recent` (the
+Ranges: each prediction's range is calibrated (`scheduler.calibration`, as the service does)
+on the outcomes of the latest `--calibration-outcomes` earlier predictions whose workloads
+were admitted since, to hold the actual start `--coverage` (0.8) of the time; `--coverage 0`
+scores the plays' own ranges. Predictions made in the first `--warmup` hours are not scored. `--arrivals recent` (the
 default) passes the estimator the last `--window` hour's submissions as the arrivals to
 expect (`scheduler.eta.expected_arrivals`); `--arrivals none` plays no arrivals, as Slurm.
 
@@ -69,6 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scheduler.calibration import DEFAULT_COVERAGE, Outcome, calibration_of  # noqa: E402
 from scheduler.clone import clone_engine  # noqa: E402
 from scheduler.cluster import holds_quota  # noqa: E402
 from scheduler.codec import decode_assignment  # noqa: E402
@@ -205,6 +209,7 @@ class Made:
     latest: float | None
     baseline: float | None
     source: str
+    plays: tuple[float, float] | None = None  # the plays' own range, before calibration
 
 
 @dataclass
@@ -214,6 +219,20 @@ class Run:
     made: list[Made] = field(default_factory=list)
     estimates: int = 0
     estimate_s: float = 0.0
+    # the predictions of the workloads still waiting, and what those admitted turned out to be
+    open: dict[str, list[Made]] = field(default_factory=lambda: defaultdict(list))
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def admitted(self, job: Job, at: float) -> None:
+        job.admitted = at
+        for m in self.open.pop(job.name, []):
+            if m.start is not None and m.plays is not None:
+                self.outcomes.append(Outcome(stamp(m.at), stamp(m.start), stamp(m.plays[0]), stamp(m.plays[1]),
+                                             stamp(at)))
+
+
+def stamp(seconds: float) -> datetime:
+    return EPOCH + timedelta(seconds=seconds)
 
 
 def arrivals(rng: random.Random, hours: float, capacity_cpu: int, load: float) -> list[Job]:
@@ -270,24 +289,26 @@ def simulate(args: argparse.Namespace, mode: str) -> Run:
         for key, result in outcome.decided.items():
             if result.status in (ADMITTED, QUOTA_RESERVED):
                 job = run.jobs[key.split("/", 1)[1]]
-                job.admitted = now_s
+                run.admitted(job, now_s)
                 admissions.append(now_s)
                 finishes.append((now_s + job.runtime, job.name))
         if arrived or now_s >= next_tick:
             if now_s >= args.warmup * 3600:
                 recent = submitted[-200:] if args.arrivals == "recent" else []
-                predict(run, engine, now_s, history, settings, admissions, recent, args.window)
+                predict(run, engine, now_s, history, settings, admissions, recent, args)
             while next_tick <= now_s:
                 next_tick += every
     return run
 
 
 def predict(run: Run, engine: Engine, now_s: float, history: RuntimeHistory | None, settings: EtaSettings,
-            admissions: list[float], recent: list[Workload], window_h: float) -> None:
+            admissions: list[float], recent: list[Workload], args: argparse.Namespace) -> None:
     started = time.perf_counter()
     now = EPOCH + timedelta(seconds=now_s)
-    future = RecentArrivals.of(recent, now, timedelta(hours=window_h))
+    future = RecentArrivals.of(recent, now, timedelta(hours=args.window))
     est = estimate(engine, now, history, settings, future)
+    calibration = calibration_of(run.outcomes[-args.calibration_outcomes:], coverage=args.coverage) \
+        if args.coverage else None
     run.estimate_s += time.perf_counter() - started
     run.estimates += 1
     recent = [t for t in admissions if t > now_s - 3600]
@@ -300,8 +321,13 @@ def predict(run: Run, engine: Engine, now_s: float, history: RuntimeHistory | No
     for position, job in enumerate(waiting, start=1):
         p = est.predictions[f"ml/{job.name}"]
         baseline = now_s + position / rate if rate else None
-        run.made.append(Made(job.name, now_s, secs(p.start), secs(p.earliest), secs(p.latest), baseline,
-                             p.runtime.source))
+        earliest, latest = p.earliest, p.latest
+        if calibration is not None and p.start is not None and earliest is not None and latest is not None:
+            earliest, latest = calibration.widen(now, p.start, earliest, latest)
+        plays = (secs(p.earliest), secs(p.latest)) if p.earliest is not None and p.latest is not None else None
+        made = Made(job.name, now_s, secs(p.start), secs(earliest), secs(latest), baseline, p.runtime.source, plays)
+        run.made.append(made)
+        run.open[job.name].append(made)
 
 
 # ---------------------------------------------------------------- scoring
@@ -413,7 +439,8 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         run = pooled({seed: simulate(argparse.Namespace(**{**vars(args), "seed": seed}), mode) for seed in seeds})
         scored = score(run)
         waits = [j.admitted - j.arrival for j in run.jobs.values() if j.admitted is not None]
-        out[mode] = {**scored, "seeds": seeds, "jobs": len(run.jobs), "predictions": len(run.made),
+        out[mode] = {**scored, "seeds": seeds, "coverage": args.coverage, "jobs": len(run.jobs),
+                     "predictions": len(run.made),
                      "estimates": run.estimates, "estimate_ms_mean": run.estimate_s / max(run.estimates, 1) * 1000,
                      "mean_wait_s": statistics.fmean(waits) if waits else 0.0,
                      "wall_s": time.perf_counter() - started}
@@ -424,7 +451,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
               f"({out[mode]['estimate_ms_mean']:.0f} ms each), {len(run.made)} predictions")
         plays = f"{args.samples} sampled plays" if args.range == SAMPLES else f"range {args.range}"
         arrived = f"arrivals from the last {args.window:g} h" if args.arrivals == "recent" else "no arrivals played"
-        print(f"   estimator: {plays}, {arrived}")
+        calibrated = (f"ranges calibrated to {args.coverage:.0%} on the last {args.calibration_outcomes} outcomes"
+                      if args.coverage else "the plays' own ranges")
+        print(f"   estimator: {plays}, {arrived}, {calibrated}")
         print(table("error at queueing time, per size class (|predicted - actual| / actual wait)",
                     scored["at_queueing_by_class"]))
         print(table("error of every prediction, per lead time", scored["by_lead_time"]))
@@ -580,6 +609,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="hours of submissions the arrivals are expected from (default: 2 for --range samples, "
                          "where they give a rate, 1 for the others, which play them again as they came)")
     ap.add_argument("--samples", type=int, default=11, help="plays of --range samples")
+    ap.add_argument("--coverage", type=float, default=DEFAULT_COVERAGE,
+                    help="calibrate each range on the outcomes of earlier predictions to hold the start this "
+                         "share of the time (scheduler.calibration); 0: the plays' own range")
+    ap.add_argument("--calibration-outcomes", type=int, default=500, help="the latest outcomes calibrated on")
     ap.add_argument("--range", choices=RANGES, default=SAMPLES,
                     help="the prediction and its range from --samples plays of drawn runtimes and arrivals "
                          "(their median), from a play per runtime level, or from the median play and its chain")
@@ -588,6 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pending", type=int, default=1_000)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if not 0.0 <= args.coverage < 1.0:
+        ap.error(f"--coverage must be at least 0 and below 1, not {args.coverage:g}")
+    if args.calibration_outcomes < 1:
+        ap.error(f"--calibration-outcomes must be at least 1, not {args.calibration_outcomes}")
     if args.window is None:
         args.window = 2.0 if args.range == SAMPLES else 1.0
     figures = timing(args) if args.timing else accuracy(args)

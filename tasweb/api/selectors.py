@@ -278,7 +278,8 @@ def prediction_json(row: WorkloadPrediction | None) -> dict[str, Any] | None:
     """A stored start-time prediction as the API shows it; None without one."""
     if row is None:
         return None
-    return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "end": row.end,
+    return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "playsEarliest": row.plays_earliest,
+            "playsLatest": row.plays_latest, "calibration": row.calibration or None, "end": row.end,
             "source": row.source, "runtime": row.runtime or {}, "placement": row.placement or [],
             "reason": row.reason or None, "estimatedAt": row.estimated_at}
 

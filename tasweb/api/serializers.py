@@ -216,13 +216,30 @@ class RuntimeEstimateSerializer(s.Serializer):
     problems = string_list("annotations that could not be read (ignored)", required=False)
 
 
+class CalibrationSerializer(s.Serializer):
+    coverage = s.FloatField(help_text="the share of actual starts the range is calibrated to hold")
+    outcomes = s.IntegerField(help_text="the earlier predictions, checked against their workloads' admission, it "
+                              "was calibrated on")
+    below = s.FloatField(help_text="`earliest` is this share of the expected wait (time - estimatedAt, at least a "
+                         "minute) earlier than `playsEarliest`")
+    above = s.FloatField(help_text="`latest` is this share of the expected wait later than `playsLatest`")
+
+
 class PredictedStartSerializer(s.Serializer):
     time = s.DateTimeField(allow_null=True, help_text="when it is expected to be admitted (the play with median "
                            "runtimes); null when that play did not admit it (`reason` says why)")
-    earliest = s.DateTimeField(allow_null=True, help_text="the earliest of the plays with low, median and high "
-                               "runtimes; null when none admitted it")
-    latest = s.DateTimeField(allow_null=True, help_text="the latest of those plays; null when the play with high "
-                             "runtimes did not admit it within the horizon")
+    earliest = s.DateTimeField(allow_null=True, help_text="the start of the range: the plays' own "
+                               "(`playsEarliest`), moved earlier as `calibration` says; null when no play admitted it")
+    latest = s.DateTimeField(allow_null=True, help_text="the end of the range: the plays' own (`playsLatest`), "
+                             "moved later as `calibration` says; null when the plays did not all admit it within "
+                             "the horizon")
+    playsEarliest = s.DateTimeField(allow_null=True, help_text="the range of the plays themselves (with sampled "
+                                    "plays, their 10th percentile; else the play with low runtimes)")
+    playsLatest = s.DateTimeField(allow_null=True, help_text="(with sampled plays, their 90th percentile; else the "
+                                  "play with high runtimes)")
+    calibration = CalibrationSerializer(allow_null=True, help_text="how the range was widened so that it holds the "
+                                        "actual start `coverage` of the time, from what earlier predictions missed by "
+                                        "(TAS_ETA_COVERAGE); null when it was not (off, or too few outcomes yet)")
     end = s.DateTimeField(allow_null=True, help_text="`time` plus its expected (median) runtime")
     source = s.ChoiceField(choices=["annotation", "activeDeadlineSeconds", "history", "default"],
                            help_text="where its expected runtime comes from: the kueue.x-k8s.io/expected-runtime "

@@ -47,7 +47,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -55,9 +55,10 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, transaction
-from django.db.models import Max
+from django.db.models import F, Max, OuterRef, Subquery
 from django.utils import timezone
 
+from scheduler.calibration import DEFAULT_COVERAGE, Outcome, RangeCalibration, calibration_of
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.eta import (
@@ -78,7 +79,7 @@ from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.core.queries import json_key
 from tasweb.scheduling.leader import scheduler_key
-from tasweb.scheduling.models import SchedulingPass, WorkloadPrediction
+from tasweb.scheduling.models import PredictionSnapshot, SchedulingPass, WorkloadPrediction
 from tasweb.scheduling.selectors import recent_workloads
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ DEFAULT_BUDGET_SECONDS = 2.0
 DEFAULT_HORIZON_SECONDS = 24 * 3600.0
 DEFAULT_HISTORY_REFRESH_SECONDS = 300.0
 DEFAULT_MAX_AGE_SECONDS = 60.0
+DEFAULT_CALIBRATION_OUTCOMES = 500
+DEFAULT_SNAPSHOT_SECONDS = 600.0
+DEFAULT_SNAPSHOT_RETENTION_SECONDS = 48 * 3600.0
 DEFAULT_ARRIVALS_WINDOW_SECONDS = 0.0  # off: see TAS_ETA_ARRIVALS_WINDOW_SECONDS in the settings
 DEFAULT_NICE = 10
 DEFAULT_SAMPLES = 11
@@ -132,6 +136,15 @@ def eta_target_seconds() -> float:
     value = getattr(settings, "TAS_ETA_TARGET_SECONDS", DEFAULT_TARGET_SECONDS)
     if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
         raise ValueError(f"TAS_ETA_TARGET_SECONDS: must be a number of seconds above 0, got {value!r}")
+    return float(value)
+
+
+def eta_coverage() -> float:
+    """TAS_ETA_COVERAGE: the share of starts the ranges shown are calibrated to hold
+    (`scheduler.calibration`); 0: the plays' own ranges."""
+    value = getattr(settings, "TAS_ETA_COVERAGE", DEFAULT_COVERAGE)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+        raise ValueError(f"TAS_ETA_COVERAGE: must be a share of at least 0 and below 1, got {value!r}")
     return float(value)
 
 
@@ -269,13 +282,19 @@ def _placement_json(prediction: Prediction) -> list[dict[str, Any]]:
 
 
 def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, stored_at: datetime,
-                   scheduling_pass: int | None) -> WorkloadPrediction:
+                   scheduling_pass: int | None, calibration: RangeCalibration | None = None) -> WorkloadPrediction:
     namespace, _, _ = prediction.key.partition("/")
     runtime = prediction.runtime
+    start, earliest, latest = prediction.start, prediction.earliest, prediction.latest
+    calibrated: dict[str, Any] = {}
+    if calibration is not None and start is not None and earliest is not None and latest is not None:
+        earliest, latest = calibration.widen(now, start, earliest, latest)
+        calibrated = {"coverage": calibration.coverage, "outcomes": calibration.outcomes,
+                      "below": calibration.below, "above": calibration.above}
     return WorkloadPrediction(
         workload_key=prediction.key, namespace=namespace, local_queue=local_queue,
-        cluster_queue=prediction.cluster_queue, start=prediction.start, earliest=prediction.earliest,
-        latest=prediction.latest,
+        cluster_queue=prediction.cluster_queue, start=start, earliest=earliest, latest=latest,
+        plays_earliest=prediction.earliest, plays_latest=prediction.latest, calibration=calibrated,
         end=prediction.start + timedelta(seconds=runtime.median) if prediction.start is not None else None,
         source=runtime.source,
         runtime={"low": runtime.low, "median": runtime.median, "high": runtime.high, "source": runtime.source,
@@ -323,11 +342,14 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
     stored_at = timezone.now()
+    calibration = calibration_read()
     rows = [prediction_row(p, local_queues.get(p.key, ""), now=now, stored_at=stored_at,
-                           scheduling_pass=scheduling_pass) for p in result.predictions.values()]
+                           scheduling_pass=scheduling_pass, calibration=calibration)
+            for p in result.predictions.values()]
     if not predictions_replace(rows, estimated_at=now):
         logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
         return result
+    snapshots_record(result.predictions.values(), now=now)
     cache.set(scheduler_key("eta-done"), time.time(), timeout=None)
     if (seconds := play_seconds(result)) is not None:
         cache.set(scheduler_key(PLAY_SECONDS_KEY), seconds, timeout=None)
@@ -338,6 +360,45 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
                 sum(1 for r in rows if r.start is not None), _plays_text(result, settings_), len(arrivals),
                 result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
     return result
+
+
+# ---------------------------------------------------------------- calibrating the ranges
+
+
+def calibration_read(*, limit: int | None = None) -> RangeCalibration | None:
+    """The calibration the latest outcomes give (the snapshots whose workloads were admitted
+    after them, TAS_ETA_CALIBRATION_OUTCOMES of them); None when calibration is off or the
+    outcomes are still too few."""
+    coverage = eta_coverage()
+    if not coverage:
+        return None
+    limit = limit or int(getattr(settings, "TAS_ETA_CALIBRATION_OUTCOMES", DEFAULT_CALIBRATION_OUTCOMES))
+    admitted = cluster.Workload.objects.filter(namespace=OuterRef("namespace"), name=OuterRef("name"))
+    rows = (PredictionSnapshot.objects.annotate(actual=Subquery(admitted.values("admitted_at")[:1]))
+            .filter(actual__gt=F("made_at")).order_by("-made_at")
+            .values_list("made_at", "start", "earliest", "latest", "actual")[:limit])
+    return calibration_of([Outcome(*row) for row in rows], coverage=coverage)
+
+
+def snapshots_record(predictions: Iterable[Prediction], *, now: datetime) -> int:
+    """Keep the predictions with a start and range to be checked later: one per workload
+    every TAS_ETA_SNAPSHOT_SECONDS; those older than TAS_ETA_SNAPSHOT_RETENTION_SECONDS go.
+    How many were kept."""
+    every = float(getattr(settings, "TAS_ETA_SNAPSHOT_SECONDS", DEFAULT_SNAPSHOT_SECONDS))
+    retention = float(getattr(settings, "TAS_ETA_SNAPSHOT_RETENTION_SECONDS", DEFAULT_SNAPSHOT_RETENTION_SECONDS))
+    PredictionSnapshot.objects.filter(made_at__lt=now - timedelta(seconds=retention)).delete()
+    recent = set(PredictionSnapshot.objects.filter(made_at__gt=now - timedelta(seconds=every))
+                 .values_list("namespace", "name"))
+    rows = []
+    for p in predictions:
+        if p.start is None or p.earliest is None or p.latest is None:
+            continue
+        namespace, _, name = p.key.partition("/")
+        if (namespace, name) not in recent:
+            rows.append(PredictionSnapshot(namespace=namespace, name=name, made_at=now, start=p.start,
+                                           earliest=p.earliest, latest=p.latest))
+    PredictionSnapshot.objects.bulk_create(rows, batch_size=1000)
+    return len(rows)
 
 
 def _plays_text(result: Estimate, settings_: EtaSettings) -> str:

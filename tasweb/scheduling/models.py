@@ -218,8 +218,12 @@ class WorkloadPrediction(models.Model):
     local_queue = models.CharField(max_length=510, blank=True, default="")  # namespace/name
     cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
     start = models.DateTimeField(null=True, blank=True)  # None: not within the horizon (see reason)
-    earliest = models.DateTimeField(null=True, blank=True)
+    earliest = models.DateTimeField(null=True, blank=True)  # the range shown: calibrated, when it was
     latest = models.DateTimeField(null=True, blank=True)
+    plays_earliest = models.DateTimeField(null=True, blank=True)  # the plays' own range
+    plays_latest = models.DateTimeField(null=True, blank=True)
+    # how the range was calibrated (`scheduler.calibration`): coverage, outcomes, below, above; {} when not
+    calibration = models.JSONField(default=dict)
     end = models.DateTimeField(null=True, blank=True)  # start + the median expected runtime
     source = models.CharField(max_length=32, blank=True, default="")  # the runtime source
     runtime = models.JSONField(default=dict)  # low, median, high (seconds), source, detail, problems
@@ -232,3 +236,23 @@ class WorkloadPrediction(models.Model):
 
     class Meta:
         ordering = ["start", "workload_key"]
+
+
+class PredictionSnapshot(models.Model):
+    """A prediction kept to be checked once its workload is admitted: at most one per waiting
+    workload every TAS_ETA_SNAPSHOT_SECONDS, for TAS_ETA_SNAPSHOT_RETENTION_SECONDS. Those whose
+    workloads were admitted since are the outcomes that calibrate the ranges shown
+    (`scheduler.calibration`)."""
+
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    made_at = models.DateTimeField()  # the time the queue was played forward from
+    start = models.DateTimeField()
+    earliest = models.DateTimeField()  # the plays' own range
+    latest = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "name", "made_at"]), models.Index(fields=["made_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} at {self.made_at.isoformat()}"

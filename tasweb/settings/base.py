@@ -350,6 +350,14 @@ TAS_ETA_RANGE = env_str("TAS_ETA_RANGE") or "auto"
 TAS_ETA_SAMPLES = env_int("TAS_ETA_SAMPLES", 11)
 TAS_ETA_TARGET_SECONDS = env_float("TAS_ETA_TARGET_SECONDS", 1.0)
 TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
+# The ranges shown are calibrated (scheduler.calibration) to hold the actual start
+# TAS_ETA_COVERAGE of the time (0: the plays' own ranges), on the outcomes of the latest
+# TAS_ETA_CALIBRATION_OUTCOMES predictions checked: one a waiting workload is kept every
+# TAS_ETA_SNAPSHOT_SECONDS, for TAS_ETA_SNAPSHOT_RETENTION_SECONDS, and checked once it is admitted.
+TAS_ETA_COVERAGE = env_float("TAS_ETA_COVERAGE", 0.8)
+TAS_ETA_CALIBRATION_OUTCOMES = env_int("TAS_ETA_CALIBRATION_OUTCOMES", 500)
+TAS_ETA_SNAPSHOT_SECONDS = env_float("TAS_ETA_SNAPSHOT_SECONDS", 600.0)
+TAS_ETA_SNAPSHOT_RETENTION_SECONDS = env_float("TAS_ETA_SNAPSHOT_RETENTION_SECONDS", 48 * 3600.0)
 
 # --- Kubernetes source (TAS_CLUSTER_SOURCE=kubernetes: tasweb/sources) --------------------
 

@@ -15,6 +15,7 @@ from scheduler.runtimes import RuntimeClass, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.scheduling import estimates
 from tasweb.scheduling.estimates import (
+    calibration_read,
     estimate_after_pass,
     estimate_child_running,
     estimate_child_wait,
@@ -23,7 +24,7 @@ from tasweb.scheduling.estimates import (
     start_estimate_run,
 )
 from tasweb.scheduling.leader import scheduler_key
-from tasweb.scheduling.models import WorkloadPrediction
+from tasweb.scheduling.models import PredictionSnapshot, WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.api.test_kubernetes_auth import (  # noqa: F401 - fixtures
     ML_TOKEN,
@@ -320,8 +321,10 @@ def test_workload_detail_and_list_carry_the_predicted_start(predicted, client):
     row = predicted["ml/job-bert-finetune"]
     body = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()
     start = body["predictedStart"]
-    assert set(start) == {"time", "earliest", "latest", "end", "source", "runtime", "placement", "reason",
-                          "estimatedAt"}
+    assert set(start) == {"time", "earliest", "latest", "playsEarliest", "playsLatest", "calibration", "end",
+                          "source", "runtime", "placement", "reason", "estimatedAt"}
+    assert start["calibration"] is None  # no outcomes yet: the plays' own range
+    assert (start["earliest"], start["latest"]) == (start["playsEarliest"], start["playsLatest"])
     assert start["time"] == row.start.isoformat().replace("+00:00", "Z")
     assert start["source"] == "default" and start["reason"] is None
     assert start["placement"][0]["topologyAssignment"]["domains"]
@@ -334,6 +337,86 @@ def test_workload_detail_and_list_carry_the_predicted_start(predicted, client):
     items = {i["name"]: i for i in client.get("/api/v1/workloads/", {"page_size": 500}).json()["results"]}
     assert items["job-bert-finetune"]["predictedStart"] == start
     assert items["job-llm-pretrain"]["predictedStart"] is None
+
+
+def test_predictions_are_kept_to_be_checked_once_every_period(predicted, settings):
+    snapshots = sorted(PredictionSnapshot.objects.values_list("namespace", "name", "made_at"))
+    assert snapshots == [(*key.split("/"), DEMO_NOW) for key in sorted(WAITING)]  # not TOO_BIG: no start
+    engine = estimate_source().engine
+    start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=5))
+    assert PredictionSnapshot.objects.count() == 2  # within TAS_ETA_SNAPSHOT_SECONDS (10 min) of the last
+    start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=11))
+    assert PredictionSnapshot.objects.count() == 4
+    settings.TAS_ETA_SNAPSHOT_RETENTION_SECONDS = 700
+    start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=22))
+    assert set(PredictionSnapshot.objects.values_list("made_at", flat=True)) == {
+        DEMO_NOW + timedelta(minutes=22), DEMO_NOW + timedelta(minutes=11)}  # older than 700 s: gone
+
+
+def outcomes_seen(count: int, *, late_by: timedelta) -> None:
+    """`count` earlier predictions of workloads admitted `late_by` after their range ended."""
+    made = DEMO_NOW - timedelta(hours=3)
+    for i in range(count):
+        name = f"done-{i}"
+        Workload.objects.create(uid=f"u-{name}", namespace="ml", name=name, raw={}, status=WorkloadStatus.ADMITTED,
+                                admitted_at=made + timedelta(minutes=70) + late_by)
+        PredictionSnapshot.objects.create(namespace="ml", name=name, made_at=made, start=made + timedelta(hours=1),
+                                          earliest=made + timedelta(minutes=50), latest=made + timedelta(minutes=70))
+    # one not admitted yet, and one admitted before its prediction (an earlier run of it): no outcome
+    PredictionSnapshot.objects.create(namespace="ml", name="job-bert-finetune", made_at=made,
+                                      start=made + timedelta(hours=1), earliest=made, latest=made)
+    Workload.objects.create(uid="u-before", namespace="ml", name="before", raw={}, status=WorkloadStatus.ADMITTED,
+                            admitted_at=made - timedelta(minutes=1))
+    PredictionSnapshot.objects.create(namespace="ml", name="before", made_at=made, start=made + timedelta(hours=1),
+                                      earliest=made, latest=made)
+
+
+def test_ranges_are_widened_by_what_earlier_predictions_missed_by(predicted, client):
+    outcomes_seen(40, late_by=timedelta(minutes=30))  # every one 30 min past its latest: half its expected wait
+    calibration = calibration_read()
+    assert calibration is not None and calibration.outcomes == 40
+    assert (calibration.below, calibration.above) == (0, pytest.approx(0.5))
+    engine = estimate_source().engine
+    now = DEMO_NOW + timedelta(minutes=1)
+    start_estimate_run(engine=engine, now=now)
+    row = WorkloadPrediction.objects.get(workload_key="ml/job-bert-finetune")
+    assert row.earliest == row.plays_earliest
+    expected = row.plays_latest + 0.5 * max(row.start - now, timedelta(minutes=1))
+    assert abs(row.latest - expected) < timedelta(milliseconds=1)
+    assert row.calibration == {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": pytest.approx(0.5)}
+    shown = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()["predictedStart"]
+    assert shown["calibration"]["outcomes"] == 40
+    assert shown["latest"] > shown["playsLatest"] and shown["earliest"] == shown["playsEarliest"]
+    page = client.get("/workloads/ml/job-bert-finetune/").content.decode()
+    assert "widened to hold the start 80 % of the time, from how far 40 earlier predictions missed" in page
+
+
+def test_too_few_outcomes_or_calibration_off_leave_the_plays_range(predicted, settings):
+    outcomes_seen(29, late_by=timedelta(minutes=30))
+    assert calibration_read() is None
+    outcomes_seen_more = 5
+    made = DEMO_NOW - timedelta(hours=2)
+    for i in range(outcomes_seen_more):
+        Workload.objects.create(uid=f"u-more-{i}", namespace="ml", name=f"more-{i}", raw={},
+                                status=WorkloadStatus.ADMITTED, admitted_at=made + timedelta(hours=2))
+        PredictionSnapshot.objects.create(namespace="ml", name=f"more-{i}", made_at=made,
+                                          start=made + timedelta(hours=1), earliest=made, latest=made)
+    assert calibration_read().outcomes == 34
+    assert calibration_read(limit=31).outcomes == 31  # the latest ones
+    settings.TAS_ETA_COVERAGE = 0
+    assert calibration_read() is None
+    start_estimate_run(engine=estimate_source().engine, now=DEMO_NOW + timedelta(minutes=1))
+    row = WorkloadPrediction.objects.get(workload_key="ml/job-bert-finetune")
+    assert (row.earliest, row.latest, row.calibration) == (row.plays_earliest, row.plays_latest, {})
+
+
+@pytest.mark.parametrize("value", [1, 1.5, -0.1, "0.8", True])
+def test_a_bad_coverage_is_reported_at_start_up(settings, value):
+    from tasweb.scheduling.checks import scheduling_settings_check
+
+    settings.TAS_ETA_COVERAGE = value
+    errors = [e for e in scheduling_settings_check(None) if e.id == "scheduling.E006"]
+    assert len(errors) == 1 and "TAS_ETA_COVERAGE" in errors[0].msg
 
 
 def test_a_workload_not_estimated_yet_has_none(crowded, client):
