@@ -349,6 +349,7 @@ class Errors:
     after: int = 0  # the actual start after `latest`: the range was too early
     before: int = 0  # the actual start before `earliest`: the range was too late
     unpredicted: int = 0
+    widths: list[float] = field(default_factory=list)  # (latest - earliest) / actual wait
 
     def add(self, m: Made, actual: float) -> None:
         wait = actual - m.at
@@ -363,6 +364,8 @@ class Errors:
                 self.after += 1
             elif m.earliest is not None and m.latest is not None:
                 self.inside += 1
+            if m.earliest is not None and m.latest is not None:
+                self.widths.append((m.latest - m.earliest) / wait)
         self.base.append(abs(m.baseline - actual) / wait if m.baseline is not None else math.inf)
 
     def row(self, label: str) -> dict[str, Any]:
@@ -371,6 +374,7 @@ class Errors:
                 "median": quantile(self.eta, 0.5), "p90": quantile(self.eta, 0.9),
                 "baseline_median": quantile(self.base, 0.5), "baseline_p90": quantile(self.base, 0.9),
                 "in_range": self.inside / n, "range_too_early": self.after / n, "range_too_late": self.before / n,
+                "range_width": quantile(self.widths, 0.5) if self.widths else math.inf,
                 "unpredicted": self.unpredicted}
 
 
@@ -410,11 +414,11 @@ def table(title: str, rows: list[dict[str, Any]]) -> str:
         return "   -  " if math.isinf(x) else f"{x * 100:5.1f}%"
 
     lines = [title, f"  {'group':<10} {'n':>5}  {'median':>7} {'p90':>7}   {'baseline median':>15} {'p90':>7}"
-                    f"   {'in range':>8} {'too early':>9} {'too late':>8}"]
+                    f"   {'in range':>8} {'too early':>9} {'too late':>8} {'width':>7}"]
     for r in rows:
         lines.append(f"  {r['group']:<10} {r['n']:>5}  {pct(r['median']):>7} {pct(r['p90']):>7}   "
                      f"{pct(r['baseline_median']):>15} {pct(r['baseline_p90']):>7}   {pct(r['in_range']):>8} "
-                     f"{pct(r['range_too_early']):>9} {pct(r['range_too_late']):>8}")
+                     f"{pct(r['range_too_early']):>9} {pct(r['range_too_late']):>8} {pct(r['range_width']):>7}")
     return "\n".join(lines)
 
 

@@ -41,6 +41,29 @@ def test_both_modes_score_their_predictions(tmp_path, capsys):
     assert "per hour of the day it was made" in printed and "too early" in printed
 
 
+def test_calibrated_ranges_are_never_narrower_and_hold_more_starts(tmp_path, capsys):
+    figures = {}
+    for coverage in ("0", "0.8"):
+        out = tmp_path / f"{coverage}.json"
+        assert bench.main(["--mode", "learned", "--hours", "5", "--warmup", "1", "--samples", "3", "--seed", "2",
+                           "--coverage", coverage, "--json", str(out)]) == 0
+        figures[coverage] = {r["group"]: r for r in json.loads(out.read_text())["learned"]["by_lead_time"]}
+    plays, calibrated = figures["0"]["all"], figures["0.8"]["all"]
+    assert calibrated["n"] == plays["n"] and calibrated["median"] == plays["median"]  # the times themselves stay
+    assert calibrated["range_width"] > plays["range_width"]
+    assert calibrated["in_range"] > plays["in_range"]
+    printed = capsys.readouterr().out
+    assert "the plays' own ranges" in printed and "ranges calibrated to 80% on the last 500 outcomes" in printed
+
+
+@pytest.mark.parametrize("args", [["--coverage", "1"], ["--coverage", "-0.1"], ["--calibration-outcomes", "0"]])
+def test_bad_calibration_arguments_are_refused(args, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--mode", "learned", "--hours", "1", *args])
+    assert exit_.value.code == 2
+    assert "must be at least" in capsys.readouterr().err
+
+
 def test_a_play_per_level_replays_the_last_hour(capsys):
     assert bench.main(["--mode", "exact", "--hours", "3", "--warmup", "1", "--range", "plays"]) == 0
     assert "estimator: range plays, arrivals from the last 1 h" in capsys.readouterr().out
