@@ -225,6 +225,28 @@ def test_beat_pass_is_skipped_while_another_leader_works(scheduler):
     assert not SchedulingPass.objects.exists()
 
 
+def beat_pass_beside(target, *, ready: threading.Event, release: threading.Event, name: str | None = None,
+                     check=lambda: True):
+    """A beat-triggered pass run while `target` runs on a thread of its own: from when it
+    sets `ready` (and `check` holds) until the pass is done, then `release` lets it end."""
+    thread = threading.Thread(target=target, name=name)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        assert check()
+        return leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def assert_left_to_this_workers_other_pass(outcome, caplog) -> None:
+    assert outcome.outcome == "busy"
+    assert not held_in_this_process()
+    skipped = [(r.levelname, r.getMessage()) for r in caplog.records if "left to it" in r.getMessage()]
+    assert skipped == [("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
+
+
 def test_a_pass_skipped_for_another_pass_of_this_process_does_not_blame_another_worker(scheduler, caplog):
     """As in the embedded worker, whose timer thread runs a change-triggered pass while its
     main thread takes the beat-triggered one."""
@@ -237,21 +259,8 @@ def test_a_pass_skipped_for_another_pass_of_this_process_does_not_blame_another_
             held.set()
             done.wait(10)
 
-    thread = threading.Thread(target=other_pass)
-    thread.start()
-    try:
-        assert held.wait(10)
-        assert held_in_this_process()
-        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
-    finally:
-        done.set()
-        thread.join(10)
-
-    assert outcome.outcome == "busy"
-    assert not held_in_this_process()
-    skipped = [r for r in caplog.records if "left to it" in r.getMessage()]
-    assert [(r.levelname, r.getMessage()) for r in skipped] == [
-        ("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
+    outcome = beat_pass_beside(other_pass, ready=held, release=done, check=held_in_this_process)
+    assert_left_to_this_workers_other_pass(outcome, caplog)
 
 
 def test_a_pass_that_finds_the_lock_just_taken_by_this_process_does_not_blame_another_worker(
@@ -284,19 +293,8 @@ def test_a_pass_that_finds_the_lock_just_taken_by_this_process_does_not_blame_an
         with leadership(wait=0) as lock:
             assert lock is not None
 
-    thread = threading.Thread(target=other_pass, name="taking")
-    thread.start()
-    try:
-        assert taken.wait(10)
-        outcome = leader_pass_run(trigger=SchedulingPass.Trigger.BEAT)
-    finally:
-        go_on.set()
-        thread.join(10)
-
-    assert outcome.outcome == "busy"
-    assert not held_in_this_process()
-    skipped = [(r.levelname, r.getMessage()) for r in caplog.records if "left to it" in r.getMessage()]
-    assert skipped == [("DEBUG", "scheduling pass (beat): another pass of this worker holds the lock; left to it")]
+    outcome = beat_pass_beside(other_pass, ready=taken, release=go_on, name="taking")
+    assert_left_to_this_workers_other_pass(outcome, caplog)
 
 
 def test_a_pass_skipped_for_another_process_says_another_worker_leads(scheduler, caplog):
