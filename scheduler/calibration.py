@@ -63,10 +63,6 @@ class RangeCalibration:
         high = max(latest + timedelta(seconds=self.above * scale), start)
         return max(low, made_at), high
 
-    def describe(self) -> str:
-        return (f"calibrated on the last {self.outcomes} outcomes to hold the start {self.coverage:.0%} of the "
-                f"time (earliest {self.below:+.2f}, latest {self.above:+.2f} of the expected wait)")
-
 
 def expected_wait(made_at: datetime, start: datetime, floor_seconds: float) -> float:
     return max((start - made_at).total_seconds(), floor_seconds)

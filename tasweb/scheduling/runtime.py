@@ -122,7 +122,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     read first, so a change committed while the tables are read is applied again later
     (applying a change twice changes nothing)."""
     started = time.perf_counter()
-    unnoted = _unnoted_tables()
+    unnoted = _missing_triggers()
     cursor = _latest_change()
     versions: dict[str, int] = {}
     # Millions of objects are made here and kept: the cyclic garbage collector would walk
@@ -148,7 +148,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     return runtime
 
 
-def _unnoted_tables() -> list[str]:
+def _missing_triggers() -> list[str]:
     """The change-log triggers missing from the mirrored tables, logged when that changes."""
     global _reported_unnoted
     missing = missing_change_triggers(connection)
