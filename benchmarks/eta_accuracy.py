@@ -72,7 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scheduler.calibration import DEFAULT_COVERAGE, Outcome, calibration_of  # noqa: E402
+from scheduler.calibration import DEFAULT_COVERAGE, Outcome, calibrated_range, calibration_of  # noqa: E402
 from scheduler.clone import clone_engine  # noqa: E402
 from scheduler.cluster import holds_quota  # noqa: E402
 from scheduler.codec import decode_assignment  # noqa: E402
@@ -321,9 +321,7 @@ def predict(run: Run, engine: Engine, now_s: float, history: RuntimeHistory | No
     for position, job in enumerate(waiting, start=1):
         p = est.predictions[f"ml/{job.name}"]
         baseline = now_s + position / rate if rate else None
-        earliest, latest = p.earliest, p.latest
-        if calibration is not None and p.start is not None and earliest is not None and latest is not None:
-            earliest, latest = calibration.widen(now, p.start, earliest, latest)
+        earliest, latest = calibrated_range(calibration, now, p.start, p.earliest, p.latest) or (p.earliest, p.latest)
         plays = (secs(p.earliest), secs(p.latest)) if p.earliest is not None and p.latest is not None else None
         made = Made(job.name, now_s, secs(p.start), secs(earliest), secs(latest), baseline, p.runtime.source, plays)
         run.made.append(made)

@@ -64,6 +64,15 @@ class RangeCalibration:
         return max(low, made_at), high
 
 
+def calibrated_range(calibration: RangeCalibration | None, made_at: datetime, start: datetime | None,
+                     earliest: datetime | None, latest: datetime | None) -> tuple[datetime, datetime] | None:
+    """The range `calibration` gives a prediction; None when there is nothing to calibrate
+    (no calibration, or a prediction without a start or without both ends of its range)."""
+    if calibration is None or start is None or earliest is None or latest is None:
+        return None
+    return calibration.widen(made_at, start, earliest, latest)
+
+
 def expected_wait(made_at: datetime, start: datetime, floor_seconds: float) -> float:
     return max((start - made_at).total_seconds(), floor_seconds)
 
@@ -94,4 +103,4 @@ def calibration_of(outcomes: Sequence[Outcome], *, coverage: float = DEFAULT_COV
                             len(outcomes), coverage, floor_seconds)
 
 
-__all__ = ["Outcome", "RangeCalibration", "calibration_of", "conformal_quantile"]
+__all__ = ["Outcome", "RangeCalibration", "calibrated_range", "calibration_of", "conformal_quantile"]

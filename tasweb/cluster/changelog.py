@@ -18,8 +18,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 LOG = "cluster_change"
 FUNCTION = "cluster_change_note"
-MIRRORED = ("Node", "Pod", "Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
-            "AdmissionCheck", "WorkloadPriorityClass", "Workload")
 
 PG_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -45,10 +43,14 @@ OPERATIONS = (("INSERT", "NEW TABLE AS fresh", "NEW", 0), ("UPDATE", "NEW TABLE 
 Tables = Iterable[tuple[str, str]]  # (kind, table)
 
 
-def mirrored_tables(apps=installed_apps) -> list[tuple[str, str]]:
-    """(kind, table) of every mirrored model, from `apps` (a migration's historical ones, or
-    the installed ones)."""
-    return [(kind, apps.get_model("cluster", kind)._meta.db_table) for kind in MIRRORED]
+def mirrored_tables(apps=installed_apps, kinds: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(kind, table) of the mirrored models `kinds` (default: every kind the mirror has now,
+    `models.KINDS`), from `apps` (a migration's historical ones, or the installed ones)."""
+    if kinds is None:
+        from tasweb.cluster.models import KINDS
+
+        kinds = KINDS
+    return [(kind, apps.get_model("cluster", kind)._meta.db_table) for kind in kinds]
 
 
 def trigger_statements(vendor: str, tables: Tables, quote: Callable[[str], str]) -> dict[str, str]:

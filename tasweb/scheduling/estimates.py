@@ -58,7 +58,7 @@ from django.db import connections, transaction
 from django.db.models import F, Max, OuterRef, Subquery
 from django.utils import timezone
 
-from scheduler.calibration import DEFAULT_COVERAGE, Outcome, RangeCalibration, calibration_of
+from scheduler.calibration import DEFAULT_COVERAGE, Outcome, RangeCalibration, calibrated_range, calibration_of
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.eta import (
@@ -287,8 +287,9 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, s
     runtime = prediction.runtime
     start, earliest, latest = prediction.start, prediction.earliest, prediction.latest
     calibrated: dict[str, Any] = {}
-    if calibration is not None and start is not None and earliest is not None and latest is not None:
-        earliest, latest = calibration.widen(now, start, earliest, latest)
+    widened = calibrated_range(calibration, now, start, earliest, latest)
+    if widened is not None and calibration is not None:
+        earliest, latest = widened
         calibrated = {"coverage": calibration.coverage, "outcomes": calibration.outcomes,
                       "below": calibration.below, "above": calibration.above}
     return WorkloadPrediction(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.calibration import Outcome, calibration_of, conformal_quantile
+from scheduler.calibration import Outcome, calibrated_range, calibration_of, conformal_quantile
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -103,3 +103,11 @@ def test_calibrated_ranges_hold_the_start_as_often_as_asked_on_new_predictions()
         calibrated = held(fresh, lambda o, c=cal: c.widen(o.made_at, o.start, o.earliest, o.latest))
         assert plays < 0.5
         assert coverage - 0.03 <= calibrated <= coverage + 0.05, (coverage, calibrated)
+
+
+def test_a_prediction_without_a_start_or_both_ends_is_left_as_it_is():
+    cal = calibration_of([outcome(0, 100, 90, 110, 200)] * 40)
+    assert calibrated_range(None, at(0), at(100), at(90), at(110)) is None
+    assert calibrated_range(cal, at(0), None, at(90), at(110)) is None
+    assert calibrated_range(cal, at(0), at(100), at(90), None) is None
+    assert calibrated_range(cal, at(0), at(100), at(90), at(110)) == cal.widen(at(0), at(100), at(90), at(110))

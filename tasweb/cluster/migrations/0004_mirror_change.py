@@ -11,13 +11,17 @@ from django.db import migrations, models
 
 from tasweb.cluster.changelog import drop_change_triggers, ensure_change_triggers, mirrored_tables
 
+# the mirrored kinds as of this migration (a kind added later gets its triggers from its own)
+MIRRORED = ("Node", "Pod", "Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
+            "AdmissionCheck", "WorkloadPriorityClass", "Workload")
+
 
 def create_triggers(apps, schema_editor) -> None:
-    ensure_change_triggers(schema_editor.connection, mirrored_tables(apps))
+    ensure_change_triggers(schema_editor.connection, mirrored_tables(apps, MIRRORED))
 
 
 def drop_triggers(apps, schema_editor) -> None:
-    drop_change_triggers(schema_editor.connection, mirrored_tables(apps))
+    drop_change_triggers(schema_editor.connection, mirrored_tables(apps, MIRRORED))
 
 
 class Migration(migrations.Migration):
