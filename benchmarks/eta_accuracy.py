@@ -35,10 +35,12 @@ annotation, runtimes learned from finished jobs (`RuntimeHistory`, per owner kin
 LocalQueue and size class; target: error at least 2x smaller than the baseline's).
 Ranges: each prediction's range is calibrated (`scheduler.calibration`, as the service does)
 on the outcomes of the latest `--calibration-outcomes` earlier predictions whose workloads
-were admitted since, to hold the actual start `--coverage` (0.8) of the time; `--coverage 0`
-scores the plays' own ranges. Predictions made in the first `--warmup` hours are not scored. `--arrivals recent` (the
-default) passes the estimator the last `--window` hour's submissions as the arrivals to
-expect (`scheduler.eta.expected_arrivals`); `--arrivals none` plays no arrivals, as Slurm.
+were admitted since, to hold the actual start `--coverage` (0.8) of the time, each in the
+band of expected waits its own is in (up to `--calibration-bands`, 3; 1: one band for all);
+`--coverage 0` scores the plays' own ranges. Predictions made in the first `--warmup` hours
+are not scored. `--arrivals recent` (the default) passes the estimator the last `--window`
+hour's submissions as the arrivals to expect (`scheduler.eta.expected_arrivals`);
+`--arrivals none` plays no arrivals, as Slurm.
 
 Timing (`--timing`): `--nodes` nodes (default 10,000) in racks of 40 and blocks of 1,000, as
 many running jobs as fill them, `--pending` (default 1,000) waiting, of varied sizes; the time
@@ -72,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scheduler.calibration import DEFAULT_COVERAGE, Outcome, calibrated_range, calibration_of  # noqa: E402
+from scheduler.calibration import DEFAULT_BANDS, DEFAULT_COVERAGE, Outcome, calibrated_range, calibration_of  # noqa: E402
 from scheduler.clone import clone_engine  # noqa: E402
 from scheduler.cluster import holds_quota  # noqa: E402
 from scheduler.codec import decode_assignment  # noqa: E402
@@ -307,8 +309,8 @@ def predict(run: Run, engine: Engine, now_s: float, history: RuntimeHistory | No
     now = EPOCH + timedelta(seconds=now_s)
     future = RecentArrivals.of(recent, now, timedelta(hours=args.window))
     est = estimate(engine, now, history, settings, future)
-    calibration = calibration_of(run.outcomes[-args.calibration_outcomes:], coverage=args.coverage) \
-        if args.coverage else None
+    calibration = calibration_of(run.outcomes[-args.calibration_outcomes:], coverage=args.coverage,
+                                 bands=args.calibration_bands) if args.coverage else None
     run.estimate_s += time.perf_counter() - started
     run.estimates += 1
     recent = [t for t in admissions if t > now_s - 3600]
@@ -441,7 +443,8 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         run = pooled({seed: simulate(argparse.Namespace(**{**vars(args), "seed": seed}), mode) for seed in seeds})
         scored = score(run)
         waits = [j.admitted - j.arrival for j in run.jobs.values() if j.admitted is not None]
-        out[mode] = {**scored, "seeds": seeds, "coverage": args.coverage, "jobs": len(run.jobs),
+        out[mode] = {**scored, "seeds": seeds, "coverage": args.coverage,
+                     "calibration_bands": args.calibration_bands, "jobs": len(run.jobs),
                      "predictions": len(run.made),
                      "estimates": run.estimates, "estimate_ms_mean": run.estimate_s / max(run.estimates, 1) * 1000,
                      "mean_wait_s": statistics.fmean(waits) if waits else 0.0,
@@ -453,7 +456,8 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
               f"({out[mode]['estimate_ms_mean']:.0f} ms each), {len(run.made)} predictions")
         plays = f"{args.samples} sampled plays" if args.range == SAMPLES else f"range {args.range}"
         arrived = f"arrivals from the last {args.window:g} h" if args.arrivals == "recent" else "no arrivals played"
-        calibrated = (f"ranges calibrated to {args.coverage:.0%} on the last {args.calibration_outcomes} outcomes"
+        calibrated = (f"ranges calibrated to {args.coverage:.0%} on the last {args.calibration_outcomes} outcomes "
+                      f"in up to {args.calibration_bands} band(s) of expected waits"
                       if args.coverage else "the plays' own ranges")
         print(f"   estimator: {plays}, {arrived}, {calibrated}")
         print(table("error at queueing time, per size class (|predicted - actual| / actual wait)",
@@ -615,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="calibrate each range on the outcomes of earlier predictions to hold the start this "
                          "share of the time (scheduler.calibration); 0: the plays' own range")
     ap.add_argument("--calibration-outcomes", type=int, default=500, help="the latest outcomes calibrated on")
+    ap.add_argument("--calibration-bands", type=int, default=DEFAULT_BANDS,
+                    help="bands of expected waits calibrated each on its own (1: one calibration for all)")
     ap.add_argument("--range", choices=RANGES, default=SAMPLES,
                     help="the prediction and its range from --samples plays of drawn runtimes and arrivals "
                          "(their median), from a play per runtime level, or from the median play and its chain")
@@ -627,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--coverage must be at least 0 and below 1, not {args.coverage:g}")
     if args.calibration_outcomes < 1:
         ap.error(f"--calibration-outcomes must be at least 1, not {args.calibration_outcomes}")
+    if args.calibration_bands < 1:
+        ap.error(f"--calibration-bands must be at least 1, not {args.calibration_bands}")
     if args.window is None:
         args.window = 2.0 if args.range == SAMPLES else 1.0
     figures = timing(args) if args.timing else accuracy(args)

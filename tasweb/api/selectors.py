@@ -278,8 +278,10 @@ def prediction_json(row: WorkloadPrediction | None) -> dict[str, Any] | None:
     """A stored start-time prediction as the API shows it; None without one."""
     if row is None:
         return None
+    # a range calibrated before the outcomes were cut into bands had one band, every wait
+    calibration = {"waitFrom": 0.0, "waitTo": None, **row.calibration} if row.calibration else None
     return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "playsEarliest": row.plays_earliest,
-            "playsLatest": row.plays_latest, "calibration": row.calibration or None, "end": row.end,
+            "playsLatest": row.plays_latest, "calibration": calibration, "end": row.end,
             "source": row.source, "runtime": row.runtime or {}, "placement": row.placement or [],
             "reason": row.reason or None, "estimatedAt": row.estimated_at}
 

@@ -219,7 +219,10 @@ class RuntimeEstimateSerializer(s.Serializer):
 class CalibrationSerializer(s.Serializer):
     coverage = s.FloatField(help_text="the share of actual starts the range is calibrated to hold")
     outcomes = s.IntegerField(help_text="the earlier predictions, checked against their workloads' admission, it "
-                              "was calibrated on")
+                              "was calibrated on: those that expected a wait in the same band as this one")
+    waitFrom = s.FloatField(help_text="the band of expected waits (time - estimatedAt, at least a minute) this "
+                            "prediction's is in, from this many seconds")
+    waitTo = s.FloatField(allow_null=True, help_text="to this many seconds (excluded); null: no upper end")
     below = s.FloatField(help_text="`earliest` is this share of the expected wait (time - estimatedAt, at least a "
                          "minute) earlier than `playsEarliest`")
     above = s.FloatField(help_text="`latest` is this share of the expected wait later than `playsLatest`")

@@ -209,7 +209,20 @@ def predicted_context(summary: Mapping[str, Any]) -> dict[str, Any] | None:
                           "more": max(0, len(domains) - PREDICTED_DOMAINS_SHOWN)})
     return {**p, "source_text": RUNTIME_SOURCES.get(p.get("source"), p.get("source")),
             "runtime_text": duration_text(runtime.get("median")), "runtime_detail": runtime.get("detail") or "",
-            "placement_rows": placement}
+            "placement_rows": placement, "calibration_band": calibration_band_text(p.get("calibration"))}
+
+
+def calibration_band_text(calibration: Mapping[str, Any] | None) -> str:
+    """Which earlier predictions calibrated a range: those expecting a wait like this one's
+    (nothing to say where one band held them all)."""
+    if not calibration:
+        return ""
+    low, high = calibration.get("waitFrom") or 0.0, calibration.get("waitTo")
+    if high is None:
+        return f"that expected a wait of {duration_text(low)} or more" if low > 0 else ""
+    if low <= 0:
+        return f"that expected a wait under {duration_text(high)}"
+    return f"that expected a wait of {duration_text(low)} to {duration_text(high)}"
 
 
 def workload_page(namespace: str, name: str, params: QueryDict, reader: AccessScope = UNRESTRICTED) -> Page:

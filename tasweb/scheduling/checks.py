@@ -12,7 +12,13 @@ from scheduler.errors import FlagError, InputError
 
 @register()
 def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
-    from tasweb.scheduling.estimates import eta_coverage, eta_range, eta_samples, eta_target_seconds
+    from tasweb.scheduling.estimates import (
+        eta_calibration_bands,
+        eta_coverage,
+        eta_range,
+        eta_samples,
+        eta_target_seconds,
+    )
     from tasweb.scheduling.services import feature_gates, kueue_configuration
 
     errors = []
@@ -25,7 +31,7 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
     except InputError as exc:
         errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
     for read, code in ((eta_range, "E003"), (eta_samples, "E004"), (eta_target_seconds, "E005"),
-                       (eta_coverage, "E006")):
+                       (eta_coverage, "E006"), (eta_calibration_bands, "E007")):
         try:
             read()
         except ValueError as exc:

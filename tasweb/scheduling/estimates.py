@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import signal
 import threading
@@ -58,7 +59,14 @@ from django.db import connections, transaction
 from django.db.models import F, Max, OuterRef, Subquery
 from django.utils import timezone
 
-from scheduler.calibration import DEFAULT_COVERAGE, Outcome, RangeCalibration, calibrated_range, calibration_of
+from scheduler.calibration import (
+    DEFAULT_BANDS,
+    DEFAULT_COVERAGE,
+    Outcome,
+    RangeCalibration,
+    calibrated_range,
+    calibration_of,
+)
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.eta import (
@@ -146,6 +154,15 @@ def eta_coverage() -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
         raise ValueError(f"TAS_ETA_COVERAGE: must be a share of at least 0 and below 1, got {value!r}")
     return float(value)
+
+
+def eta_calibration_bands() -> int:
+    """TAS_ETA_CALIBRATION_BANDS: into how many bands of expected waits, at most, the
+    outcomes are cut, each calibrated on its own (`scheduler.calibration`)."""
+    value = getattr(settings, "TAS_ETA_CALIBRATION_BANDS", DEFAULT_BANDS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"TAS_ETA_CALIBRATION_BANDS: must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 PLAY_SECONDS_KEY = "eta-play-seconds"  # what a play of the last estimate took: `auto` plans the next with it
@@ -290,8 +307,10 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, s
     widened = calibrated_range(calibration, now, start, earliest, latest)
     if widened is not None and calibration is not None:
         earliest, latest = widened
-        calibrated = {"coverage": calibration.coverage, "outcomes": calibration.outcomes,
-                      "below": calibration.below, "above": calibration.above}
+        band = calibration.band_for(now, start)
+        calibrated = {"coverage": calibration.coverage, "outcomes": band.outcomes, "below": band.below,
+                      "above": band.above, "waitFrom": band.low,
+                      "waitTo": band.high if math.isfinite(band.high) else None}
     return WorkloadPrediction(
         workload_key=prediction.key, namespace=namespace, local_queue=local_queue,
         cluster_queue=prediction.cluster_queue, start=start, earliest=earliest, latest=latest,
@@ -378,7 +397,7 @@ def calibration_read(*, limit: int | None = None) -> RangeCalibration | None:
     rows = (PredictionSnapshot.objects.annotate(actual=Subquery(admitted.values("admitted_at")[:1]))
             .filter(actual__gt=F("made_at")).order_by("-made_at")
             .values_list("made_at", "start", "earliest", "latest", "actual")[:limit])
-    return calibration_of([Outcome(*row) for row in rows], coverage=coverage)
+    return calibration_of([Outcome(*row) for row in rows], coverage=coverage, bands=eta_calibration_bands())
 
 
 def snapshots_record(predictions: Iterable[Prediction], *, now: datetime) -> int:

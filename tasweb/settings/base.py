@@ -354,8 +354,11 @@ TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
 # TAS_ETA_COVERAGE of the time (0: the plays' own ranges), on the outcomes of the latest
 # TAS_ETA_CALIBRATION_OUTCOMES predictions checked: one a waiting workload is kept every
 # TAS_ETA_SNAPSHOT_SECONDS, for TAS_ETA_SNAPSHOT_RETENTION_SECONDS, and checked once it is admitted.
+# The outcomes are cut into up to TAS_ETA_CALIBRATION_BANDS bands by the wait they expected,
+# each calibrated on its own (1: one calibration for every wait).
 TAS_ETA_COVERAGE = env_float("TAS_ETA_COVERAGE", 0.8)
 TAS_ETA_CALIBRATION_OUTCOMES = env_int("TAS_ETA_CALIBRATION_OUTCOMES", 500)
+TAS_ETA_CALIBRATION_BANDS = env_int("TAS_ETA_CALIBRATION_BANDS", 3)
 TAS_ETA_SNAPSHOT_SECONDS = env_float("TAS_ETA_SNAPSHOT_SECONDS", 600.0)
 TAS_ETA_SNAPSHOT_RETENTION_SECONDS = env_float("TAS_ETA_SNAPSHOT_RETENTION_SECONDS", 48 * 3600.0)
 

@@ -375,7 +375,7 @@ def test_ranges_are_widened_by_what_earlier_predictions_missed_by(predicted, cli
     outcomes_seen(40, late_by=timedelta(minutes=30))  # every one 30 min past its latest: half its expected wait
     calibration = calibration_read()
     assert calibration is not None and calibration.outcomes == 40
-    assert (calibration.below, calibration.above) == (0, pytest.approx(0.5))
+    assert [(b.below, b.above) for b in calibration.bands] == [(0, pytest.approx(0.5))]  # one band: 40 // 30
     engine = estimate_source().engine
     now = DEMO_NOW + timedelta(minutes=1)
     start_estimate_run(engine=engine, now=now)
@@ -383,12 +383,67 @@ def test_ranges_are_widened_by_what_earlier_predictions_missed_by(predicted, cli
     assert row.earliest == row.plays_earliest
     expected = row.plays_latest + 0.5 * max(row.start - now, timedelta(minutes=1))
     assert abs(row.latest - expected) < timedelta(milliseconds=1)
-    assert row.calibration == {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": pytest.approx(0.5)}
+    assert row.calibration == {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": pytest.approx(0.5),
+                               "waitFrom": 0.0, "waitTo": None}
     shown = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()["predictedStart"]
     assert shown["calibration"]["outcomes"] == 40
     assert shown["latest"] > shown["playsLatest"] and shown["earliest"] == shown["playsEarliest"]
     page = client.get("/workloads/ml/job-bert-finetune/").content.decode()
     assert "widened to hold the start 80 % of the time, from how far 40 earlier predictions missed" in page
+
+
+def outcomes_expecting(count: int, *, wait: timedelta, late_by: float, prefix: str) -> None:
+    """`count` earlier predictions expecting `wait`, admitted `late_by` of it after their latest."""
+    made = DEMO_NOW - timedelta(hours=12)
+    for i in range(count):
+        name = f"{prefix}-{i}"
+        Workload.objects.create(uid=f"u-{name}", namespace="ml", name=name, raw={}, status=WorkloadStatus.ADMITTED,
+                                admitted_at=made + wait * (1 + late_by))
+        PredictionSnapshot.objects.create(namespace="ml", name=name, made_at=made, start=made + wait,
+                                          earliest=made + wait, latest=made + wait)
+
+
+def test_each_range_is_calibrated_on_the_predictions_that_expected_a_wait_like_its_own(predicted, client):
+    outcomes_expecting(30, wait=timedelta(minutes=10), late_by=1.0, prefix="short")
+    outcomes_expecting(30, wait=timedelta(hours=5), late_by=0.1, prefix="long")
+    calibration = calibration_read()
+    short, long = calibration.bands
+    assert (short.outcomes, short.above, long.outcomes, long.above) == (30, pytest.approx(1.0), 30,
+                                                                         pytest.approx(0.1))
+    assert short.high == long.low == 5 * 3600
+    now = DEMO_NOW + timedelta(minutes=1)
+    start_estimate_run(engine=estimate_source().engine, now=now)
+    rows = list(WorkloadPrediction.objects.exclude(start=None))
+    assert rows
+    for row in rows:
+        wait = max(row.start - now, timedelta(minutes=1))
+        band = short if wait.total_seconds() < long.low else long
+        assert abs(row.latest - (row.plays_latest + band.above * wait)) < timedelta(milliseconds=1)
+        assert (row.calibration["outcomes"], row.calibration["waitFrom"], row.calibration["waitTo"]) == (
+            30, band.low, None if band is long else band.high)
+    row = rows[0]
+    shown = client.get(f"/api/v1/workloads/{row.workload_key}/").json()["predictedStart"]["calibration"]
+    assert (shown["waitFrom"], shown["waitTo"]) == (row.calibration["waitFrom"], row.calibration["waitTo"])
+    page = client.get(f"/workloads/{row.workload_key}/").content.decode()
+    said = "under 5 h" if row.calibration["waitTo"] else "of 5 h or more"
+    assert f"from how far 30 earlier predictions that expected a wait {said} missed" in page
+
+
+def test_a_range_stored_before_the_bands_shows_one_band_for_every_wait(predicted, client):
+    row = WorkloadPrediction.objects.exclude(start=None).first()
+    row.calibration = {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": 0.5}
+    row.save(update_fields=["calibration"])
+    shown = client.get(f"/api/v1/workloads/{row.workload_key}/").json()["predictedStart"]["calibration"]
+    assert shown == {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": 0.5, "waitFrom": 0.0, "waitTo": None}
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "3", True])
+def test_a_bad_band_count_is_reported_at_start_up(settings, value):
+    from tasweb.scheduling.checks import scheduling_settings_check
+
+    settings.TAS_ETA_CALIBRATION_BANDS = value
+    errors = [e for e in scheduling_settings_check(None) if e.id == "scheduling.E007"]
+    assert len(errors) == 1 and "TAS_ETA_CALIBRATION_BANDS" in errors[0].msg
 
 
 def test_too_few_outcomes_or_calibration_off_leave_the_plays_range(predicted, settings):

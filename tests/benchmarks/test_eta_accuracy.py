@@ -56,7 +56,8 @@ def test_calibrated_ranges_are_never_narrower_and_hold_more_starts(tmp_path, cap
     assert "the plays' own ranges" in printed and "ranges calibrated to 80% on the last 500 outcomes" in printed
 
 
-@pytest.mark.parametrize("args", [["--coverage", "1"], ["--coverage", "-0.1"], ["--calibration-outcomes", "0"]])
+@pytest.mark.parametrize("args", [["--coverage", "1"], ["--coverage", "-0.1"], ["--calibration-outcomes", "0"],
+                                  ["--calibration-bands", "0"]])
 def test_bad_calibration_arguments_are_refused(args, capsys):
     with pytest.raises(SystemExit) as exit_:
         bench.main(["--mode", "learned", "--hours", "1", *args])
