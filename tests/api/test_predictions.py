@@ -20,6 +20,7 @@ from tasweb.scheduling.estimates import (
     estimate_child_running,
     estimate_child_wait,
     estimate_source,
+    outcomes_read,
     runtime_history_build,
     start_estimate_run,
 )
@@ -435,6 +436,34 @@ def test_a_range_stored_before_the_bands_shows_one_band_for_every_wait(predicted
     row.save(update_fields=["calibration"])
     shown = client.get(f"/api/v1/workloads/{row.workload_key}/").json()["predictedStart"]["calibration"]
     assert shown == {"coverage": 0.8, "outcomes": 40, "below": 0.0, "above": 0.5, "waitFrom": 0.0, "waitTo": None}
+
+
+@pytest.mark.django_db
+def test_the_outcomes_are_those_of_the_latest_admissions_and_of_predictions_made_before_them():
+    t = DEMO_NOW - timedelta(hours=10)
+
+    def kept(name: str, *made: timedelta, admitted: timedelta | None) -> None:
+        Workload.objects.create(uid=f"u-{name}", namespace="ml", name=name, raw={}, status=WorkloadStatus.ADMITTED,
+                                admitted_at=None if admitted is None else t + admitted)
+        for m in made:
+            PredictionSnapshot.objects.create(namespace="ml", name=name, made_at=t + m,
+                                              start=t + m + timedelta(hours=1), earliest=t + m,
+                                              latest=t + m + timedelta(hours=2))
+
+    kept("late", timedelta(0), timedelta(minutes=10), admitted=timedelta(hours=3))
+    kept("early", timedelta(hours=1), admitted=timedelta(hours=2))  # predicted later, admitted earlier
+    # waited again after its admission: the prediction made then is not an outcome (yet)
+    kept("again", timedelta(hours=4), admitted=timedelta(hours=1))
+    kept("waiting", timedelta(hours=5), admitted=None)
+    Workload.objects.create(uid="u-late-2", namespace="other", name="late", raw={}, status=WorkloadStatus.ADMITTED,
+                            admitted_at=t + timedelta(hours=9))  # another namespace's workload of that name
+    outcomes = outcomes_read(10)
+    assert [(o.made_at - t, o.actual - t) for o in outcomes] == [
+        (timedelta(minutes=10), timedelta(hours=3)), (timedelta(0), timedelta(hours=3)),
+        (timedelta(hours=1), timedelta(hours=2))]
+    assert all(o.start - o.made_at == timedelta(hours=1) and o.latest - o.earliest == timedelta(hours=2)
+               for o in outcomes)
+    assert outcomes_read(2) == outcomes[:2]  # the latest admission's, though predicted before the other
 
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, "3", True])
