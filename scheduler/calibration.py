@@ -81,15 +81,17 @@ class RangeCalibration:
 
     def band_for(self, made_at: datetime, start: datetime) -> CalibrationBand:
         """The band of the wait a prediction made at `made_at` expects."""
-        wait = expected_wait(made_at, start, self.floor_seconds)
+        return self._band_at(expected_wait(made_at, start, self.floor_seconds))
+
+    def _band_at(self, wait: float) -> CalibrationBand:
         return self.bands[bisect.bisect_right([band.low for band in self.bands], wait) - 1]
 
     def widen(self, made_at: datetime, start: datetime, earliest: datetime,
               latest: datetime) -> tuple[datetime, datetime]:
         """The calibrated range of a prediction: never after the start below, nor before it
         above, nor before the time the prediction was made."""
-        band = self.band_for(made_at, start)
         scale = expected_wait(made_at, start, self.floor_seconds)
+        band = self._band_at(scale)
         low = min(earliest - timedelta(seconds=band.below * scale), start)
         high = max(latest + timedelta(seconds=band.above * scale), start)
         return max(low, made_at), high

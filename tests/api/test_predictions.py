@@ -512,6 +512,9 @@ def test_the_schema_documents_the_field(client):
     for name in ("WorkloadSummary", "WorkloadDetail", "PendingWorkload"):
         field = schema[name]["properties"]["predictedStart"]
         assert "PredictedStart" in str(field)
+    calibration = schema["Calibration"]["properties"]
+    assert {"coverage", "outcomes", "below", "above", "waitFrom", "waitTo"} <= set(calibration)
+    assert calibration["waitTo"].get("nullable") is True
     predicted_start = schema["PredictedStart"]["properties"]
     assert {"time", "earliest", "latest", "source", "placement", "estimatedAt"} <= set(predicted_start)
 
