@@ -351,8 +351,8 @@ TAS_ETA_SAMPLES = env_int("TAS_ETA_SAMPLES", 11)
 TAS_ETA_TARGET_SECONDS = env_float("TAS_ETA_TARGET_SECONDS", 1.0)
 TAS_ETA_NICE = env_int("TAS_ETA_NICE", 10)
 # The ranges shown are calibrated (scheduler.calibration) to hold the actual start
-# TAS_ETA_COVERAGE of the time (0: the plays' own ranges), on the outcomes of the latest
-# TAS_ETA_CALIBRATION_OUTCOMES predictions checked: one a waiting workload is kept every
+# TAS_ETA_COVERAGE of the time (0: the plays' own ranges), on TAS_ETA_CALIBRATION_OUTCOMES
+# predictions checked, those of the latest admissions: one a waiting workload is kept every
 # TAS_ETA_SNAPSHOT_SECONDS, for TAS_ETA_SNAPSHOT_RETENTION_SECONDS, and checked once it is admitted.
 # The outcomes are cut into up to TAS_ETA_CALIBRATION_BANDS bands by the wait they expected,
 # each calibrated on its own (1: one calibration for every wait).
