@@ -12,7 +12,9 @@ from django.db import models
 
 
 class MirroredObject(models.Model):
-    uid = models.CharField(max_length=128, unique=True)
+    # unique through a constraint, not `unique=True`: that would add on PostgreSQL a second
+    # index (varchar_pattern_ops, for LIKE) which nothing uses and every insert pays for
+    uid = models.CharField(max_length=128)
     namespace = models.CharField(max_length=253, blank=True, default="")
     name = models.CharField(max_length=253)
     resource_version = models.CharField(max_length=64, blank=True, default="")
@@ -27,13 +29,14 @@ class MirroredObject(models.Model):
     class Meta:
         abstract = True
         ordering = ["namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["uid"], name="%(app_label)s_%(class)s_uid_unique")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
 class Node(MirroredObject):
-    hostname = models.CharField(max_length=253, db_index=True, blank=True, default="")
+    hostname = models.CharField(max_length=253, blank=True, default="")
     labels = models.JSONField(default=dict)
     allocatable = models.JSONField(default=dict)  # resource -> integer value (milli-CPU, bytes, units)
     taints = models.JSONField(default=list)  # [{"key", "value", "effect", "timeAdded"}]
@@ -47,11 +50,13 @@ class Node(MirroredObject):
             models.Index(fields=["ready"]),
             # the API's mirror version reads max(updated_at) of every mirrored table on each request
             models.Index(fields=["updated_at"], name="cluster_nod_updated_idx"),
+            # by equality only: a plain index, without the LIKE twin `db_index` would add
+            models.Index(fields=["hostname"], name="cluster_node_hostname_idx"),
         ]
 
 
 class Pod(MirroredObject):
-    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    node_name = models.CharField(max_length=253, blank=True, default="")
     phase = models.CharField(max_length=32, blank=True, default="")
     workload_name = models.CharField(max_length=253, blank=True, default="")  # kueue.x-k8s.io/workload
     pod_set = models.CharField(max_length=253, blank=True, default="")  # kueue.x-k8s.io/podset
@@ -65,6 +70,8 @@ class Pod(MirroredObject):
             models.Index(fields=["namespace", "workload_name"]),
             models.Index(fields=["namespace", "name"]),
             models.Index(fields=["updated_at"], name="cluster_pod_updated_idx"),  # see Node
+            # by equality only: a plain index, without the LIKE twin `db_index` would add
+            models.Index(fields=["node_name"], name="cluster_pod_node_name_idx"),
         ]
 
 

@@ -64,7 +64,7 @@ class AssignmentDomain(models.Model):
     position = models.IntegerField()  # order in the assignment
     count = models.IntegerField()
     values = models.JSONField(default=list)  # full path, one value per topology level
-    node = models.CharField(max_length=253, blank=True, default="", db_index=True)  # hostname when known
+    node = models.CharField(max_length=253, blank=True, default="")  # hostname when known
     level_0 = models.CharField(max_length=253, blank=True, default="")
     level_1 = models.CharField(max_length=253, blank=True, default="")
     level_2 = models.CharField(max_length=253, blank=True, default="")
@@ -76,10 +76,12 @@ class AssignmentDomain(models.Model):
 
     class Meta:
         ordering = ["assignment_id", "position"]
+        # a pass writes thousands of these: one index serves every filter by flavor and the
+        # first levels (a prefix of it), and plain indexes leave out the LIKE twins that
+        # `db_index` adds to text columns on PostgreSQL
         indexes = [
-            models.Index(fields=["flavor", "level_0"]),
-            models.Index(fields=["flavor", "level_0", "level_1"]),
             models.Index(fields=["flavor", "level_0", "level_1", "level_2"]),
+            models.Index(fields=["node"], name="scheduling_domain_node_idx"),
         ]
 
 
@@ -105,12 +107,12 @@ class WorkloadEvent(models.Model):
     """One entry of a workload's history, with the explanation the engine gave."""
 
     workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    workload_key = models.CharField(max_length=510, db_index=True)  # namespace/name, kept after deletion
-    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
-    kind = models.CharField(max_length=32, choices=EventKind.choices, db_index=True)
+    workload_key = models.CharField(max_length=510)  # namespace/name, kept after deletion
+    cluster_queue = models.CharField(max_length=253, blank=True, default="")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
     at = models.DateTimeField(db_index=True)
-    node = models.CharField(max_length=253, blank=True, default="", db_index=True)
-    domain = models.CharField(max_length=1024, blank=True, default="", db_index=True)  # "b1/r3" path
+    node = models.CharField(max_length=253, blank=True, default="")
+    domain = models.CharField(max_length=1024, blank=True, default="")  # "b1/r3" path
     trigger = models.TextField(blank=True, default="")
     message = models.TextField(blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
@@ -118,7 +120,19 @@ class WorkloadEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["workload_key", "at"]), models.Index(fields=["kind", "at"])]
+        # Every pass writes a row per admission, eviction or new reason, so each index costs.
+        # A workload's history and a kind's are read through the two pairs with `at`; a
+        # namespace's and a domain's subtree by prefix (`startswith`), which on PostgreSQL
+        # needs the pattern operator class (it serves equality too); ClusterQueue and node by
+        # equality.
+        indexes = [
+            models.Index(fields=["workload_key", "at"]),
+            models.Index(fields=["kind", "at"]),
+            models.Index(fields=["workload_key"], name="scheduling_event_key_like", opclasses=["varchar_pattern_ops"]),
+            models.Index(fields=["domain"], name="scheduling_event_domain_like", opclasses=["varchar_pattern_ops"]),
+            models.Index(fields=["cluster_queue"], name="scheduling_event_cq_idx"),
+            models.Index(fields=["node"], name="scheduling_event_node_idx"),
+        ]
 
 
 class ClusterWrite(models.Model):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from tasweb.cluster.models import Node, Pod, Workload
 from tasweb.cluster.services import (
@@ -220,3 +220,31 @@ def test_json_key_reads_what_a_path_of_names_reads():
     assert by_key == by_path and by_key[0][0] == "w1" and by_key[0][1] is None
     with pytest.raises(ValueError, match="at least one key"):
         json_key("raw")
+
+
+# ---------------------------------------------------------------- the indexes every write pays for
+
+
+def _pattern_indexes(table: str) -> set[str]:
+    """The columns of `table` with a LIKE (varchar_pattern_ops) index."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s", [table])
+        definitions = [row[0] for row in cursor.fetchall()]
+    return {d.split("(", 1)[1].split()[0].strip('"') for d in definitions if "pattern_ops" in d}
+
+
+def test_only_the_columns_searched_by_prefix_have_a_like_index():
+    # a pass writes thousands of Workload, event and domain rows: an index no query uses is
+    # paid for on every one of them; history is searched by namespace and domain prefix
+    assert _pattern_indexes("scheduling_workloadevent") == {"workload_key", "domain"}
+    for table in ("cluster_workload", "cluster_pod", "cluster_node", "scheduling_assignmentdomain"):
+        assert _pattern_indexes(table) == set(), table
+
+
+def test_a_uid_is_still_unique_in_a_mirrored_table():
+    Node.objects.create(uid="uid-n1", name="n1", raw={})
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Node.objects.create(uid="uid-n1", name="n1-again", raw={})
+    object_upsert(kind="Node", obj=node("n1", 5))  # the mirror's upsert still finds the row by uid
+    assert Node.objects.filter(uid="uid-n1").count() == 1
+    assert Node.objects.get(uid="uid-n1").rv_number == 5
