@@ -114,6 +114,10 @@ class FeatureGates:
         unknown = sorted(set(self.overrides) - set(DEFAULTS))
         if unknown:
             raise FlagError(f"unknown feature gate {unknown[0]!r}")
+        # every gate resolved once, as an attribute of its own: the engine reads gates tens of
+        # thousands of times a pass, and an attribute found is cheaper than `__getattr__`
+        for name, default in DEFAULTS.items():
+            object.__setattr__(self, name, bool(self.overrides.get(name, default)))
 
     def enabled(self, name: str) -> bool:
         if name not in DEFAULTS:
