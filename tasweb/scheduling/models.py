@@ -227,10 +227,10 @@ class WorkloadPrediction(models.Model):
     run on the engine state a pass committed. One row per waiting workload, all of them
     replaced by each estimate; gone once the workload stops waiting."""
 
-    workload_key = models.CharField(max_length=510, unique=True)  # namespace/name
-    namespace = models.CharField(max_length=253, db_index=True)
+    workload_key = models.CharField(max_length=510)  # namespace/name, unique (see Meta)
+    namespace = models.CharField(max_length=253)
     local_queue = models.CharField(max_length=510, blank=True, default="")  # namespace/name
-    cluster_queue = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    cluster_queue = models.CharField(max_length=253, blank=True, default="")
     start = models.DateTimeField(null=True, blank=True)  # None: not within the horizon (see reason)
     earliest = models.DateTimeField(null=True, blank=True)  # the range shown: calibrated, when it was
     latest = models.DateTimeField(null=True, blank=True)
@@ -250,6 +250,11 @@ class WorkloadPrediction(models.Model):
 
     class Meta:
         ordering = ["start", "workload_key"]
+        # every estimate rewrites every row: plain indexes, without the LIKE twins `unique` and
+        # `db_index` add to text columns on PostgreSQL (nothing searches these by pattern)
+        constraints = [models.UniqueConstraint(fields=["workload_key"], name="scheduling_prediction_key_unique")]
+        indexes = [models.Index(fields=["namespace"], name="scheduling_prediction_ns_idx"),
+                   models.Index(fields=["cluster_queue"], name="scheduling_prediction_cq_idx")]
 
 
 class PredictionSnapshot(models.Model):

@@ -4,6 +4,7 @@ visibility list."""
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from datetime import timedelta
 
@@ -391,6 +392,29 @@ def test_ranges_are_widened_by_what_earlier_predictions_missed_by(predicted, cli
     assert shown["latest"] > shown["playsLatest"] and shown["earliest"] == shown["playsEarliest"]
     page = client.get("/workloads/ml/job-bert-finetune/").content.decode()
     assert "widened to hold the start 80 % of the time, from how far 40 earlier predictions missed" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outcomes_are_read_beside_the_plays_and_calibrate_the_same(mirror, monkeypatch):
+    # outside a transaction (as in the estimate's own process) the outcomes are read on a
+    # connection of their own while the plays run; the ranges are what reading them after gives
+    crowd()
+    scheduling_pass_run(now=DEMO_NOW)
+    outcomes_seen(40, late_by=timedelta(minutes=30))
+    read_on: list[str] = []
+
+    def calibration_noting_its_thread():
+        read_on.append(threading.current_thread().name)
+        return calibration_read()
+
+    monkeypatch.setattr(estimates, "calibration_read", calibration_noting_its_thread)
+    now = DEMO_NOW + timedelta(minutes=1)
+    start_estimate_run(engine=estimate_source().engine, now=now)
+    assert read_on and read_on[0] != threading.current_thread().name
+    row = WorkloadPrediction.objects.get(workload_key="ml/job-bert-finetune")
+    assert row.calibration["outcomes"] == 40 and row.calibration["above"] == pytest.approx(0.5)
+    assert abs(row.latest - (row.plays_latest + 0.5 * max(row.start - now, timedelta(minutes=1)))) < \
+        timedelta(milliseconds=1)
 
 
 def outcomes_expecting(count: int, *, wait: timedelta, late_by: float, prefix: str) -> None:
