@@ -27,6 +27,7 @@ PostgreSQL database (DATABASE_URL's server, default the local test server; see b
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -110,14 +111,6 @@ def forked_estimate_seconds() -> float:
     return time.perf_counter() - started
 
 
-def outcomes_after_plays():
-    """`read_beside` as it was before: the read made at once, where it is called."""
-    def read_now(read):
-        value = read()
-        return lambda: value
-    return read_now
-
-
 def summary(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
@@ -163,7 +156,7 @@ def main() -> None:
         for i in range(args.repeat):
             estimates.read_beside = overlapping
             beside.append(forked_estimate_seconds())
-            estimates.read_beside = outcomes_after_plays()
+            estimates.read_beside = functools.partial(overlapping, beside=False)  # read after the plays
             after.append(forked_estimate_seconds())
             print(f"  estimate {i + 1}: {beside[-1]:.3f} s as the service runs it, {after[-1]:.3f} s with the "
                   "outcomes read after the plays", flush=True)

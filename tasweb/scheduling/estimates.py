@@ -363,7 +363,7 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     # while the plays run, which do not depend on them; not where the plays are forked off
     # (a process is forked with no thread of its own running)
     forks = fork_plays and settings_.range in (PLAYS, SAMPLES) and can_fork()
-    calibration_of_outcomes = _read_now(calibration_read) if forks else read_beside(calibration_read)
+    calibration_of_outcomes = read_beside(calibration_read, beside=not forks)
     result = estimate(engine, now, history or runtime_history(), settings_, arrivals, own=own, fork_plays=fork_plays)
     calibration = calibration_of_outcomes()
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
@@ -387,11 +387,6 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
                 sum(1 for r in rows if r.start is not None), _plays_text(result, settings_), len(arrivals),
                 result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
     return result
-
-
-def _read_now(read: Callable[[], Any]) -> Callable[[], Any]:
-    value = read()
-    return lambda: value
 
 
 # ---------------------------------------------------------------- calibrating the ranges

@@ -118,11 +118,11 @@ def _own_thread_may_read() -> bool:
     return connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
-def read_beside(read: Callable[[], Any]) -> Callable[[], Any]:
+def read_beside(read: Callable[[], Any], *, beside: bool = True) -> Callable[[], Any]:
     """Start `read` on a thread of its own (with its own database connection) where one may
-    read (`_own_thread_may_read`), else run it now; the returned function gives its result
-    (or raises its error) once it is done."""
-    if not _own_thread_may_read():
+    read (`_own_thread_may_read`) and the caller wants it (`beside`), else run it now; the
+    returned function gives its result (or raises its error) once it is done."""
+    if not (beside and _own_thread_may_read()):
         value = read()
         return lambda: value
     done: dict[str, Any] = {}
