@@ -86,7 +86,7 @@ from scheduler.eta import (
 from scheduler.eta import RANGES as ENGINE_RANGES  # the modes the engine plays; the service adds "auto"
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
-from tasweb.cluster.services import instances_insert
+from tasweb.cluster.services import rows_insert
 from tasweb.core.queries import json_key
 from tasweb.scheduling.leader import scheduler_key
 from tasweb.scheduling.models import PredictionSnapshot, SchedulingPass, WorkloadPrediction
@@ -301,7 +301,8 @@ def _placement_json(prediction: Prediction) -> list[dict[str, Any]]:
 
 
 def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, stored_at: datetime,
-                   scheduling_pass: int | None, calibration: RangeCalibration | None = None) -> WorkloadPrediction:
+                   scheduling_pass: int | None, calibration: RangeCalibration | None = None) -> dict[str, Any]:
+    """The stored WorkloadPrediction of a prediction, as its field values (for `rows_insert`)."""
     namespace, _, _ = prediction.key.partition("/")
     runtime = prediction.runtime
     start, earliest, latest = prediction.start, prediction.earliest, prediction.latest
@@ -313,7 +314,7 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, s
         calibrated = {"coverage": calibration.coverage, "outcomes": band.outcomes, "below": band.below,
                       "above": band.above, "waitFrom": band.low,
                       "waitTo": band.high if math.isfinite(band.high) else None}
-    return WorkloadPrediction(
+    return dict(
         workload_key=prediction.key, namespace=namespace, local_queue=local_queue,
         cluster_queue=prediction.cluster_queue, start=start, earliest=earliest, latest=latest,
         plays_earliest=prediction.earliest, plays_latest=prediction.latest, calibration=calibrated,
@@ -328,8 +329,10 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, s
 PREDICTIONS_LOCK = 0x7461735F657461  # a PostgreSQL advisory lock key of its own ("tas_eta")
 
 
-def predictions_replace(rows: list[WorkloadPrediction], *, estimated_at: datetime | None = None) -> bool:
-    """The stored predictions become `rows`, in one transaction; whether they did. Those of an
+def predictions_replace(rows: Iterable[dict[str, Any]], *, estimated_at: datetime | None = None) -> bool:
+    """The stored predictions become `rows` (`prediction_row`s, taken as they are made: on
+    PostgreSQL the server inserts the first ones while the next are made), in one
+    transaction; whether they did. Those of an
     estimate made on an engine state older than the stored one's (`estimated_at`: the time
     of the pass it started from) are dropped instead: an estimate's child process that
     outlived its worker must not overwrite what the next worker stored."""
@@ -342,7 +345,7 @@ def predictions_replace(rows: list[WorkloadPrediction], *, estimated_at: datetim
             if stored is not None and stored > estimated_at:
                 return False
         WorkloadPrediction.objects.all().delete()
-        instances_insert(objs=rows)  # COPY on PostgreSQL: a fifth of bulk_create's time at 1,000 rows
+        rows_insert(model=WorkloadPrediction, rows=rows)  # COPY: a fifth of bulk_create's time at 1,000 rows
     return True
 
 
@@ -370,9 +373,9 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
     stored_at = timezone.now()
-    rows = [prediction_row(p, local_queues.get(p.key, ""), now=now, stored_at=stored_at,
+    rows = (prediction_row(p, local_queues.get(p.key, ""), now=now, stored_at=stored_at,
                            scheduling_pass=scheduling_pass, calibration=calibration)
-            for p in result.predictions.values()]
+            for p in result.predictions.values())
     if not predictions_replace(rows, estimated_at=now):
         logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
         return result
@@ -383,8 +386,9 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     # plays that stopped early (every play ends on NEVER while a workload can never fit)
     stopped = {level: play.stopped for level, play in result.plays.items() if play.stopped and play.stopped != NEVER}
     logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %s, %d recent submissions "
-                "expected again, %.2fs (copies %.2fs)%s [process %d]", len(rows),
-                sum(1 for r in rows if r.start is not None), _plays_text(result, settings_), len(arrivals),
+                "expected again, %.2fs (copies %.2fs)%s [process %d]", len(result.predictions),
+                sum(1 for p in result.predictions.values() if p.start is not None), _plays_text(result, settings_),
+                len(arrivals),
                 result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
     return result
 
