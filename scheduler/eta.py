@@ -270,13 +270,26 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     return out
 
 
+def _played_levels(settings: EtaSettings) -> tuple[list[str], list[str]]:
+    """The runtime levels played, and those read along the median play's chain instead."""
+    levels = list(settings.levels)
+    if settings.range == CHAIN and MEDIAN in levels:
+        return [MEDIAN], [level for level in levels if level != MEDIAN]
+    return levels, []
+
+
+def plays_forked(settings: EtaSettings, fork_plays: bool) -> bool:
+    """Whether `estimate` with these settings forks plays off the calling process (every
+    sampled play; the levels but one, where more than one is played)."""
+    if not (fork_plays and can_fork()):
+        return False
+    return settings.range == SAMPLES or len(_played_levels(settings)[0]) > 1
+
+
 def _level_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dict[str, dict[str, _Admission]]:
     """A play per runtime level (or the median one, the others along its chain)."""
     settings, engine = run.settings, run.engine
-    levels = list(settings.levels)
-    chained: list[str] = []
-    if settings.range == CHAIN and MEDIAN in levels:
-        chained, levels = [level for level in levels if level != MEDIAN], [MEDIAN]
+    levels, chained = _played_levels(settings)
     forked: dict[str, _ForkedPlay] = {}
     if fork and len(levels) > 1:
         main = MEDIAN if MEDIAN in levels else levels[-1]
@@ -956,5 +969,6 @@ __all__ = [
     "expected_arrivals",
     "planned_range",
     "play_seconds",
+    "plays_forked",
     "without_bursts",
 ]

@@ -82,6 +82,7 @@ from scheduler.eta import (
     estimate,
     planned_range,
     play_seconds,
+    plays_forked,
 )
 from scheduler.eta import RANGES as ENGINE_RANGES  # the modes the engine plays; the service adds "auto"
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
@@ -365,8 +366,7 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     # the outcomes that calibrate the ranges are read (PostgreSQL's work, on the other core)
     # while the plays run, which do not depend on them; not where the plays are forked off
     # (a process is forked with no thread of its own running)
-    forks = fork_plays and settings_.range in (PLAYS, SAMPLES) and can_fork()
-    calibration_of_outcomes = read_beside(calibration_read, beside=not forks)
+    calibration_of_outcomes = read_beside(calibration_read, beside=not plays_forked(settings_, fork_plays))
     result = estimate(engine, now, history or runtime_history(), settings_, arrivals, own=own, fork_plays=fork_plays)
     calibration = calibration_of_outcomes()
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
@@ -388,8 +388,8 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     logger.info("start-time estimate: %d waiting workloads, %d within the horizon, %s, %d recent submissions "
                 "expected again, %.2fs (copies %.2fs)%s [process %d]", len(result.predictions),
                 sum(1 for p in result.predictions.values() if p.start is not None), _plays_text(result, settings_),
-                len(arrivals),
-                result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "", os.getpid())
+                len(arrivals), result.seconds, result.clone_seconds, f", stopped: {stopped}" if stopped else "",
+                os.getpid())
     return result
 
 

@@ -23,6 +23,7 @@ from scheduler.eta import (
     estimate,
     expected_arrivals,
     planned_range,
+    plays_forked,
     without_bursts,
 )
 from scheduler.results import ADMITTED
@@ -848,3 +849,14 @@ def test_runs_still_going_make_a_class_of_its_own_once_one_has_ended():
     # runs going but none ended: nothing of the class's own is known yet
     alone = RuntimeClass("Job", "default/other", "64-127")
     assert "64-127" not in history.with_running([(alone, 9000)] * 5).learned(alone).detail
+
+
+@pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")
+def test_plays_forked_says_when_an_estimate_forks_its_plays():
+    from scheduler.eta import CHAIN, MEDIAN, PLAYS
+
+    assert plays_forked(EtaSettings(range=SAMPLES), True)
+    assert plays_forked(EtaSettings(range=PLAYS), True)  # the low and high plays beside the median
+    assert not plays_forked(EtaSettings(range=PLAYS, levels=(MEDIAN,)), True)  # one level: played here
+    assert not plays_forked(EtaSettings(range=CHAIN), True)  # the median play, the rest along its chain
+    assert not plays_forked(EtaSettings(range=SAMPLES), False)
