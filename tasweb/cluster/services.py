@@ -556,7 +556,22 @@ def _to_db(field: Field, db) -> Callable[[Any], Any]:
             return _json_text
     elif isinstance(field, _PLAIN_FIELDS):
         return lambda value: value
+    elif isinstance(field, models.DateTimeField) and db.vendor == "postgresql":
+        return _aware_datetime(field, db)
     return lambda value: field.get_db_prep_save(value, db)
+
+
+def _aware_datetime(field: Field, db) -> Callable[[Any], Any]:
+    """A DateTimeField's value for PostgreSQL's driver: an aware datetime as it is (what
+    Django's own conversion returns for it, after checks that cost more than the COPY of
+    the value); anything else through Django, which warns about and localises a naive one."""
+
+    def convert(value: Any) -> Any:
+        if type(value) is datetime and value.tzinfo is not None:
+            return value
+        return field.get_db_prep_save(value, db)
+
+    return convert
 
 
 @dataclass

@@ -4,6 +4,8 @@ upserts, batched updates) store exactly what the row-by-row ORM writes would."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -121,6 +123,21 @@ def test_rows_update_and_insert_write_what_save_and_bulk_create_would():
                                             "at": before, "details": {"a": [1, 2]}}])
     event = WorkloadEvent.objects.get()
     assert (event.workload_id, event.kind, event.details, event.message) == (row.id, "Queued", {"a": [1, 2]}, "")
+
+
+def test_copied_times_are_stored_as_django_stores_them(settings):
+    settings.TIME_ZONE = "Europe/Paris"  # where a naive time is taken to be
+    aware = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5)))
+    naive = datetime(2025, 6, 1, 12, 0, 0)
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        rows_insert(model=WorkloadEvent, rows=[
+            {"workload_key": "ns/aware", "kind": EventKind.QUEUED, "at": aware},
+            {"workload_key": "ns/naive", "kind": EventKind.QUEUED, "at": naive},
+            {"workload_key": "ns/text", "kind": EventKind.QUEUED, "at": "2025-06-01T12:00:00+00:00"}])
+    stored = dict(WorkloadEvent.objects.values_list("workload_key", "at"))
+    assert stored["ns/aware"] == aware  # to the microsecond, whatever its zone
+    assert stored["ns/naive"] == naive.replace(tzinfo=ZoneInfo("Europe/Paris"))
+    assert stored["ns/text"] == datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def test_assignments_replace_stores_what_a_pass_decided():
