@@ -39,6 +39,7 @@ from scheduler.model import (
     LocalQueue,
     Node,
     Pod,
+    PodSet,
     PodSetAssignment,
     ResourceFlavor,
     Topology,
@@ -430,6 +431,18 @@ class ClusterState:
             self._tas_flavor_names = frozenset(names) if self.gates.TopologyAwareScheduling else frozenset()
         return self._tas_flavor_names
 
+    def reclaimed(self, wl: Workload, pod_set: str) -> int:
+        """Pods of the PodSet that completed and give their quota back (status.reclaimablePods,
+        read while the ReclaimablePods gate is on)."""
+        if not wl.reclaimable_pods or not self.gates.ReclaimablePods:
+            return 0
+        return wl.reclaimable_pods.get(pod_set, 0)
+
+    def pods_after_reclaim(self, wl: Workload, ps: PodSet) -> int:
+        """The pods a PodSet still needs: its count less its reclaimable pods (Kueue's
+        podSetsCountsAfterReclaim), what a pending workload asks quota and topology for."""
+        return max(ps.count - self.reclaimed(wl, ps.name), 0)
+
     def charge_of(self, wl: Workload) -> Charge:
         """What the workload's admission adds to quota and TAS usage, as it is now."""
         assert wl.admission is not None
@@ -443,15 +456,20 @@ class ClusterState:
             usage: Mapping[str, int] = psa.resource_usage
             if not usage and ps is not None:
                 usage = {r: v * count for r, v in self.config.quota_requests(ps.spec.requests).items()}
-            elif ps is not None and 0 < ps.count < count:
-                # the PodSet now asks for fewer pods than were admitted (scaled down): as in
-                # Kueue, the admitted usage is scaled to the pods that remain, per pod first
-                usage = {r: v // count * ps.count for r, v in usage.items()}
+            # the PodSet now needs fewer pods than were admitted (scaled down, or some completed and
+            # are reclaimable): as in Kueue, the admitted usage is scaled to them, per pod first
+            remaining = count
+            if ps is not None:
+                remaining = self.pods_after_reclaim(wl, ps) if ps.count > 0 else count - self.reclaimed(wl, ps.name)
+            if count > 0 and remaining < count:
+                usage = {r: v // count * max(remaining, 0) for r, v in usage.items()}
             for resource, value in usage.items():
                 flavor = psa.flavors.get(resource)
                 if flavor is not None:
                     fr = FlavorResource(flavor, resource)
                     charge.quota[fr] = charge.quota.get(fr, 0) + value
+            if remaining <= 0 < count:
+                continue  # every pod completed: its topology domains are free again
             if psa.topology_assignment is not None and ps is not None:
                 tas = {f for f in psa.flavors.values() if f in snapshots}
                 if len(tas) == 1:

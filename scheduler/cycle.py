@@ -81,6 +81,13 @@ def wait_seconds(since: datetime | None, now: datetime) -> str:
     return f"{round(seconds)}s"
 
 
+def seconds_since(since: datetime | None, now: datetime) -> str:
+    """Go's time.Since(t).Seconds() printed with %.0f, as Kueue's Admitted event gives the wait
+    since the quota was reserved (a zero time saturates)."""
+    since = since or _GO_ZERO_TIME
+    return f"{min((now - since).total_seconds(), _MAX_GO_DURATION_SECONDS):.0f}s"
+
+
 @dataclass
 class Entry:
     """A ClusterQueue head and what nomination found for it."""
@@ -299,10 +306,12 @@ class SchedulingCycle:
     def reduce(self, e: Entry) -> tuple[FlavorAssignment, list[Target]] | None:
         """Partial admission: binary search for the smallest reduction, spread over the PodSets in
         proportion to what each may give up (count - minCount), that fits or can preempt to fit."""
-        deltas = {ps.name: ps.count - (ps.min_count if ps.min_count is not None else ps.count)
+        counts_of = {ps.name: self.state.pods_after_reclaim(e.wl, ps) for ps in e.wl.pod_sets}
+        deltas = {ps.name: max(counts_of[ps.name] - (ps.min_count if ps.min_count is not None else ps.count), 0)
                   for ps in e.wl.pod_sets}
         total = sum(deltas.values())
-        counts_of = {ps.name: ps.count for ps in e.wl.pod_sets}
+        if total == 0:
+            return None  # its completed pods already took it down to its minimum
         best = None
         lo, hi = 0, total + 1
         while lo < hi:

@@ -847,7 +847,7 @@ def _expected(wl: Workload, at: datetime, n: int) -> Workload:
     """A fresh copy of `wl`, waiting, created at `at`, under a name no workload has."""
     return dataclasses.replace(wl, name=f"{wl.name}~expected-{n}", uid=f"{wl.uid}~expected-{n}", creation_timestamp=at,
                                admission=None, conditions=[], admission_checks=[], unhealthy_nodes=[],
-                               requeue_count=0, requeue_at=None)
+                               requeue_count=0, requeue_at=None, reclaimable_pods={})
 
 
 ARRIVAL_BINS = 12  # the window's parts a burst is told apart in

@@ -379,7 +379,8 @@ class FlavorAssigner:
         pending: dict[FlavorResource, int] = {}
         self.tried = {}
         for ps in self.wl.pod_sets:
-            count = counts.get(ps.name, ps.count) if counts else ps.count
+            needed = self.state.pods_after_reclaim(self.wl, ps)
+            count = counts.get(ps.name, needed) if counts else needed
             psf = PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps))
             self._assign_pod_set(psf, pod_set_needs(ps, count, self.state.config), pending)
             result.append(psf)

@@ -444,6 +444,9 @@ class Workload:
     # status.requeueState: evictions for a PodsReady timeout so far, and when it may queue again
     requeue_count: int = 0
     requeue_at: datetime | None = None
+    # status.reclaimablePods: per PodSet, pods that completed and need not run again (their
+    # quota goes back while the rest run; a PodSet whose pods all completed frees its domains)
+    reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -931,6 +931,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
                          if _is_mapping(n) else str(n))
+    reclaimable = parse_reclaimable_pods(status, pod_sets, stw)
     requeue = mapping(status, "requeueState", stw)
     rw = stw.at("requeueState")
     conditions = parse_conditions(status, stw)
@@ -960,7 +961,31 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         source_api_version=str(obj.get("apiVersion") or "kueue.x-k8s.io/v1beta2"),
         requeue_count=count(requeue, "count", rw) or 0,
         requeue_at=timestamp(requeue, "requeueAt", rw),
+        reclaimable_pods=reclaimable,
     )
+
+
+def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) -> dict[str, int]:
+    """status.reclaimablePods: per PodSet, the pods that completed; as Kueue's validation, each
+    names a PodSet of the workload and counts at most its pods."""
+    counts = {ps.name: ps.count for ps in pod_sets}
+    out: dict[str, int] = {}
+    for i, entry in enumerate(sequence(status, "reclaimablePods", stw)):
+        where = stw.at("reclaimablePods").at(i)
+        if not _is_mapping(entry):
+            raise where.error(f"must be a mapping, got {_type_name(entry)}")
+        name = string(entry, "name", where, required=True)
+        if name not in counts:
+            known = ", ".join(repr(n) for n in counts) or "none"
+            raise where.at("name").error(f"names no PodSet of the workload: {name!r} (PodSets: {known})")
+        if name in out:
+            raise where.at("name").error(f"PodSet {name!r} is listed twice")
+        value = count(entry, "count", where, default=0) or 0
+        if value > counts[name]:
+            raise where.at("count").error(f"should be less or equal to {counts[name]} (the PodSet's count), "
+                                          f"got {value}")
+        out[name] = value
+    return out
 
 
 # ---------------------------------------------------------------- dispatch

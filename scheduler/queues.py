@@ -73,7 +73,7 @@ def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:
             tuple(sorted(spec.node_selector.items())),
             spec.tolerations,
             spec.affinity,
-            ps.count,
+            state.pods_after_reclaim(wl, ps),
             ps.min_count,
             ps.topology_request,
         ))

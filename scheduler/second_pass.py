@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
+from scheduler.cycle import seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import Condition, Workload
 from scheduler.placement import TASPodSetRequest
@@ -77,7 +78,9 @@ class SecondPass:
                 psa.topology_assignment = placed[psa.name].assignment
                 psa.delayed_topology_request = READY
         if not wl.is_admitted:
-            message = f"Admitted by ClusterQueue {cq.name}, wait time since reservation was 0s"
+            reserved = wl.condition("QuotaReserved")
+            waited = seconds_since(reserved.last_transition_time if reserved else None, self.now)
+            message = f"Admitted by ClusterQueue {cq.name}, wait time since reservation was {waited}"
             wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
             wl.conditions.append(Condition("Admitted", "True", "Admitted", message, self.now))
             self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
