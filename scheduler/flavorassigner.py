@@ -16,7 +16,7 @@ from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
-from scheduler.placement import PodSetPlacement, TASPodSetRequest, untolerated_taint
+from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource, borrowing_height
@@ -568,7 +568,8 @@ class FlavorAssigner:
             by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
                 pod_set=psf.pod_set, count=psf.count, single_pod_requests=psf.pod_set.spec.requests,
                 flavor=flavor, implied=psf.implied,
-                previous_assignment=self.previous_assignment(psf.pod_set) if elastic else None))
+                previous_assignment=self.previous_assignment(psf.pod_set) if elastic else None,
+                **pod_set_updates_for(self.wl, psf.pod_set)))
         return by_flavor
 
     def elastic_topology_error(self, assignment: FlavorAssignment) -> tuple[str, str] | None:

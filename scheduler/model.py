@@ -414,12 +414,22 @@ class Condition:
     last_transition_time: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PodSetUpdate:
+    """What an admission check asks to add to a PodSet's pods (status.admissionChecks[].
+    podSetUpdates[]): placement merges its node selector and tolerations into the PodSet's."""
+
+    name: str
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
 @dataclass(slots=True)
 class AdmissionCheckState:
     name: str
     state: str  # Pending | Ready | Retry | Rejected
     message: str = ""
-    pod_set_updates: tuple[Mapping, ...] = ()
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from scheduler.model import (
     Pod,
     PodSet,
     PodSetAssignment,
+    PodSetUpdate,
     PodSpecInfo,
     PreferredTerm,
     Requirement,
@@ -925,8 +926,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
             raise cw.error(f"must be a mapping, got {_type_name(ac)}")
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
                                           string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
-                                          tuple(u for u in sequence(ac, "podSetUpdates", cw)
-                                                if _is_mapping(u))))
+                                          parse_pod_set_updates(ac, cw)))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
@@ -963,6 +963,19 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         requeue_at=timestamp(requeue, "requeueAt", rw),
         reclaimable_pods=reclaimable,
     )
+
+
+def parse_pod_set_updates(check: Mapping, where: Where) -> tuple[PodSetUpdate, ...]:
+    """An admission check's podSetUpdates: what placement reads of them (node selector and
+    tolerations; labels and annotations only reach the pods)."""
+    updates = []
+    for i, raw in enumerate(sequence(check, "podSetUpdates", where)):
+        uw = where.at("podSetUpdates").at(i)
+        if not _is_mapping(raw):
+            raise uw.error(f"must be a mapping, got {_type_name(raw)}")
+        updates.append(PodSetUpdate(string(raw, "name", uw, required=True), string_map(raw, "nodeSelector", uw),
+                                    parse_tolerations(raw, "tolerations", uw)))
+    return tuple(updates)
 
 
 def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) -> dict[str, int]:

@@ -28,7 +28,16 @@ import numpy as np
 
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
-from scheduler.model import NO_EXECUTE, NO_SCHEDULE, NodeAffinity, PodSet, Taint, Toleration, TopologyRequest
+from scheduler.model import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    NodeAffinity,
+    PodSet,
+    Taint,
+    Toleration,
+    TopologyRequest,
+    Workload,
+)
 from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, remaining_less, visited_leaves
 from scheduler.phase1 import Counts as Phase1Counts
 from scheduler.snapshot import TASFlavorSnapshot
@@ -48,6 +57,7 @@ class TASPodSetRequest:
     node_selector: Mapping[str, str] | None = None  # after podSetUpdates; None: the template's
     tolerations: tuple[Toleration, ...] | None = None  # after podSetUpdates; None: the template's
     previous_assignment: TopologyAssignment | None = None
+    update_error: str = ""  # why the podSetUpdates cannot be merged: the placement fails with it
 
     @property
     def name(self) -> str:
@@ -67,6 +77,29 @@ class TASPodSetRequest:
 
     def effective_tolerations(self) -> tuple[Toleration, ...]:
         return self.pod_set.spec.tolerations if self.tolerations is None else self.tolerations
+
+
+def pod_set_updates_for(wl: Workload, ps: PodSet) -> dict[str, object]:
+    """The TASPodSetRequest fields the podSetUpdates of Ready admission checks change: the
+    PodSet's node selector and tolerations merged with theirs as Kueue's PodSetInfo.Merge does
+    (a key given two values is an error the placement fails with); {} when none applies."""
+    updates = [u for check in wl.admission_checks if check.state == "Ready"
+               for u in check.pod_set_updates if u.name == ps.name]
+    if not updates:
+        return {}
+    selector = dict(ps.spec.node_selector)
+    tolerations = list(ps.spec.tolerations)
+    for update in updates:
+        for key, value in sorted(selector.items()):
+            other = update.node_selector.get(key)
+            if other is not None and other != value:
+                return {"update_error": "invalid admission check PodSetUpdate: conflict for nodeSelector: "
+                                        f"conflict for key={key}, value1={value}, value2={other}"}
+        selector.update(update.node_selector)
+        for toleration in update.tolerations:
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    return {"node_selector": selector, "tolerations": tuple(tolerations)}
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from scheduler.cluster import Charge, ClusterState, TASCharge
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, PodSetAssignment, Workload
 from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
-from scheduler.placement import TASPodSetRequest
+from scheduler.placement import TASPodSetRequest, pod_set_updates_for
 from scheduler.results import ASSIGNMENT_KEPT, NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
 from scheduler.topology_assignment import find_replacement_assignment
 
@@ -88,7 +88,7 @@ class NodeReplacer:
         implied = cq is not None and FlavorAssigner(self.state, wl, cq).tas_implied(ps)
         count = psa.count if psa.count is not None else ps.count
         return TASPodSetRequest(pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
-                                implied=implied)
+                                implied=implied, **pod_set_updates_for(wl, ps))
 
     def find_replacements(self, wl: Workload, cq: ClusterQueue | None, affected: list[PodSetAssignment],
                           node: str) -> tuple[dict, tuple[str, str] | None]:

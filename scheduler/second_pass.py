@@ -15,7 +15,7 @@ from scheduler.cluster import ClusterState
 from scheduler.cycle import seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import Condition, Workload
-from scheduler.placement import TASPodSetRequest
+from scheduler.placement import TASPodSetRequest, pod_set_updates_for
 from scheduler.results import Event, PassResult
 from scheduler.topology_assignment import find_topology_assignments_for_flavor
 
@@ -61,7 +61,7 @@ class SecondPass:
             count = psa.count if psa.count is not None else ps.count
             by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
                 pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
-                implied=assigner.tas_implied(ps)))
+                implied=assigner.tas_implied(ps), **pod_set_updates_for(wl, ps)))
         placed = {}
         for flavor, requests in sorted(by_flavor.items()):
             results = find_topology_assignments_for_flavor(self.state.tas_snapshots[flavor], requests,

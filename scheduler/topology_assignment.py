@@ -163,6 +163,9 @@ def prepare_placement(
     Returns the Placer holding those counts and the run's parameters, or Kueue's reason
     the request cannot even be evaluated (unknown level, missing slice size, ...).
     """
+    for request in (workers, leader):
+        if request is not None and request.update_error:
+            return None, None, f"invalid podSetUpdate for PodSet {request.name}, error: {request.update_error}"
     placer = Placer(snap, gates)
     tr = workers.topology_request
     levels, reason = requested_levels(snap, placer, workers, gates)

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.errors import InputError
+
 from .factories import (
     HOSTNAME,
     admission_check,
     cluster_queue,
     local_queue,
     node,
+    parse,
     resource_flavor,
     result_of,
     run,
+    taint,
     timestamp,
     topology,
     workload,
@@ -60,3 +64,76 @@ def test_a_workload_whose_checks_are_not_ready_keeps_waiting():
     result = run(cluster(wl))
     assert result_of(result, "foo").status != "Admitted"
     assert not [e for e in result.events if e.key == "default/foo" and e.reason == "Admitted"]
+
+
+def with_updates(wl: dict, *updates: dict) -> dict:
+    """`wl` whose (only) admission check carries `updates` as its podSetUpdates."""
+    status = dict(wl["status"])
+    status["admissionChecks"] = [{**status["admissionChecks"][0], "podSetUpdates": list(updates)}]
+    return {**wl, "status": status}
+
+
+def labelled_nodes() -> list[dict]:
+    return [node("x1", cpu="4", labels={"pool": "a"}), node("x2", cpu="4", labels={"pool": "b"}),
+            node("x3", cpu="4", labels={"pool": "b"}, taints=[taint("provisioned", "yes", "NoSchedule")])]
+
+
+def cluster_of(wl: dict, nodes: list[dict]) -> list[dict]:
+    return [topology(levels=(HOSTNAME,)), resource_flavor(), admission_check("prov"),
+            cluster_queue(admission_checks=("prov",)), local_queue(), *nodes, wl]
+
+
+def placed_on(result, name: str) -> list[str]:
+    ps = result_of(result, name).pod_sets[0]
+    return [d.values[-1] for d in ps.assignment.domains] if ps.assignment else []
+
+
+def test_the_checks_node_selector_steers_the_placement():
+    wl = with_updates(reserved(workload("foo", count=1, cpu="1", required=HOSTNAME), reserved_at=timestamp(-1)),
+                      {"name": "main", "nodeSelector": {"pool": "b"}})
+    assert placed_on(run(cluster_of(wl, labelled_nodes())), "foo") == ["x2"]
+
+
+def test_the_checks_tolerations_open_tainted_nodes():
+    wl = with_updates(reserved(workload("foo", count=1, cpu="1", required=HOSTNAME, node_selector={"pool": "b"},
+                                        ), reserved_at=timestamp(-1)),
+                      {"name": "main", "nodeSelector": {"provisioned": "yes"}},
+                      {"name": "main", "tolerations": [{"key": "provisioned", "operator": "Equal", "value": "yes",
+                                                        "effect": "NoSchedule"}]})
+    nodes = labelled_nodes()
+    nodes[2]["metadata"]["labels"]["provisioned"] = "yes"
+    assert placed_on(run(cluster_of(wl, nodes)), "foo") == ["x3"]
+
+
+def test_updates_of_other_pod_sets_or_of_checks_not_ready_are_not_merged():
+    base = reserved(workload("foo", count=1, cpu="1", required=HOSTNAME), reserved_at=timestamp(-1))
+    other = with_updates(base, {"name": "other", "nodeSelector": {"pool": "b"}})
+    assert placed_on(run(cluster_of(other, labelled_nodes())), "foo") == ["x1"]
+
+
+def test_a_conflicting_node_selector_fails_the_placement_with_kueues_reason():
+    wl = with_updates(reserved(workload("foo", count=1, cpu="1", required=HOSTNAME, node_selector={"pool": "a"}),
+                               reserved_at=timestamp(-1)),
+                      {"name": "main", "nodeSelector": {"pool": "b"}})
+    result = run(cluster_of(wl, labelled_nodes()))
+    assert result_of(result, "foo").status != "Admitted"
+    failed = [e.message for e in result.events if e.key == "default/foo" and e.reason == "SecondPassFailed"]
+    assert failed == ["couldn't assign flavors to pod set main: invalid podSetUpdate for PodSet main, error: "
+                      "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for key=pool, "
+                      "value1=a, value2=b"]
+
+
+@pytest.mark.parametrize(("update", "field", "reason"), [
+    ("main", "podSetUpdates[0]", "must be a mapping"),
+    ({"nodeSelector": {"a": "b"}}, "podSetUpdates[0].name", "is required"),
+    ({"name": "main", "tolerations": [{"operator": "Sometimes"}]}, "podSetUpdates[0].tolerations[0].operator",
+     "must be one of"),
+    ({"name": "main", "nodeSelector": ["a"]}, "podSetUpdates[0].nodeSelector", "must be a mapping"),
+])
+def test_bad_pod_set_updates_are_a_clear_error(update, field, reason):
+    wl = reserved(workload("foo", count=1, cpu="1", required=HOSTNAME), reserved_at=timestamp(-1))
+    wl["status"]["admissionChecks"][0]["podSetUpdates"] = [update]
+    with pytest.raises(InputError) as caught:
+        parse([wl])
+    assert caught.value.field == f"status.admissionChecks[0].{field}", caught.value.render()
+    assert reason in caught.value.reason
