@@ -547,28 +547,8 @@ class SchedulingCycle:
         return self.not_admitted(e.wl, e.cq.name, message, PENDING, WAITING_FOR_PREEMPTED, assignment=e.assignment)
 
     def evict_target(self, e: Entry, t: Target, preemptor_path: str) -> None:
-        wl = t.workload
-        target_cq = wl.admission.cluster_queue if wl.admission else ""
-        message = (f"{preemption_message(e.wl, t.reason)}; preemptor path: {preemptor_path}; "
-                   f"preemptee path: {self.preemptor.cluster_queue_path(target_cq)}")
-        priorities = (f"preemptor effective priority: {self.priority_text(e.wl)}; "
-                      f"preemptee effective priority: {self.priority_text(wl)}")
-        wl.conditions = [c for c in wl.conditions if c.type not in ("Evicted", "Preempted")]
-        wl.conditions += [Condition("Evicted", "True", "Preempted", message, self.now),
-                          Condition("Preempted", "True", t.reason, message, self.now)]
-        self.state.workload_changed(wl)  # still holds its quota until its pods are gone
-        self.result.events += [
-            Event(wl.key, "Normal", "EvictedDueToPreempted", message),
-            Event(wl.key, "Normal", "Preempted", f"{message}; {priorities}"),
-            Event(e.wl.key, "Normal", "PreemptedWorkload",
-                  f"Preempted workload {wl.key} (UID: {wl.uid}) in ClusterQueue {target_cq}; {priorities}"),
-        ]
-        self.result.decisions.append(Decision(wl.key, WORKLOAD_PREEMPTED, trigger=f"preempted by {e.wl.key}",
-                                              message=message))
-        result = unchanged_result(self.state, wl)
-        result.status, result.message, result.eviction_reason = PREEMPTED, message, message
-        result.decided = True
-        self.decided[wl.key] = result
+        self.decided[t.workload.key] = preempt_target(self.state, self.result, self.preemptor, self.now, e.wl, t,
+                                                      preemptor_path)
 
     def replace_slice(self, new: Workload, old: Workload) -> None:
         """The replacement is admitted: the old slice is finished as replaced and gives back its
@@ -586,8 +566,7 @@ class SchedulingCycle:
         self.decided[old.key] = result
 
     def priority_text(self, wl: Workload) -> str:
-        value = self.state.priority_of(wl)
-        return f"{value} (base: {value}, boost: 0)"
+        return priority_text(self.state, wl)
 
     def not_admitted(self, wl: Workload, cq: str, message: str, status: str, reason: str, *,
                      assignment: FlavorAssignment | None = None) -> WorkloadResult:
@@ -651,6 +630,38 @@ class SchedulingCycle:
             self.takers.append((wl.key, cq_name, charge))
         return WorkloadResult(wl, cq_name, status, reserved, pod_sets, list(wl.unhealthy_nodes),
                               conditions=list(wl.conditions))
+
+
+def priority_text(state: ClusterState, wl: Workload) -> str:
+    value = state.priority_of(wl)
+    return f"{value} (base: {value}, boost: 0)"
+
+
+def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor, now: datetime, by: Workload,
+                   t: Target, preemptor_path: str) -> WorkloadResult:
+    """Evict a preemption target for `by`: its Evicted and Preempted conditions, Kueue's events
+    and decision; it keeps its quota until its pods are gone. Returns its result."""
+    wl = t.workload
+    target_cq = wl.admission.cluster_queue if wl.admission else ""
+    message = (f"{preemption_message(by, t.reason)}; preemptor path: {preemptor_path}; "
+               f"preemptee path: {preemptor.cluster_queue_path(target_cq)}")
+    priorities = (f"preemptor effective priority: {priority_text(state, by)}; "
+                  f"preemptee effective priority: {priority_text(state, wl)}")
+    wl.conditions = [c for c in wl.conditions if c.type not in ("Evicted", "Preempted")]
+    wl.conditions += [Condition("Evicted", "True", "Preempted", message, now),
+                      Condition("Preempted", "True", t.reason, message, now)]
+    state.workload_changed(wl)  # still holds its quota until its pods are gone
+    result.events += [
+        Event(wl.key, "Normal", "EvictedDueToPreempted", message),
+        Event(wl.key, "Normal", "Preempted", f"{message}; {priorities}"),
+        Event(by.key, "Normal", "PreemptedWorkload",
+              f"Preempted workload {wl.key} (UID: {wl.uid}) in ClusterQueue {target_cq}; {priorities}"),
+    ]
+    result.decisions.append(Decision(wl.key, WORKLOAD_PREEMPTED, trigger=f"preempted by {by.key}", message=message))
+    out = unchanged_result(state, wl)
+    out.status, out.message, out.eviction_reason = PREEMPTED, message, message
+    out.decided = True
+    return out
 
 
 def can_be_partially_admitted(wl: Workload) -> bool:

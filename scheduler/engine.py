@@ -210,6 +210,7 @@ class Engine:
             return
         second = SecondPass(state, now, outcome.result)
         second.run(ready)
+        outcome.decided.update(second.decided)
         for wl in ready:
             if wl.key in second.retry:
                 self.queues.queue_second_pass(wl.key, now, self.queues.second_pass_iteration(wl.key))

@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
-from scheduler.cycle import seconds_since
+from scheduler.cycle import preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
-from scheduler.model import Condition, Workload
-from scheduler.placement import TASPodSetRequest, pod_set_updates_for
-from scheduler.results import Event, PassResult
+from scheduler.model import ClusterQueue, Condition, Workload
+from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for
+from scheduler.preemption import Preemptor
+from scheduler.quota import FlavorResource
+from scheduler.results import Event, PassResult, WorkloadResult
 from scheduler.topology_assignment import find_topology_assignments_for_flavor
 
 DELAYED, READY = "Pending", "Ready"
@@ -38,6 +40,7 @@ class SecondPass:
         self.result = result
         self.admitted: set[str] = set()
         self.retry: set[str] = set()  # not placed yet, tried again after the second-pass backoff
+        self.decided: dict[str, WorkloadResult] = {}  # the workloads preempted for a delayed topology
 
     def run(self, workloads: Iterable[Workload] | None = None) -> None:
         """Place the delayed TopologyAssignments of `workloads` (default: every workload)."""
@@ -62,17 +65,13 @@ class SecondPass:
             by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
                 pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
                 implied=assigner.tas_implied(ps), **pod_set_updates_for(wl, ps)))
-        placed = {}
-        for flavor, requests in sorted(by_flavor.items()):
-            results = find_topology_assignments_for_flavor(self.state.tas_snapshots[flavor], requests,
-                                                           gates=self.state.gates)
-            failed = next((name for name, p in results.items() if p.failure), None)
-            if failed is not None:
-                message = f"couldn't assign flavors to pod set {failed}: {results[failed].failure}"
-                self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
-                self.retry.add(wl.key)
-                return
-            placed.update(results)
+        placed, failure = self.find(by_flavor)
+        if failure is not None:
+            self.preempt_for(wl, cq, by_flavor)
+            message = f"couldn't assign flavors to pod set {failure[0]}: {failure[1]}"
+            self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+            self.retry.add(wl.key)
+            return
         for psa in wl.admission.pod_set_assignments:
             if psa.name in placed:
                 psa.topology_assignment = placed[psa.name].assignment
@@ -86,3 +85,35 @@ class SecondPass:
             self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
         self.state.workload_changed(wl)  # charged with its placed TopologyAssignments
         self.admitted.add(wl.key)
+
+    def find(self, by_flavor: dict[str, list[TASPodSetRequest]]) -> tuple[dict[str, PodSetPlacement],
+                                                                          tuple[str, str] | None]:
+        """The placements of the delayed PodSets, flavor by flavor; or (PodSet, reason) for the
+        first that does not fit."""
+        placed: dict[str, PodSetPlacement] = {}
+        for flavor, requests in sorted(by_flavor.items()):
+            results = find_topology_assignments_for_flavor(self.state.tas_snapshots[flavor], requests,
+                                                           gates=self.state.gates)
+            failed = next((name for name, p in results.items() if p.failure), None)
+            if failed is not None:
+                return {}, (failed, results[failed].failure)
+            placed.update(results)
+        return placed, None
+
+    def preempt_for(self, wl: Workload, cq: ClusterQueue, by_flavor: dict[str, list[TASPodSetRequest]]) -> None:
+        """As Kueue's cycle does for a second-pass entry whose topology does not fit: evict what the
+        ClusterQueue's preemption policies allow, so that it fits once they are gone. Its quota is
+        reserved already, so only its topology is at stake (it asks for no more quota)."""
+        policies = cq.preemption or {}
+        if all(str(policies.get(k) or "Never") == "Never" for k in ("withinClusterQueue", "reclaimWithinCohort")):
+            return
+        needed = {FlavorResource(flavor, resource) for psa in wl.admission.pod_set_assignments
+                  if psa.delayed_topology_request == DELAYED for resource, flavor in psa.flavors.items()}
+        preemptor = Preemptor(self.state, self.now, excluded={wl.key})
+        targets = preemptor.get_targets(wl, cq, {}, needed, tas_fits=lambda: self.find(by_flavor)[1] is None)
+        path = preemptor.cluster_queue_path(cq.name)
+        for target in targets:
+            if not target.workload.condition_true("Evicted"):
+                self.decided[target.workload.key] = preempt_target(self.state, self.result, preemptor, self.now,
+                                                                   wl, target, path)
+

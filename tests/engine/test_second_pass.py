@@ -10,10 +10,13 @@ from scheduler.errors import InputError
 from .factories import (
     HOSTNAME,
     admission_check,
+    admitted,
     cluster_queue,
+    domains_json,
     local_queue,
     node,
     parse,
+    queue_with_policy,
     resource_flavor,
     result_of,
     run,
@@ -137,3 +140,35 @@ def test_bad_pod_set_updates_are_a_clear_error(update, field, reason):
         parse([wl])
     assert caught.value.field == f"status.admissionChecks[0].{field}", caught.value.render()
     assert reason in caught.value.reason
+
+
+def preempting_cluster(wl: dict, blocker_priority: int, *, within: str = "LowerPriority") -> list[dict]:
+    """x1 has 3 CPUs, 2 of them held by `blocker`; `wl` (3 pods of 1 CPU on one host) waits
+    for its topology in a ClusterQueue of 10 CPUs that preempts by `within`."""
+    cq = queue_with_policy("cq", cpu=10, within=within)
+    cq["spec"]["admissionChecks"] = ["prov"]
+    blocker = admitted(workload("blocker", count=2, cpu="1", required=HOSTNAME, priority=blocker_priority),
+                       assignments={"main": domains_json([HOSTNAME], [("x1", 2)])})
+    return [topology(levels=(HOSTNAME,)), resource_flavor(), admission_check("prov"), cq, local_queue(),
+            node("x1", cpu="3"), blocker, wl]
+
+
+def waiting_for_topology() -> dict:
+    return reserved(workload("foo", count=3, cpu="1", required=HOSTNAME, priority=0), reserved_at=timestamp(-1))
+
+
+def test_a_delayed_topology_preempts_what_the_policy_allows():
+    result = run(preempting_cluster(waiting_for_topology(), blocker_priority=-1))
+    assert result_of(result, "blocker").status == "Preempted"
+    foo = result_of(result, "foo")
+    assert foo.status == "QuotaReserved"  # it keeps its reservation and waits for blocker to go
+    assert [(e.key, e.reason) for e in result.events] == [
+        ("default/blocker", "EvictedDueToPreempted"), ("default/blocker", "Preempted"),
+        ("default/foo", "PreemptedWorkload"), ("default/foo", "SecondPassFailed")]
+
+
+@pytest.mark.parametrize(("blocker_priority", "within"), [(5, "LowerPriority"), (-1, "Never")])
+def test_a_delayed_topology_preempts_nothing_the_policy_forbids(blocker_priority, within):
+    result = run(preempting_cluster(waiting_for_topology(), blocker_priority, within=within))
+    assert result_of(result, "blocker").status == "Admitted"
+    assert [(e.key, e.reason) for e in result.events] == [("default/foo", "SecondPassFailed")]
