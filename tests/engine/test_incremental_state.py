@@ -281,6 +281,16 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
             Condition("Finished", "True", "Succeeded", "done", self.now)]
         self.engine.upsert(wl)
 
+    @precondition(lambda self: self.engine is not None and bool(self.state.charges))
+    @rule(data=st.data())
+    def complete_pods(self, data) -> None:
+        """Some pods of a workload holding quota completed (status.reclaimablePods): their quota,
+        and once a PodSet's pods all completed its domains, are given back."""
+        key = data.draw(st.sampled_from(self.holders()))
+        wl = copy_workload(self.state.workload(key))
+        wl.reclaimable_pods = {ps.name: data.draw(st.integers(0, ps.count)) for ps in wl.pod_sets}
+        self.engine.upsert(wl)
+
     @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
     @rule(data=st.data())
     def delete_workload(self, data) -> None:
