@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from enum import IntEnum
 
 from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
-from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Workload
+from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Taint, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
 from scheduler.quantity import PODS, format_value
@@ -128,9 +129,13 @@ class PodSetFlavors:
     mode: str = FIT
     reasons: list[str] = field(default_factory=list)  # why it does not simply fit
     kind: str = ""
+    # an error building its TAS request (Kueue's Status.err): the PodSet cannot be admitted
+    error: str = ""
 
     @property
     def message(self) -> str:
+        if self.error:
+            return f"failed to assign flavors to pod set {self.pod_set.name}: {self.error}"
         return f"couldn't assign flavors to pod set {self.pod_set.name}: {', '.join(sorted(self.reasons))}"
 
     @property
@@ -138,6 +143,8 @@ class PodSetFlavors:
         """Why the PodSet did not fit: when every flavor tried lacks a level it names, the TAS
         placement's own reason on the first ("no requested topology level for slices: ..."), as
         Kueue's placement gives it; otherwise the flavor assigner's reasons."""
+        if self.error:
+            return self.error
         if self.mode == NO_FIT and self.attempts and all(a.placement_reason for a in self.attempts):
             return self.attempts[0].placement_reason
         return ", ".join(sorted(self.reasons))
@@ -189,8 +196,14 @@ class FlavorAssignment:
         """Recompute the overall mode and message from the PodSets' (Kueue's RepresentativeMode)."""
         modes = [psf.mode for psf in self.pod_sets] or [NO_FIT]
         self.mode = min(modes, key=MODE_ORDER.index)
-        troubled = [psf for psf in self.pod_sets if psf.reasons]
-        self.failure = "; ".join(psf.message for psf in troubled) if self.mode != FIT else ""
+        troubled = [psf for psf in self.pod_sets if psf.reasons or psf.error]
+        errored = next((psf for psf in troubled if psf.error), None)
+        if self.mode == FIT:
+            self.failure = ""
+        elif errored is not None:
+            self.failure = errored.message  # Kueue's Message() returns at the first PodSet with an error
+        else:
+            self.failure = "; ".join(psf.message for psf in troubled)
         failed = next((p for p in self.pod_sets if p.mode == NO_FIT), None) or next(
             (p for p in self.pod_sets if p.mode != FIT), None)
         self.failed_pod_set = failed.pod_set.name if failed is not None and self.mode != FIT else ""
@@ -202,7 +215,8 @@ class FlavorAssignment:
             self.kind = ""
             for psf in self.pod_sets:
                 if psf.mode == NO_FIT:
-                    self.kind = most_severe(self.kind, psf.kind or NO_MATCHING_FLAVOR)
+                    # an errored PodSet tried its flavors with success: it adds no reason (resolveNoFitReason)
+                    self.kind = most_severe(self.kind, psf.kind if psf.error else psf.kind or NO_MATCHING_FLAVOR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +251,16 @@ class FlavorScanProgress:
         return not preserve or self.scheduling_cycle < cycle - 1
 
 
+def go_taint(taint: Taint) -> str:
+    """A corev1.Taint as Go's %s prints the struct value: {key value effect timeAdded}."""
+    added = "<nil>" if taint.time_added is None else \
+        taint.time_added.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    return f"{{{taint.key} {taint.value} {taint.effect} {added}}}"
+
+
 def flavor_matches_node_constraints(ps: PodSet, flavor: ResourceFlavor, allowed_keys: set[str]) -> bool:
-    """The PodSet's nodeSelector and required node affinity, restricted to the label keys flavors
-    define, against the flavor's nodeLabels (as kube-scheduler's NodeAffinity filter would)."""
+    """The PodSet's nodeSelector and required node affinity, restricted to the label keys the
+    flavor defines, against the flavor's nodeLabels (as kube-scheduler's NodeAffinity filter would)."""
     labels = flavor.node_labels
     for key, value in ps.spec.node_selector.items():
         if key in allowed_keys and labels.get(key) != value:
@@ -306,8 +327,10 @@ class FlavorAssigner:
             return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
         taint = untolerated_taint(flavor.node_taints, ps.spec.tolerations + flavor.tolerations)
         if taint is not None:
-            return f"untolerated taint {taint} in flavor {flavor.name}"
-        if not flavor_matches_node_constraints(ps, flavor, self.group_label_keys(group)):
+            return f"untolerated taint {go_taint(taint)} in flavor {flavor.name}"
+        # only the flavor's own label keys judge it (Kueue #12449): a key another flavor of the
+        # group declares says nothing about this one
+        if not flavor_matches_node_constraints(ps, flavor, set(flavor.node_labels)):
             return f"flavor {flavor.name} doesn't match node affinity"
         return None
 
@@ -320,15 +343,6 @@ class FlavorAssigner:
             return ""
         request = TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=flavor)
         return topology_request_reason(snap, request, self.state.gates)
-
-    def group_label_keys(self, group: ResourceGroup) -> set[str]:
-        """The node label keys of every flavor in the group: the only keys a flavor can be judged by."""
-        keys: set[str] = set()
-        for fq in group.flavors:
-            flavor = self.state.flavors.get(fq.name)
-            if flavor is not None:
-                keys.update(flavor.node_labels)
-        return keys
 
     # ------------------------------------------------------------ quota
 
@@ -374,21 +388,40 @@ class FlavorAssigner:
     def assign(self, counts: Mapping[str, int] | None = None) -> FlavorAssignment:
         """Flavors for every PodSet (with `counts` pods instead of its count, for partial admission);
         the assignment's mode says whether it fits, needs preemption, or cannot fit (then PodSets
-        after the failing one are not considered)."""
+        after the failing one are not considered). PodSets naming the same podSetGroupName get
+        their flavors together (Kueue's groupedRequests), groups in the order they first appear."""
         result: list[PodSetFlavors] = []
         pending: dict[FlavorResource, int] = {}
         self.tried = {}
-        for ps in self.wl.pod_sets:
-            needed = self.state.pods_after_reclaim(self.wl, ps)
-            count = counts.get(ps.name, needed) if counts else needed
-            psf = PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps))
-            self._assign_pod_set(psf, pod_set_needs(ps, count, self.state.config), pending)
-            result.append(psf)
-            if psf.mode == NO_FIT:
+        for members in self.pod_set_groups():
+            psfs, needs = [], []
+            for ps in members:
+                needed = self.state.pods_after_reclaim(self.wl, ps)
+                count = counts.get(ps.name, needed) if counts else needed
+                psfs.append(PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps)))
+                needs.append(pod_set_needs(ps, count, self.state.config))
+            if len(psfs) == 1:
+                self._assign_pod_set(psfs[0], needs[0], pending)
+            else:
+                self._assign_group(psfs, needs, pending)
+            result.extend(psfs)
+            if any(psf.mode == NO_FIT for psf in psfs):
                 break
+        order = {ps.name: i for i, ps in enumerate(self.wl.pod_sets)}
+        result.sort(key=lambda psf: order[psf.pod_set.name])
         assignment = FlavorAssignment(result, tried=dict(self.tried))
         assignment.refresh()
         return assignment
+
+    def pod_set_groups(self) -> list[list[PodSet]]:
+        """The workload's PodSets grouped by topologyRequest.podSetGroupName (a PodSet without one
+        is a group of its own), in the order each group first appears."""
+        groups: dict[str, list[PodSet]] = {}
+        for i, ps in enumerate(self.wl.pod_sets):
+            tr = ps.topology_request
+            key = f"group:{tr.pod_set_group_name}" if tr is not None and tr.pod_set_group_name else f"index:{i}"
+            groups.setdefault(key, []).append(ps)
+        return list(groups.values())
 
     def _resource_groups(self, needs: dict[str, int]) -> tuple[list[tuple[ResourceGroup, list[str]]], str]:
         groups: list[tuple[ResourceGroup, list[str]]] = []
@@ -426,10 +459,61 @@ class FlavorAssigner:
             if mode.grain != Grain.FIT:
                 psf.mode = PREEMPT
 
+    def _assign_group(self, psfs: list[PodSetFlavors], needs: list[dict[str, int]],
+                      pending: dict[FlavorResource, int]) -> None:
+        """One flavor per resource for a PodSet group: the group's summed requests are checked
+        against each flavor, every member against its constraints; each member then takes the
+        flavors of the resources it requests (a member requesting none of them, the group's TAS
+        flavors), and all members share the group's reasons and attempts (Kueue's assignFlavors
+        over groupedRequests, resolvePodSetFlavors)."""
+        lead = psfs[0]
+        total: dict[str, int] = {}
+        for n in needs:
+            for r, v in n.items():
+                total[r] = total.get(r, 0) + v
+        groups, missing = self._resource_groups(total)
+        if missing:
+            for psf in psfs:
+                psf.mode, psf.kind, psf.reasons = NO_FIT, NO_MATCHING_FLAVOR, [missing]
+            return
+        members = [psf.pod_set for psf in psfs]
+        chosen: dict[str, tuple[str, GranularMode]] = {}
+        for group, resources in groups:
+            best = self._best_flavor(lead, group, resources, total, pending, members=members)
+            if best is None:
+                for psf in psfs:
+                    psf.mode, psf.kind = NO_FIT, lead.kind
+                    psf.reasons, psf.attempts = list(lead.reasons), list(lead.attempts)
+                return
+            for r in resources:
+                chosen[r] = best
+        covers_pods = any(PODS in rg.covered_resources for rg in self.cq.resource_groups)
+        for psf, n in zip(psfs, needs, strict=True):
+            requested = set(self.state.config.quota_requests(psf.pod_set.spec.requests))
+            if covers_pods:
+                requested.add(PODS)
+            if requested:
+                own = [r for r in chosen if r in requested]
+            else:  # e.g. a LeaderWorkerSet leader without requests: the group's TAS flavors
+                own = [r for r, (f, _) in chosen.items() if f in self.state.tas_snapshots]
+            for r in own:
+                flavor, mode = chosen[r]
+                psf.flavors[r] = flavor
+                psf.usage[r] = n.get(r, 0)
+                fr = FlavorResource(flavor, r)
+                pending[fr] = pending.get(fr, 0) + n.get(r, 0)
+                psf.borrow = max(psf.borrow, mode.borrow)
+                if mode.grain != Grain.FIT:
+                    psf.mode = PREEMPT
+            if psf is not lead:
+                psf.reasons, psf.attempts = list(lead.reasons), list(lead.attempts)
+
     def _best_flavor(self, psf: PodSetFlavors, group: ResourceGroup, resources: list[str], needs: dict[str, int],
-                     pending: dict[FlavorResource, int]) -> tuple[str, GranularMode] | None:
-        """The flavor of the group the PodSet takes (Kueue's findFlavorForPodSets), or None; reasons for
-        anything short of a plain fit go to the PodSet."""
+                     pending: dict[FlavorResource, int], members: list[PodSet] | None = None
+                     ) -> tuple[str, GranularMode] | None:
+        """The flavor of the group the PodSet (or PodSet group `members`) takes (Kueue's
+        findFlavorForPodSets), or None; reasons for anything short of a plain fit go to the PodSet."""
+        members = members or [psf.pod_set]
         fungibility = self.cq.flavor_fungibility
         reasons: list[str] = []
         kinds: list[str] = []
@@ -439,13 +523,14 @@ class FlavorAssigner:
         for index in range(self.first_flavor(key), len(group.flavors)):
             fq = group.flavors[index]
             attempted = index
-            if self.nominated is not None and fq.name not in self.nominated.get(psf.pod_set.name, {}).values():
+            if self.nominated is not None and not any(
+                    fq.name in self.nominated.get(ps.name, {}).values() for ps in members):
                 reasons.append(f"skipping flavor {fq.name} as it is not found in the nomination mapping "
                                f"for resource {resources[0]}")
                 continue
             flavor = self.state.flavors.get(fq.name)
             mismatch = f"flavor {fq.name} not found" if flavor is None else \
-                self.flavor_mismatch(psf.pod_set, flavor, group)
+                next((m for m in (self.flavor_mismatch(ps, flavor, group) for ps in members) if m), None)
             if mismatch:
                 reasons.append(mismatch)
                 kinds.append(NO_MATCHING_FLAVOR)
@@ -509,6 +594,8 @@ class FlavorAssigner:
         topology at all (if not, it cannot fit)."""
         if not self.state.gates.TopologyAwareScheduling:
             return
+        if self.tas_request_errors(assignment):
+            return
         if assignment.mode == FIT:
             placements = self.place(assignment)
             failed = next((name for name, p in placements.items() if p.failure), None)
@@ -532,6 +619,30 @@ class FlavorAssigner:
                 for name in empty:
                     assignment.pod_set(name).mode = PREEMPT
             assignment.refresh()
+
+    def tas_request_errors(self, assignment: FlavorAssignment) -> bool:
+        """Kueue's podSetTopologyRequest errors: a PodSet that needs TAS must have exactly one TAS
+        flavor among its flavors, else it cannot be admitted ("failed to assign flavors to pod set
+        ..."); True when some PodSet has such an error (the assignment is then NoFit)."""
+        cq_tas = any(fq.name in self.state.tas_snapshots for rg in self.cq.resource_groups for fq in rg.flavors)
+        failed = False
+        for psf in assignment.pod_sets:
+            if not psf.tas or psf.count == 0 or psf.error:
+                continue
+            tas_flavors = sorted({f for f in psf.flavors.values() if f in self.state.tas_snapshots})
+            if not cq_tas:
+                psf.error = "workload requires Topology, but there is no TAS cache information"
+            elif not tas_flavors:
+                psf.error = "no TAS flavor assigned"
+            elif len(tas_flavors) > 1:
+                psf.error = f"more than one TAS flavor assigned: {', '.join(tas_flavors)}"
+            else:
+                continue
+            psf.mode, psf.kind = NO_FIT, ""
+            failed = True
+        if failed:
+            assignment.refresh()
+        return failed
 
     def considered_flavors(self, assignment: FlavorAssignment) -> str:
         """Kueue's "Flavors considered" text: every attempt that was not a plain fit, per PodSet."""
