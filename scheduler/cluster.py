@@ -179,6 +179,9 @@ class ClusterState:
         self.cohorts: dict[str, Cohort] = {}
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.priority_classes: dict[str, WorkloadPriorityClass] = {}
+        # v1 Namespaces read, name -> labels; empty when the input lists none (namespaceSelectors are
+        # then not checked: the engine cannot know the namespaces' labels)
+        self.namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, Workload] = {}
         # insertion number of every workload: the order results are listed in
         self.order: dict[str, int] = {}
@@ -240,6 +243,7 @@ class ClusterState:
             self.upsert_admission_check(ac)
         for pc in parsed.priority_classes:
             self.upsert_priority_class(pc)
+        self.namespaces.update(parsed.namespaces)
         for n in parsed.nodes:
             self.upsert_node(n)
         for p in parsed.pods:

@@ -15,7 +15,7 @@ by default, as a Kueue scheduling cycle does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,9 +40,12 @@ from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
 from scheduler.queues import (
+    REQUEUE_GENERIC,
     REQUEUE_IMMEDIATE,
+    REQUEUE_NAMESPACE_MISMATCH,
     REQUEUE_NO_CANDIDATES,
     REQUEUE_NO_FIT,
+    REQUEUE_PREEMPTION_GATED,
     QueueManager,
     queue_order_timestamp,
 )
@@ -69,6 +72,12 @@ _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_GO_DURATION_SECONDS = 9223372036.854775807
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
+NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+INVALID_RESOURCES = "resources validation failed"
+REQUESTS_EXCEED_LIMITS = "requests must not exceed its limits"
+PREEMPTION_GATED = "Workload requires preemption, but it's gated"
+MISCONFIGURED = "Misconfigured"
+ADMISSION_GATED = "AdmissionGated"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
 _FITS, _NO_QUOTA, _NO_TOPOLOGY = "fits", "quota", "topology"
@@ -149,7 +158,14 @@ class SchedulingCycle:
         self.number = self.queues.next_scheduling_cycle()
         self.report_orphans()
         heads = self.queues.heads()
-        entries = [self.nominate(wl, cq) for wl, cq in heads]
+        entries = []
+        rejected = []  # heads Kueue's nomination finds inadmissible before any flavor is assigned
+        for wl, cq in heads:
+            problem = admissibility_problem(self.state, wl, cq)
+            if problem is None:
+                entries.append(self.nominate(wl, cq))
+            else:
+                rejected.append((wl, cq, *problem))
         entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl), queue_order_timestamp(self.state, e.wl),
                                     e.wl.key))
         ordered: Iterable[Entry] = entries
@@ -164,6 +180,10 @@ class SchedulingCycle:
             for charge, sign in reversed(self.held):
                 self.state.apply_charge(charge, -sign)
             self.held.clear()
+        for wl, cq, message, requeue in rejected:
+            result = self.not_admitted(wl, cq.name, message, INADMISSIBLE, MISCONFIGURED)
+            self.stopped(result, StopRecord(stops.MISCONFIGURED, message))
+            outcomes.append((Entry(wl, cq, None, FlavorAssignment([])), result, requeue, False))
         for entry, result, requeue, under_hold in outcomes:
             self.decided[result.key] = result
             if requeue is None:
@@ -356,6 +376,17 @@ class SchedulingCycle:
             result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, WAITING_FOR_QUOTA,
                                        assignment=e.assignment)
             return self.stopped(result, stop), requeue
+        gates = self.state.gates
+        if e.mode == PREEMPT and (gates.MultiKueueOrchestratedPreemption or gates.ConcurrentAdmission) \
+                and e.wl.has_closed_preemption_gate:
+            # Kueue's markPreemptionGated: no preemption is issued, every flavor is tried again next time
+            self.record_scan_progress(e, keep=False)
+            result = self.not_admitted(e.wl, e.cq.name, PREEMPTION_GATED, PENDING, ADMISSION_GATED,
+                                       assignment=e.assignment)
+            result.conditions.append(Condition("BlockedOnPreemptionGates", "True", "PreemptionGated",
+                                               PREEMPTION_GATED, self.now))
+            return self.stopped(result, StopRecord(stops.PREEMPTION_GATED, PREEMPTION_GATED)), \
+                REQUEUE_PREEMPTION_GATED
         # skipped for what another entry of this cycle took: FlavorFungibilityPreserveScanProgress keeps
         # the scan's progress (contention within a cycle says nothing of the flavor); preemptions
         # issued or an admission end the scan
@@ -603,7 +634,13 @@ class SchedulingCycle:
         wl.admission = Admission(cq_name, psas)
         self.admitted_now.add(wl.key)
         flavors = {f for psf in assignment.pod_sets for f in psf.flavors.values()}
-        needs_checks = any(self.state.checks_on_flavor(cq, f) for f in flavors)
+        # Kueue's prepareWorkload: Admitted is synced only when the workload lists every check its
+        # ClusterQueue requires for these flavors, and is then True only if all the checks the
+        # workload lists (required or not) are Ready
+        required = {name for f in flavors for name in self.state.checks_on_flavor(cq, f)}
+        states = {ac.name: ac.state for ac in wl.admission_checks}
+        synced = required <= states.keys()
+        needs_checks = not synced or any(state != "Ready" for state in states.values())
         status = QUOTA_RESERVED if needs_checks else ADMITTED
         queued = wait_seconds(wl.creation_timestamp, self.now)
         reserved = f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was {queued}"
@@ -611,6 +648,9 @@ class SchedulingCycle:
         event = f"{reserved}; Flavors considered: {considered}" if considered else reserved
         conditions = [Condition("QuotaReserved", "True", "QuotaReserved", reserved, self.now)]
         self.result.events.append(Event(wl.key, "Normal", "QuotaReserved", event))
+        if needs_checks and synced and self.state.gates.UnadmittedWorkloadsObservability:
+            conditions.append(Condition("Admitted", "False", "UnsatisfiedAdmissionChecks",
+                                        "The workload has not all checks ready", self.now))
         if not needs_checks:
             admitted = f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s"
             conditions.append(Condition("Admitted", "True", "Admitted", admitted, self.now))
@@ -662,6 +702,51 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     out.status, out.message, out.eviction_reason = PREEMPTED, message, message
     out.decided = True
     return out
+
+
+def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
+    empty one everything."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def admissibility_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> tuple[str, str] | None:
+    """Kueue's workload.ValidateAdmissibility, as nomination runs it: (the condition message, how the
+    head is requeued) when the namespace does not match the ClusterQueue's namespaceSelector or the
+    resources are invalid. Namespaces are checked only when the input lists Namespace objects."""
+    if state.namespaces:
+        labels = state.namespaces.get(wl.namespace)
+        if labels is None:
+            return (f"workload namespace {wl.namespace!r} does not exist: namespaces {wl.namespace!r} not found"
+                    .replace("'", '"'), REQUEUE_GENERIC)
+        if not selector_matches(cq.namespace_selector, labels):
+            return NAMESPACE_MISMATCH, REQUEUE_NAMESPACE_MISMATCH
+    errors = []
+    for i, ps in enumerate(wl.pod_sets):
+        for path, names in ps.limit_violations:
+            value = "[" + ",".join(f'"{n}"' for n in names) + "]"
+            errors.append(f"spec.podSets[{i}].template.spec.{path}: Invalid value: {value}: {REQUESTS_EXCEED_LIMITS}")
+    if errors:
+        text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        return f"{INVALID_RESOURCES}: {text}", REQUEUE_GENERIC
+    return None
 
 
 def can_be_partially_admitted(wl: Workload) -> bool:

@@ -377,6 +377,9 @@ class PodSet:
     # as written (checked where it is used, so that a bad one never stops scheduling)
     active_deadline_seconds: int | None = None
     expected_runtime: str | None = None
+    # Kueue's workload.ValidateResources: per (init)container or the pod-level resources, the
+    # resources whose request exceeds the limit, as (path under template.spec, names)
+    limit_violations: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def explicit_tas(self) -> bool:
@@ -457,6 +460,9 @@ class Workload:
     # status.reclaimablePods: per PodSet, pods that completed and need not run again (their
     # quota goes back while the rest run; a PodSet whose pods all completed frees its domains)
     reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
+    # spec.preemptionGates names, and status.preemptionGates positions by name (Open | Closed)
+    preemption_gates: tuple[str, ...] = ()
+    preemption_gate_positions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -499,3 +505,9 @@ class Workload:
             if ps.name == name:
                 return ps
         return None
+
+    @property
+    def has_closed_preemption_gate(self) -> bool:
+        """Kueue's workload.HasClosedPreemptionGate: a gate listed in the spec and not opened in the
+        status (a gate only in the spec is closed)."""
+        return any(self.preemption_gate_positions.get(g, "Closed") == "Closed" for g in self.preemption_gates)

@@ -50,7 +50,7 @@ from scheduler.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from scheduler.quantity import QuantityError, resource_value, to_fraction
+from scheduler.quantity import QuantityError, request_value, resource_value, to_fraction
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 MAX_TOPOLOGY_LEVELS = 8
@@ -250,12 +250,15 @@ def timestamp(d: Any, key: str, where: Where) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def resource_list(d: Any, key: str, where: Where) -> dict[str, int]:
+def resource_list(d: Any, key: str, where: Where, *, saturate: bool = False) -> dict[str, int]:
+    """A ResourceList as integers; `saturate`: a pod's requests and limits, whose amounts beyond
+    int64 saturate as Kueue's do instead of being refused."""
     raw = mapping(d, key, where)
     out: dict[str, int] = {}
+    value_of = request_value if saturate else resource_value
     for name, qty in raw.items():
         try:
-            out[str(name)] = resource_value(str(name), qty)
+            out[str(name)] = value_of(str(name), qty)
         except QuantityError as exc:
             raise where.at(key).at(str(name)).error(str(exc)) from None
     return out
@@ -398,15 +401,37 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
 def container_requests(c: Mapping, where: Where) -> dict[str, int]:
     """A container's requests; a resource with only a limit requests its limit (API defaulting)."""
     resources = mapping(c, "resources", where)
-    requests = resource_list(resources, "requests", where.at("resources"))
-    for name, value in resource_list(resources, "limits", where.at("resources")).items():
+    requests = resource_list(resources, "requests", where.at("resources"), saturate=True)
+    for name, value in resource_list(resources, "limits", where.at("resources"), saturate=True).items():
         requests.setdefault(name, value)
     return requests
 
 
+def limit_violations(spec: Mapping, where: Where) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Kueue's workload.ValidateResources for one pod template: every init container, container and
+    the pod-level resources whose request of a resource exceeds its limit, with those resources."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+
+    def check(path: str, resources: Any, rw: Where) -> None:
+        if not _is_mapping(resources):
+            return
+        requests = resource_list(resources, "requests", rw, saturate=True)
+        limits = resource_list(resources, "limits", rw, saturate=True)
+        greater = tuple(sorted(n for n, v in requests.items() if n in limits and v > limits[n]))
+        if greater:
+            out.append((path, greater))
+
+    for field_name in ("initContainers", "containers"):
+        for i, c in enumerate(sequence(spec, field_name, where)):
+            if _is_mapping(c):
+                check(f"{field_name}[{i}]", c.get("resources"), where.at(field_name).at(i).at("resources"))
+    check("resources", spec.get("resources"), where.at("resources"))
+    return tuple(out)
+
+
 def pod_spec_requests(spec: Mapping, where: Where) -> dict[str, int]:
     """Kubernetes' effective pod requests: containers, init containers (sidecars too), overhead."""
-    pod_level = resource_list(mapping(spec, "resources", where), "requests", where.at("resources"))
+    pod_level = resource_list(mapping(spec, "resources", where), "requests", where.at("resources"), saturate=True)
     total: dict[str, int] = {}
     for i, c in enumerate(sequence(spec, "containers", where)):
         if not _is_mapping(c):
@@ -823,7 +848,8 @@ def _parse_pod_set(d: Any, where: Where) -> PodSet:
         annotations = string_map(mapping(template, "metadata", tw), "annotations", tw.at("metadata"))
         request = topology_request_from_annotations(annotations, tw.at("metadata").at("annotations"))
     return PodSet(name=name, count=pods, spec=spec, min_count=min_count, topology_request=request,
-                  active_deadline_seconds=deadline, expected_runtime=_template_annotation(template, EXPECTED_RUNTIME))
+                  active_deadline_seconds=deadline, expected_runtime=_template_annotation(template, EXPECTED_RUNTIME),
+                  limit_violations=limit_violations(raw_spec, tw.at("spec")))
 
 
 def _template_annotation(template: Mapping, key: str) -> str | None:
@@ -937,6 +963,18 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     conditions = parse_conditions(status, stw)
     # DeactivationTarget=True: Kueue's workload controller is about to set spec.active=false
     deactivating = any(c.type == "DeactivationTarget" and c.status == "True" for c in conditions)
+    gates = []
+    for i, g in enumerate(sequence(spec, "preemptionGates", sw)):
+        gw = sw.at("preemptionGates").at(i)
+        if not _is_mapping(g):
+            raise gw.error(f"must be a mapping, got {_type_name(g)}")
+        gates.append(string(g, "name", gw, required=True))
+    positions = {}
+    for i, g in enumerate(sequence(status, "preemptionGates", stw)):
+        gw = stw.at("preemptionGates").at(i)
+        if not _is_mapping(g):
+            raise gw.error(f"must be a mapping, got {_type_name(g)}")
+        positions[string(g, "name", gw, required=True)] = string(g, "position", gw, default="Closed") or "Closed"
     priority_class = optional_string(spec, "priorityClassName", sw)
     ref = mapping(spec, "priorityClassRef", sw)
     if ref:
@@ -962,6 +1000,8 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         requeue_count=count(requeue, "count", rw) or 0,
         requeue_at=timestamp(requeue, "requeueAt", rw),
         reclaimable_pods=reclaimable,
+        preemption_gates=tuple(gates),
+        preemption_gate_positions=positions,
     )
 
 
@@ -1016,6 +1056,8 @@ class ParsedObjects:
     admission_checks: list[AdmissionCheck] = field(default_factory=list)
     priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
     workloads: list[Workload] = field(default_factory=list)
+    # v1 Namespace name -> its labels (what a ClusterQueue's namespaceSelector is matched against)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)  # object label -> file it came from
     # workload key -> where it stands in the engine's order (default: the order read); a
     # store that keeps objects in rows gives its row ids, so that a state built afresh and
@@ -1064,6 +1106,9 @@ def parse_objects(
                 getattr(out, attr).append(parser(obj, where))
             elif kind == "Workload" and group == KUEUE_GROUP:
                 out.workloads.append(parse_workload(obj, where, decode_assignment))
+            elif kind == "Namespace" and group == "":
+                meta, name = metadata_name(obj, where)
+                out.namespaces[name] = dict(string_map(meta, "labels", where.at("metadata")))
             else:
                 warn(f"{file}: {label}: kind {kind!r} ({api_version or 'no apiVersion'}) is not read; skipped")
         except InputError as exc:

@@ -94,6 +94,19 @@ def _resource_value_of_str(name: str, text: str) -> int:
     return _integer_value(name, parse_quantity(text), text)
 
 
+MAX_INT64 = 2**63 - 1
+
+
+def request_value(name: str, raw: object) -> int:
+    """A pod's request or limit as Kueue reads it: `resource_value`, except that an amount beyond
+    int64 saturates at its bound (Kueue's resources.ResourceValue) instead of being refused, so a
+    workload asking for more than any quota stays pending (ExceedsMaxQuota) rather than failing
+    the whole input."""
+    amount = parse_quantity(raw) if isinstance(raw, str) else to_fraction(raw)
+    value = _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    return max(-MAX_INT64 - 1, min(MAX_INT64, value))
+
+
 def resource_value(name: str, raw: object) -> int:
     """Kueue's integer value of a resource: milli-CPU for `cpu`, whole units otherwise."""
     if isinstance(raw, str):

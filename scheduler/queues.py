@@ -41,6 +41,8 @@ REQUEUE_IMMEDIATE = "Immediate"  # flavors left, no longer fits, preemption pend
 REQUEUE_NO_FIT = "NoFit"
 REQUEUE_NO_CANDIDATES = "PreemptionNoCandidates"
 REQUEUE_GENERIC = "Generic"
+REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"  # parked even in a StrictFIFO ClusterQueue
+REQUEUE_PREEMPTION_GATED = "PreemptionGated"
 BULK_REASONS = frozenset({REQUEUE_NO_FIT, REQUEUE_NO_CANDIDATES})
 
 SECOND_PASS_INITIAL = timedelta(seconds=1)
@@ -530,7 +532,8 @@ class QueueManager:
         q.push(key, order, shape)
         if q.is_parked(key) is not None:
             return False, set()  # its class was parked meanwhile
-        immediate = reason == REQUEUE_IMMEDIATE or q.strategy == STRICT_FIFO
+        # Kueue's RequeueIfNotPresent: StrictFIFO keeps every head but a namespace mismatch
+        immediate = reason == REQUEUE_IMMEDIATE or (q.strategy == STRICT_FIFO and reason != REQUEUE_NAMESPACE_MISMATCH)
         if immediate or q.queue_inadmissible_cycle >= q.pop_cycle:
             return True, set()
         # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;

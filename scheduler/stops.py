@@ -48,6 +48,8 @@ PODS_READY = "waiting-pods-ready"  # waitForPodsReady blocks admission
 ORPHAN = "orphan"  # its LocalQueue or ClusterQueue does not exist
 BACKOFF = "backoff"  # in its requeue backoff
 NOT_EVALUATED = "not-evaluated"  # no cycle decided on it yet
+MISCONFIGURED = "misconfigured"  # namespace not selected by the ClusterQueue, or invalid resources
+PREEMPTION_GATED = "preemption-gated"  # needs preemption, but a preemption gate is closed
 
 WAITS, FITS, PREEMPTING, UNDECIDED = "waits", "fits", "preempting", "not-evaluated"
 

@@ -1,0 +1,125 @@
+"""What Kueue's nomination checks before assigning flavors (workload.ValidateAdmissibility), how
+it syncs Admitted from the workload's own admission checks, preemption gates, and requests too
+large for int64 (Kueue's TestSchedule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .factories import (
+    admitted,
+    cluster_queue,
+    container,
+    gates,
+    local_queue,
+    pod_set,
+    queue_with_policy,
+    resource_flavor,
+    result_of,
+    run,
+    workload,
+)
+
+
+def namespace(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def plain_cluster(*extra: dict, selector: dict | None = None) -> list[dict]:
+    cq = cluster_queue(quota={"cpu": "10"})
+    if selector is not None:
+        cq["spec"]["namespaceSelector"] = selector
+    return [resource_flavor(topology_name=None), cq, local_queue(), *extra]
+
+
+class TestNamespaceSelector:
+    ENG = {"matchLabels": {"team": "eng"}}
+
+    def test_a_namespace_the_selector_leaves_out_is_inadmissible(self):
+        result = run(plain_cluster(namespace("default", team="sales"), workload("wl"), selector=self.ENG))
+        wl = result_of(result, "wl")
+        assert wl.status == "Inadmissible"
+        assert wl.message == "workload namespace doesn't match ClusterQueue selector"
+
+    def test_a_namespace_the_selector_matches_is_admitted(self):
+        result = run(plain_cluster(namespace("default", team="eng"), workload("wl"), selector=self.ENG))
+        assert result_of(result, "wl").status == "Admitted"
+
+    @pytest.mark.parametrize(("expression", "admits"), [
+        ({"key": "team", "operator": "In", "values": ["eng", "ops"]}, True),
+        ({"key": "team", "operator": "NotIn", "values": ["eng"]}, False),
+        ({"key": "team", "operator": "Exists"}, True),
+        ({"key": "team", "operator": "DoesNotExist"}, False),
+    ])
+    def test_match_expressions(self, expression, admits):
+        result = run(plain_cluster(namespace("default", team="eng"), workload("wl"),
+                                   selector={"matchExpressions": [expression]}))
+        assert (result_of(result, "wl").status == "Admitted") is admits
+
+    def test_without_namespaces_in_the_input_nothing_is_checked(self):
+        result = run(plain_cluster(workload("wl"), selector=self.ENG))
+        assert result_of(result, "wl").status == "Admitted"
+
+    def test_a_namespace_missing_from_those_listed_is_inadmissible(self):
+        result = run(plain_cluster(namespace("other", team="eng"), workload("wl"), selector=self.ENG))
+        wl = result_of(result, "wl")
+        assert wl.status == "Inadmissible"
+        assert "does not exist" in wl.message
+
+
+def test_requests_above_limits_are_inadmissible_with_kueues_reason():
+    spec_pod_set = pod_set("main", cpu=None)
+    spec_pod_set["template"]["spec"]["containers"] = [container(cpu="2", limits={"cpu": "1"})]
+    result = run(plain_cluster(workload("wl", pod_sets=[spec_pod_set])))
+    wl = result_of(result, "wl")
+    assert wl.status == "Inadmissible"
+    assert wl.message == ('resources validation failed: spec.podSets[0].template.spec.containers[0]: Invalid value: '
+                          '["cpu"]: requests must not exceed its limits')
+
+
+class TestOwnAdmissionChecks:
+    def with_check(self, state: str) -> dict:
+        wl = workload("wl")
+        wl["status"] = {"admissionChecks": [{"name": "check", "state": state, "message": ""}]}
+        return wl
+
+    def test_a_pending_check_of_its_own_keeps_it_from_being_admitted(self):
+        wl = result_of(run(plain_cluster(self.with_check("Pending"))), "wl")
+        assert wl.status == "QuotaReserved"
+        admitted_condition = next(c for c in wl.conditions if c.type == "Admitted")
+        assert (admitted_condition.status, admitted_condition.reason) == ("False", "UnsatisfiedAdmissionChecks")
+
+    def test_its_checks_all_ready_admit_it(self):
+        assert result_of(run(plain_cluster(self.with_check("Ready"))), "wl").status == "Admitted"
+
+
+class TestPreemptionGates:
+    def cluster(self, gate_position: str | None) -> list[dict]:
+        low = admitted(workload("low", cpu="4", priority=0), assignments={"main": None})
+        low["status"]["admission"]["podSetAssignments"][0]["flavors"] = {"cpu": "tas-flavor"}
+        high = workload("high", cpu="4", priority=100, created=10)
+        high["spec"]["preemptionGates"] = [{"name": "example.com/multikueue"}]
+        if gate_position is not None:
+            high["status"] = {"preemptionGates": [{"name": "example.com/multikueue", "position": gate_position}]}
+        return [resource_flavor(topology_name=None), queue_with_policy("cq", cpu=4, within="LowerPriority"),
+                local_queue(), low, high]
+
+    def test_a_closed_gate_blocks_the_preemption(self):
+        result = run(self.cluster(None), feature_gates=gates(MultiKueueOrchestratedPreemption=True))
+        assert result_of(result, "low").status == "Admitted"
+        high = result_of(result, "high")
+        assert high.message == "Workload requires preemption, but it's gated"
+        assert any(c.type == "BlockedOnPreemptionGates" and c.status == "True" for c in high.conditions)
+
+    @pytest.mark.parametrize(("position", "feature_on"), [("Open", True), (None, False)])
+    def test_an_open_gate_or_the_feature_off_lets_it_preempt(self, position, feature_on):
+        result = run(self.cluster(position), feature_gates=gates(MultiKueueOrchestratedPreemption=feature_on))
+        assert result_of(result, "low").status == "Preempted"
+
+
+def test_requests_beyond_int64_saturate_and_leave_the_workload_pending():
+    huge = pod_set("main", cpu="9223372036854775807")
+    result = run(plain_cluster(workload("wl", pod_sets=[huge])))
+    wl = result_of(result, "wl")
+    assert wl.status == "Inadmissible"
+    assert "current podset request (9223372036854775807m)" in wl.message
