@@ -7,7 +7,7 @@ Every error names the file, the object (`Kind/namespace/name`) and the field pat
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -156,6 +156,16 @@ def sequence(d: Any, key: str, where: Where) -> list:
     if not isinstance(value, list):
         raise where.at(key).error(f"must be a list, got {_type_name(value)}")
     return value
+
+
+def mapping_entries(d: Any, key: str, where: Where) -> Iterator[tuple[Mapping, Where]]:
+    """The entries of a list of objects under `key`, each with where it stands; an entry that is
+    not a mapping is an error."""
+    for i, entry in enumerate(sequence(d, key, where)):
+        at = where.at(key).at(i)
+        if not _is_mapping(entry):
+            raise at.error(f"must be a mapping, got {_type_name(entry)}")
+        yield entry, at
 
 
 def string(d: Any, key: str, where: Where, *, required: bool = False, default: str = "") -> str:
@@ -946,10 +956,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     if admission is not None:
         check_assigned_pods(admission, pod_sets, stw.at("admission"))
     checks = []
-    for i, ac in enumerate(sequence(status, "admissionChecks", stw)):
-        cw = stw.at("admissionChecks").at(i)
-        if not _is_mapping(ac):
-            raise cw.error(f"must be a mapping, got {_type_name(ac)}")
+    for ac, cw in mapping_entries(status, "admissionChecks", stw):
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
                                           string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
                                           parse_pod_set_updates(ac, cw)))
@@ -963,18 +970,9 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     conditions = parse_conditions(status, stw)
     # DeactivationTarget=True: Kueue's workload controller is about to set spec.active=false
     deactivating = any(c.type == "DeactivationTarget" and c.status == "True" for c in conditions)
-    gates = []
-    for i, g in enumerate(sequence(spec, "preemptionGates", sw)):
-        gw = sw.at("preemptionGates").at(i)
-        if not _is_mapping(g):
-            raise gw.error(f"must be a mapping, got {_type_name(g)}")
-        gates.append(string(g, "name", gw, required=True))
-    positions = {}
-    for i, g in enumerate(sequence(status, "preemptionGates", stw)):
-        gw = stw.at("preemptionGates").at(i)
-        if not _is_mapping(g):
-            raise gw.error(f"must be a mapping, got {_type_name(g)}")
-        positions[string(g, "name", gw, required=True)] = string(g, "position", gw, default="Closed") or "Closed"
+    gates = [string(g, "name", gw, required=True) for g, gw in mapping_entries(spec, "preemptionGates", sw)]
+    positions = {string(g, "name", gw, required=True): string(g, "position", gw, default="Closed") or "Closed"
+                 for g, gw in mapping_entries(status, "preemptionGates", stw)}
     priority_class = optional_string(spec, "priorityClassName", sw)
     ref = mapping(spec, "priorityClassRef", sw)
     if ref:
@@ -1008,14 +1006,9 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
 def parse_pod_set_updates(check: Mapping, where: Where) -> tuple[PodSetUpdate, ...]:
     """An admission check's podSetUpdates: what placement reads of them (node selector and
     tolerations; labels and annotations only reach the pods)."""
-    updates = []
-    for i, raw in enumerate(sequence(check, "podSetUpdates", where)):
-        uw = where.at("podSetUpdates").at(i)
-        if not _is_mapping(raw):
-            raise uw.error(f"must be a mapping, got {_type_name(raw)}")
-        updates.append(PodSetUpdate(string(raw, "name", uw, required=True), string_map(raw, "nodeSelector", uw),
-                                    parse_tolerations(raw, "tolerations", uw)))
-    return tuple(updates)
+    return tuple(PodSetUpdate(string(raw, "name", uw, required=True), string_map(raw, "nodeSelector", uw),
+                              parse_tolerations(raw, "tolerations", uw))
+                 for raw, uw in mapping_entries(check, "podSetUpdates", where))
 
 
 def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) -> dict[str, int]:
@@ -1023,10 +1016,7 @@ def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) 
     names a PodSet of the workload and counts at most its pods."""
     counts = {ps.name: ps.count for ps in pod_sets}
     out: dict[str, int] = {}
-    for i, entry in enumerate(sequence(status, "reclaimablePods", stw)):
-        where = stw.at("reclaimablePods").at(i)
-        if not _is_mapping(entry):
-            raise where.error(f"must be a mapping, got {_type_name(entry)}")
+    for entry, where in mapping_entries(status, "reclaimablePods", stw):
         name = string(entry, "name", where, required=True)
         if name not in counts:
             known = ", ".join(repr(n) for n in counts) or "none"

@@ -81,8 +81,12 @@ def to_fraction(raw: object) -> Fraction:
 MAX_VALUE = 2**62
 
 
+def _scaled(name: str, amount: Fraction) -> int:
+    return _ceil(amount * 1000) if name == CPU else _ceil(amount)
+
+
 def _integer_value(name: str, amount: Fraction, text: object) -> int:
-    value = _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    value = _scaled(name, amount)
     if abs(value) > MAX_VALUE:
         unit = "milli-units" if name == CPU else "units"
         raise QuantityError(f"{text!r} is too large (more than 2^62 {unit})")
@@ -102,9 +106,18 @@ def request_value(name: str, raw: object) -> int:
     int64 saturates at its bound (Kueue's resources.ResourceValue) instead of being refused, so a
     workload asking for more than any quota stays pending (ExceedsMaxQuota) rather than failing
     the whole input."""
-    amount = parse_quantity(raw) if isinstance(raw, str) else to_fraction(raw)
-    value = _ceil(amount * 1000) if name == CPU else _ceil(amount)
+    if isinstance(raw, str):
+        return _request_value_of_str(name, raw)
+    return _saturated(_scaled(name, to_fraction(raw)))
+
+
+def _saturated(value: int) -> int:
     return max(-MAX_INT64 - 1, min(MAX_INT64, value))
+
+
+@lru_cache(maxsize=65536)
+def _request_value_of_str(name: str, text: str) -> int:
+    return _saturated(_scaled(name, parse_quantity(text)))
 
 
 def resource_value(name: str, raw: object) -> int:

@@ -104,9 +104,6 @@ class SecondPass:
         """As Kueue's cycle does for a second-pass entry whose topology does not fit: evict what the
         ClusterQueue's preemption policies allow, so that it fits once they are gone. Its quota is
         reserved already, so only its topology is at stake (it asks for no more quota)."""
-        policies = cq.preemption or {}
-        if all(str(policies.get(k) or "Never") == "Never" for k in ("withinClusterQueue", "reclaimWithinCohort")):
-            return
         needed = {FlavorResource(flavor, resource) for psa in wl.admission.pod_set_assignments
                   if psa.delayed_topology_request == DELAYED for resource, flavor in psa.flavors.items()}
         preemptor = Preemptor(self.state, self.now, excluded={wl.key})
