@@ -7,9 +7,11 @@ the mirror's change log.
                                                          [--database tas_bench_state] [--keep]
                                                          [--json FILE] [--profile] [--profile-build]
                                                          [--pstats PREFIX] [--verify]
+                                                         [--seeded NAME]
 
 Against a fresh database (DATABASE_URL's server, default the local test server; see
-benchdb.py):
+benchdb.py; with `--seeded NAME`, a copy of the database seeded by an earlier run with the
+same settings, kept as NAME, which saves the minute of seeding):
 
 * seed (in a child process, so that its memory is not the scheduler's): the simulator's
   cluster (`simulator_seed`: 40 nodes a rack, 50 racks a block, 8 GPUs a node, a daemon on
@@ -72,7 +74,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchdb import bench_database
+from benchdb import bench_database, seeded_copy_keep, seeded_copy_read
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 BUILD_TARGET_SECONDS = 10.0
@@ -483,6 +485,19 @@ def describe_mix(info: SeedInfo) -> list[str]:
                  f"servers, {gpus['admitted']} by admitted workloads (= the ClusterQueue's GPU quota); "
                  f"{gpus['freed_by_finishing']} freed by the {len(info.finishing)} that finish")
     return lines
+
+
+def seeded_copy_info(template: str, settings: BenchSettings) -> SeedInfo | None:
+    """What was seeded into the kept copy `template`, if it was seeded with `settings`."""
+    description = seeded_copy_read(template)
+    if not description:
+        return None
+    kept = json.loads(description)
+    if kept.get("settings") != json.loads(json.dumps(asdict(settings))):
+        print(f"  {template} was seeded with other settings: seeding again")
+        return None
+    payload = kept["seed"]
+    return SeedInfo(**{**payload, "finishing": [tuple(k) for k in payload["finishing"]]})
 
 
 def seed_in_child(settings: BenchSettings) -> SeedInfo:
@@ -937,17 +952,28 @@ def main() -> None:
                                                        "profiles to PREFIX-admit.pstats / PREFIX-first.pstats")
     ap.add_argument("--verify", action="store_true", help="after the passes, compare the warm state with one "
                                                           "built afresh from the database")
+    ap.add_argument("--seeded", metavar="NAME", help="start from the database NAME if an earlier run with these "
+                                                      "settings kept it; otherwise seed and keep a copy as NAME")
     args = ap.parse_args()
     settings = BenchSettings(nodes=args.nodes, workloads=args.workloads, admitted=args.admitted, admit=args.admit,
                              node_changes=args.node_changes, running_pods=args.running_pods).check()
 
     os.environ["TAS_CLUSTER_SOURCE"] = "simulator"  # we decide (control mode), as with the simulator
-    with bench_database(args.database, keep=args.keep):
-        print(f"seed {settings.simulator_shape()} and {settings.workloads} workloads "
-              f"({settings.admitted} admitted):", flush=True)
-        started = time.perf_counter()
-        info = seed_in_child(settings)
-        print(f"  seeded in {time.perf_counter() - started:.1f} s: {info.counts}")
+    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
+    with bench_database(args.database, keep=args.keep, template=args.seeded if kept else None):
+        if kept is not None:
+            info = kept
+            print(f"  started from {args.seeded}, seeded as asked earlier: {info.counts}")
+        else:
+            print(f"seed {settings.simulator_shape()} and {settings.workloads} workloads "
+                  f"({settings.admitted} admitted):", flush=True)
+            started = time.perf_counter()
+            info = seed_in_child(settings)
+            print(f"  seeded in {time.perf_counter() - started:.1f} s: {info.counts}")
+            if args.seeded:
+                seeded_copy_keep(args.database, args.seeded, json.dumps(
+                    {"settings": asdict(settings), "seed": asdict(info)}))
+                print(f"  kept a copy of the seeded database as {args.seeded}")
         for line in describe_mix(info):
             print(line)
         print("passes (scheduling_pass_run, in this process):", flush=True)

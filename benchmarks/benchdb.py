@@ -32,14 +32,49 @@ def _admin(sql: str) -> None:
         conn.execute(sql)
 
 
-@contextlib.contextmanager
-def bench_database(name: str, *, keep: bool = False) -> Iterator[str]:
-    """Create `name` (dropping a leftover of an earlier run), set Django up on it with the
-    base settings and no Redis, migrate; drop it afterwards unless `keep`."""
+def _checked_name(name: str, option: str = "--database") -> str:
     if not name.replace("_", "").isalnum():
-        raise SystemExit(f"--database {name!r}: letters, digits and underscores only")
+        raise SystemExit(f"{option} {name!r}: letters, digits and underscores only")
+    return name
+
+
+def seeded_copy_read(template: str) -> str | None:
+    """The description a kept seeded copy was stored with (`seeded_copy_keep`), or None if
+    there is no such database."""
+    import psycopg
+
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        row = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                           (_checked_name(template, "--seeded"),)).fetchone()
+    return None if row is None else (row[0] or "")
+
+
+def seeded_copy_keep(source: str, template: str, description: str) -> None:
+    """Keep a copy of the seeded database `source` as `template`, described by `description`
+    (what was seeded), for later runs to start from instead of seeding again."""
+    from django.db import connections
+
+    connections.close_all()  # a database is copied only with no one connected to it
+    _admin(f'DROP DATABASE IF EXISTS "{_checked_name(template, "--seeded")}" WITH (FORCE)')
+    _admin(f'CREATE DATABASE "{template}" TEMPLATE "{source}"')
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(template), sql.Literal(description)))
+
+
+@contextlib.contextmanager
+def bench_database(name: str, *, keep: bool = False, template: str | None = None) -> Iterator[str]:
+    """Create `name` (dropping a leftover of an earlier run), set Django up on it with the
+    base settings and no Redis, migrate; drop it afterwards unless `keep`. With `template`,
+    `name` starts as a copy of that database (a kept seeded copy) instead of empty."""
+    _checked_name(name)
     _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    _admin(f'CREATE DATABASE "{name}"')
+    if template:
+        _admin(f'CREATE DATABASE "{name}" TEMPLATE "{_checked_name(template, "--seeded")}"')
+    else:
+        _admin(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = server_url(name)
     os.environ.pop("REDIS_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "tasweb.settings"

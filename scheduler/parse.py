@@ -181,6 +181,14 @@ def string(d: Any, key: str, where: Where, *, required: bool = False, default: s
     return value
 
 
+def _plain_string(value: Any, default: str = "") -> str | None:
+    """`string`'s value for a field that is a string or absent (null), None for anything else
+    (which `string` reports as an error)."""
+    if value is None:
+        return default
+    return value if type(value) is str else None
+
+
 def optional_string(d: Any, key: str, where: Where) -> str | None:
     return string(d, key, where) if d.get(key) is not None else None
 
@@ -227,7 +235,13 @@ def boolean(d: Any, key: str, where: Where, *, default: bool | None = None) -> b
     return value
 
 
+_STR_ONLY = {str}
+
+
 def string_map(d: Any, key: str, where: Where) -> Mapping[str, str]:
+    raw = d.get(key)
+    if type(raw) is dict and set(map(type, raw)) <= _STR_ONLY and set(map(type, raw.values())) <= _STR_ONLY:
+        return MappingProxyType(dict(raw))  # the common case: strings only, nothing to convert
     raw = mapping(d, key, where)
     out: dict[str, str] = {}
     for k, v in raw.items():
@@ -245,6 +259,24 @@ def string_map(d: Any, key: str, where: Where) -> Mapping[str, str]:
     return MappingProxyType(out)
 
 
+_TIMES: dict[str, datetime] = {}
+TIMES_KEPT = 65536
+
+
+def _time_text(value: str) -> datetime:
+    """An RFC 3339 time that parses (else: ValueError), aware (UTC when it names no zone).
+    Many objects carry the same times (made by the same second's controllers): kept parsed."""
+    parsed = _TIMES.get(value)
+    if parsed is None:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not parsed.tzinfo:
+            parsed = parsed.replace(tzinfo=UTC)
+        if len(_TIMES) >= TIMES_KEPT:
+            _TIMES.clear()
+        _TIMES[value] = parsed
+    return parsed
+
+
 def timestamp(d: Any, key: str, where: Where) -> datetime | None:
     value = d.get(key)
     if value is None or value == "":
@@ -254,10 +286,9 @@ def timestamp(d: Any, key: str, where: Where) -> datetime | None:
     if not isinstance(value, str):
         raise where.at(key).error(f"must be an RFC 3339 time, got {value!r}")
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return _time_text(value)
     except ValueError:
         raise where.at(key).error(f"must be an RFC 3339 time, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def resource_list(d: Any, key: str, where: Where, *, saturate: bool = False) -> dict[str, int]:
@@ -481,6 +512,29 @@ def parse_pod_spec(spec: Mapping, where: Where) -> PodSpecInfo:
 
 
 def parse_owner_references(meta: Mapping, where: Where) -> tuple[OwnerReference, ...]:
+    refs = meta.get("ownerReferences")
+    if refs is None:
+        return ()
+    if type(refs) is list:
+        # the common case, references as the API server writes them, read without making a
+        # Where for every field; anything else is read (and its error reported) field by field
+        out = []
+        for r in refs:
+            if type(r) is not dict:
+                break
+            api, kind, name, uid = (_plain_string(r.get("apiVersion")), _plain_string(r.get("kind")),
+                                    _plain_string(r.get("name")), _plain_string(r.get("uid")))
+            controller = r.get("controller")
+            if api is None or kind is None or name is None or uid is None or not (
+                    controller is None or type(controller) is bool):
+                break
+            out.append(OwnerReference(api, kind, name, uid, bool(controller)))
+        else:
+            return tuple(out)
+    return _owner_references_checked(meta, where)
+
+
+def _owner_references_checked(meta: Mapping, where: Where) -> tuple[OwnerReference, ...]:
     out = []
     for i, r in enumerate(sequence(meta, "ownerReferences", where)):
         rw = where.at("ownerReferences").at(i)
@@ -915,6 +969,36 @@ def check_assigned_pods(admission: Admission, pod_sets: list[PodSet], where: Whe
 
 
 def parse_conditions(d: Mapping, where: Where) -> list[Condition]:
+    raw = d.get("conditions")
+    if raw is None:
+        return []
+    if type(raw) is list:
+        # the common case read without making a Where for every field (see parse_owner_references)
+        out = []
+        for c in raw:
+            if type(c) is not dict:
+                break
+            kind, status = c.get("type"), _plain_string(c.get("status"), "Unknown")
+            reason, message = _plain_string(c.get("reason")), _plain_string(c.get("message"))
+            if not (type(kind) is str and kind) or status is None or reason is None or message is None:
+                break
+            at = c.get("lastTransitionTime")
+            if type(at) is str and at:
+                try:
+                    when = _time_text(at)
+                except ValueError:
+                    break
+            elif at is None or at == "":
+                when = None
+            else:
+                break
+            out.append(Condition(kind, status, reason, message, when))
+        else:
+            return out
+    return _conditions_checked(d, where)
+
+
+def _conditions_checked(d: Mapping, where: Where) -> list[Condition]:
     out = []
     for i, c in enumerate(sequence(d, "conditions", where)):
         cw = where.at("conditions").at(i)
