@@ -610,16 +610,23 @@ class Placer:
         if p.leader_count > 0:
             keys.insert(0, leader)
             largest.insert(0, True)
-        top = lex_first(keys, largest)
-        if slice_wl[top] < slice_count or leader[top] < p.leader_count:
-            return start + top
+        top = None
+        most = MAX_INT32 if p.leader_count > 0 else slice_wl.max()
+        # without leaders (`slice_wl` is then `slice`), the first in the order holds every slice
+        # exactly when the most slices any domain holds do: the order's first need not be found
+        if p.leader_count > 0 or most < slice_count:
+            top = lex_first(keys, largest)
+            if slice_wl[top] < slice_count or leader[top] < p.leader_count:
+                return start + top
         units = (arrays["slice_wl"] if p.leader_count > 0 else arrays["slice"])[window]
-        ok = (units >= slice_count) & (units < MAX_INT32)
+        ok = units >= slice_count
+        if most >= MAX_INT32:  # an unlimited domain is no fit to weigh
+            ok &= units < MAX_INT32
         if p.leader_count > 0:
             ok &= leader >= p.leader_count
         fitting = np.flatnonzero(ok)
         if not fitting.size:
-            return start + top
+            return start + (top if top is not None else lex_first(keys, largest))
         fitting_units = units[fitting]
         tied = fitting[fitting_units == fitting_units.min()]
         # the first of them in the order
