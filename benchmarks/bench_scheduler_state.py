@@ -148,6 +148,11 @@ class SeedInfo:
     mix: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> SeedInfo:
+        """From `asdict` of one, sent between processes or kept as JSON."""
+        return cls(**{**payload, "finishing": [tuple(k) for k in payload["finishing"]]})
+
 
 # ---------------------------------------------------------------- memory
 
@@ -497,7 +502,7 @@ def seeded_copy_info(template: str, settings: BenchSettings) -> SeedInfo | None:
         print(f"  {template} was seeded with other settings: seeding again")
         return None
     payload = kept["seed"]
-    return SeedInfo(**{**payload, "finishing": [tuple(k) for k in payload["finishing"]]})
+    return SeedInfo.from_json(payload)
 
 
 def seed_in_child(settings: BenchSettings) -> SeedInfo:
@@ -523,7 +528,7 @@ def seed_in_child(settings: BenchSettings) -> SeedInfo:
     if outcome != "ok":
         raise SystemExit(f"seeding failed:\n{payload}")
     print(f"  (seeding process peak RSS {peak:.0f} MiB)")
-    return SeedInfo(**{**payload, "finishing": [tuple(k) for k in payload["finishing"]]})
+    return SeedInfo.from_json(payload)
 
 
 # ---------------------------------------------------------------- changes between passes
