@@ -76,3 +76,38 @@ def test_seed_and_measure() -> None:
     assert figures["differences_from_rebuild"] == []
     assert figures["build"]["engine"] == {"nodes": 200, "workloads": 1_000, "pods": info.counts["pods"]}
     assert [v[-1] for v in bench.verdicts(figures)][2:] == [True, True]  # memory, at this size
+
+
+@pytest.mark.services
+def test_a_kept_seeded_copy_is_started_from_only_with_the_settings_it_was_seeded_with() -> None:
+    import os
+    import re
+    import subprocess
+
+    import psycopg
+    from benchdb import server_url
+
+    suffix = os.getpid()
+    database, copy = f"tas_test_seeded_{suffix}", f"tas_test_seeded_copy_{suffix}"
+    tiny = ["--nodes", "200", "--workloads", "1000", "--admitted", "100", "--admit", "20", "--node-changes", "10"]
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+
+    def run(*argv: str) -> str:
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scheduler_state.py"), *argv,
+                               "--database", database, "--seeded", copy], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        assert re.search(r"workloads admitted by the measured pass +(\d+) +expected +\1 +PASS", proc.stdout)
+        return proc.stdout
+
+    try:
+        first = run(*tiny)
+        assert f"kept a copy of the seeded database as {copy}" in first and "started from" not in first
+        second = run(*tiny)
+        assert f"started from {copy}, seeded as asked earlier" in second and "seeded in" not in second
+        other = run(*[v if v != "20" else "10" for v in tiny])  # another --admit: another seed
+        assert f"{copy} was seeded with other settings: seeding again" in other and "seeded in" in other
+    finally:
+        with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+            for name in (database, copy):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
