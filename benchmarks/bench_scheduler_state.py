@@ -11,7 +11,7 @@ the mirror's change log.
 
 Against a fresh database (DATABASE_URL's server, default the local test server; see
 benchdb.py; with `--seeded NAME`, a copy of the database seeded by an earlier run with the
-same settings, kept as NAME, which saves the minute of seeding):
+same settings and seeding code, kept as NAME, which saves the minute of seeding):
 
 * seed (in a child process, so that its memory is not the scheduler's): the simulator's
   cluster (`simulator_seed`: 40 nodes a rack, 50 racks a block, 8 GPUs a node, a daemon on
@@ -54,6 +54,7 @@ import contextlib
 import copy
 import cProfile
 import gc
+import hashlib
 import io
 import json
 import math
@@ -492,8 +493,25 @@ def describe_mix(info: SeedInfo) -> list[str]:
     return lines
 
 
+def seeding_code_digest() -> str:
+    """A digest of the code that seeds (this script, the simulator, the mirror's models and
+    row builders): a copy seeded by other code is not started from."""
+    root = Path(__file__).resolve().parents[1]
+    files = [Path(__file__).resolve(), *sorted((root / "tasweb" / "simulator").glob("*.py")),
+             root / "tasweb" / "cluster" / "models.py", root / "tasweb" / "cluster" / "services.py"]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def seeded_copy_description(settings: BenchSettings, info: SeedInfo) -> str:
+    return json.dumps({"settings": asdict(settings), "code": seeding_code_digest(), "seed": asdict(info)})
+
+
 def seeded_copy_info(template: str, settings: BenchSettings) -> SeedInfo | None:
-    """What was seeded into the kept copy `template`, if it was seeded with `settings`."""
+    """What was seeded into the kept copy `template`, if it was seeded with `settings` by
+    this code."""
     description = seeded_copy_read(template)
     if not description:
         return None
@@ -501,8 +519,10 @@ def seeded_copy_info(template: str, settings: BenchSettings) -> SeedInfo | None:
     if kept.get("settings") != json.loads(json.dumps(asdict(settings))):
         print(f"  {template} was seeded with other settings: seeding again")
         return None
-    payload = kept["seed"]
-    return SeedInfo.from_json(payload)
+    if kept.get("code") != seeding_code_digest():
+        print(f"  {template} was seeded by other code: seeding again")
+        return None
+    return SeedInfo.from_json(kept["seed"])
 
 
 def seed_in_child(settings: BenchSettings) -> SeedInfo:
@@ -976,8 +996,7 @@ def main() -> None:
             info = seed_in_child(settings)
             print(f"  seeded in {time.perf_counter() - started:.1f} s: {info.counts}")
             if args.seeded:
-                seeded_copy_keep(args.database, args.seeded, json.dumps(
-                    {"settings": asdict(settings), "seed": asdict(info)}))
+                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
                 print(f"  kept a copy of the seeded database as {args.seeded}")
         for line in describe_mix(info):
             print(line)

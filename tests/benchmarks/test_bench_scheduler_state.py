@@ -80,12 +80,14 @@ def test_seed_and_measure() -> None:
 
 @pytest.mark.services
 def test_a_kept_seeded_copy_is_started_from_only_with_the_settings_it_was_seeded_with() -> None:
+    import json
     import os
     import re
     import subprocess
 
     import psycopg
     from benchdb import server_url
+    from psycopg import sql
 
     suffix = os.getpid()
     database, copy = f"tas_test_seeded_{suffix}", f"tas_test_seeded_copy_{suffix}"
@@ -107,6 +109,13 @@ def test_a_kept_seeded_copy_is_started_from_only_with_the_settings_it_was_seeded
         assert f"started from {copy}, seeded as asked earlier" in second and "seeded in" not in second
         other = run(*[v if v != "20" else "10" for v in tiny])  # another --admit: another seed
         assert f"{copy} was seeded with other settings: seeding again" in other and "seeded in" in other
+        # a copy whose seeding code was another (an older version of the seeder) is not used either
+        kept = json.loads(bench.seeded_copy_read(copy))
+        with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(copy), sql.Literal(json.dumps({**kept, "code": "an older seeder"}))))
+        older = run(*[v if v != "20" else "10" for v in tiny])
+        assert f"{copy} was seeded by other code: seeding again" in older and "seeded in" in older
     finally:
         with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
             for name in (database, copy):
