@@ -451,13 +451,20 @@ class FlavorAssigner:
                 return
             flavor, mode = best
             for r in resources:
-                psf.flavors[r] = flavor
-                psf.usage[r] = needs[r]
-                fr = FlavorResource(flavor, r)
-                pending[fr] = pending.get(fr, 0) + needs[r]
-            psf.borrow = max(psf.borrow, mode.borrow)
-            if mode.grain != Grain.FIT:
-                psf.mode = PREEMPT
+                self._take(psf, r, flavor, mode, needs[r], pending)
+
+    @staticmethod
+    def _take(psf: PodSetFlavors, resource: str, flavor: str, mode: GranularMode, amount: int,
+              pending: dict[FlavorResource, int]) -> None:
+        """The PodSet takes `flavor` for `resource`, `amount` of it, which the PodSets after it
+        find pending; how it fits there (borrowing, preempting) becomes the PodSet's."""
+        psf.flavors[resource] = flavor
+        psf.usage[resource] = amount
+        fr = FlavorResource(flavor, resource)
+        pending[fr] = pending.get(fr, 0) + amount
+        psf.borrow = max(psf.borrow, mode.borrow)
+        if mode.grain != Grain.FIT:
+            psf.mode = PREEMPT
 
     def _assign_group(self, psfs: list[PodSetFlavors], needs: list[dict[str, int]],
                       pending: dict[FlavorResource, int]) -> None:
@@ -498,13 +505,7 @@ class FlavorAssigner:
                 own = [r for r, (f, _) in chosen.items() if f in self.state.tas_snapshots]
             for r in own:
                 flavor, mode = chosen[r]
-                psf.flavors[r] = flavor
-                psf.usage[r] = n.get(r, 0)
-                fr = FlavorResource(flavor, r)
-                pending[fr] = pending.get(fr, 0) + n.get(r, 0)
-                psf.borrow = max(psf.borrow, mode.borrow)
-                if mode.grain != Grain.FIT:
-                    psf.mode = PREEMPT
+                self._take(psf, r, flavor, mode, n.get(r, 0), pending)
             if psf is not lead:
                 psf.reasons, psf.attempts = list(lead.reasons), list(lead.attempts)
 
