@@ -35,7 +35,7 @@ from scheduler.flavorassigner import (
     FlavorAssignment,
     FlavorScanProgress,
 )
-from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Workload
+from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Requirement, Workload
 from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
@@ -704,25 +704,21 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     return out
 
 
+LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
 def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
-    empty one everything."""
+    empty one everything; an operator a label selector does not have matches nothing."""
     if selector is None:
         return False
     for key, value in (selector.get("matchLabels") or {}).items():
         if labels.get(key) != value:
             return False
     for req in selector.get("matchExpressions") or []:
-        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+        op = req.get("operator")
+        if op not in LABEL_SELECTOR_OPERATORS or \
+                not Requirement(req.get("key"), op, tuple(req.get("values") or ())).matches(labels):
             return False
     return True
 

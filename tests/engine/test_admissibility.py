@@ -56,6 +56,12 @@ class TestNamespaceSelector:
                                    selector={"matchExpressions": [expression]}))
         assert (result_of(result, "wl").status == "Admitted") is admits
 
+    def test_an_operator_label_selectors_do_not_have_matches_nothing(self):
+        # Gt is a node selector operator only: a label selector never matches with it
+        result = run(plain_cluster(namespace("default", tier="5"), workload("wl"),
+                                   selector={"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["1"]}]}))
+        assert result_of(result, "wl").status == "Inadmissible"
+
     def test_without_namespaces_in_the_input_nothing_is_checked(self):
         result = run(plain_cluster(workload("wl"), selector=self.ENG))
         assert result_of(result, "wl").status == "Admitted"
