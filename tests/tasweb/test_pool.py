@@ -8,6 +8,7 @@ import contextlib
 import os
 import pickle
 import struct
+from collections.abc import Iterator
 
 from celery.concurrency import asynpool
 
@@ -42,15 +43,29 @@ def handler(fd: int, received: list) -> asynpool.ResultHandler:
     return h
 
 
-def test_a_result_half_read_before_a_reset_is_read_whole_after_it():
+def framed(obj: object) -> bytes:
+    """A result as a child writes it to its pipe: its length, then its pickle."""
+    body = pickle.dumps(obj)
+    return struct.pack(">i", len(body)) + body
+
+
+@contextlib.contextmanager
+def result_pipe() -> Iterator[tuple[int, int, list, asynpool.ResultHandler]]:
+    """A child's result pipe (read end non-blocking, as the pool has it), and a reader of it
+    with the results it received."""
     read_end, write_end = os.pipe()
     try:
         os.set_blocking(read_end, False)
         received: list = []
-        result = handler(read_end, received)
-        body = pickle.dumps(("done", "x" * 1000))
-        message = struct.pack(">i", len(body)) + body
+        yield read_end, write_end, received, handler(read_end, received)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
+
+def test_a_result_half_read_before_a_reset_is_read_whole_after_it():
+    with result_pipe() as (read_end, write_end, received, result):
+        message = framed(("done", "x" * 1000))
         hub = Hub()
         result.register_with_event_loop(hub)
         os.write(write_end, message[:300])  # the child's write arrives in two pieces
@@ -67,19 +82,11 @@ def test_a_result_half_read_before_a_reset_is_read_whole_after_it():
         os.write(write_end, message)
         hub.fire(read_end)
         assert received == [("done", "x" * 1000)] * 2
-    finally:
-        os.close(read_end)
-        os.close(write_end)
 
 
 def test_without_the_fix_the_reset_loses_the_half_read_result():
-    read_end, write_end = os.pipe()
-    try:
-        os.set_blocking(read_end, False)
-        received: list = []
-        result = handler(read_end, received)
-        body = pickle.dumps("done")
-        message = struct.pack(">i", len(body)) + body
+    with result_pipe() as (read_end, write_end, received, result):
+        message = framed("done")
         hub = Hub()
         result.handle_event = pool_original(result, hub)
         os.write(write_end, message[:6])
@@ -94,9 +101,6 @@ def test_without_the_fix_the_reset_loses_the_half_read_result():
         else:
             failed = None
         assert failed is not None or received != ["done"]
-    finally:
-        os.close(read_end)
-        os.close(write_end)
 
 
 def pool_original(result, hub):
