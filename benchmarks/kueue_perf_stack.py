@@ -269,7 +269,9 @@ def running_stack(options: StackOptions) -> Iterator[Stack]:
     celery = ["worker", "--pool", "solo", "--concurrency", "1", "--loglevel", "INFO",
               "--hostname", f"{options.database}@%h", "--without-mingle", "--without-gossip", "--without-heartbeat",
               "--queues", queue]
-    worker_env = {**os.environ, **env, "DJANGO_LOG_LEVEL": "INFO"}
+    # Celery's per-task "succeeded in" lines, which the service logs at DEBUG, are read for the
+    # task times: that one logger at DEBUG, the rest at INFO
+    worker_env = {**os.environ, **env, "DJANGO_LOG_LEVEL": "INFO", "TAS_LOG_LEVELS": "celery.app.trace=DEBUG"}
     if options.profile:
         argv = [sys.executable, "-c", PROFILED_WORKER, *celery]
         worker_env["KUEUE_PERF_WORKER_PROFILE"] = str(folder / "worker.prof")
@@ -366,6 +368,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 # "2026-01-01 12:00:00,123 INFO celery.app.trace: Task tasweb.scheduling.tasks.run_pass[id] succeeded in 0.1s"
 _TASK_LINE = re.compile(r"^\[?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}).*run_pass\[[^\]]+\] succeeded in ([\d.e-]+)s")
+
+
+def task_time(stats: PassStats) -> str:
+    """The worker's Celery task time beside its pass time: what a task costs outside the pass."""
+    if not stats.task_s:
+        return "Celery tasks: no task lines in the worker's log"
+    return (f"Celery tasks {sum(stats.task_s):.1f} s ({len(stats.task_s)} tasks, so "
+            f"{sum(stats.task_s) - stats.busy_s:.1f} s outside the pass: lock, commit, messages)")
 
 
 class StackReplay(perf.Replay):
@@ -690,9 +700,8 @@ class StackReplay(perf.Replay):
             f"{_percentile(d, 0.5):.0f}, p95 {_percentile(d, 0.95):.0f}, max {max(d, default=0)}; cold start "
             f"{stats.cold_start_ms} ms",
             f"worker: passes {stats.busy_s:.1f} s of the {result.replay_s:.1f} s replay "
-            f"({100 * stats.busy_s / result.replay_s if result.replay_s else 0:.0f} % busy); Celery tasks "
-            f"{sum(stats.task_s):.1f} s ({len(stats.task_s)} tasks, so {sum(stats.task_s) - stats.busy_s:.1f} s "
-            f"outside the pass: lock, commit, messages); gap from one pass's end to the next's start: median "
+            f"({100 * stats.busy_s / result.replay_s if result.replay_s else 0:.0f} % busy); {task_time(stats)}; "
+            f"gap from one pass's end to the next's start: median "
             f"{_percentile(stats.gaps_ms, 0.5):.0f} ms, p95 {_percentile(stats.gaps_ms, 0.95):.0f} ms",
             f"state rebuilds during the run: {len(stats.rebuilds)}"
             + (f" ({', '.join(sorted(set(stats.rebuilds)))})" if stats.rebuilds else ""),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -58,6 +59,31 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not raw:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _log_level(name: str, raw: str, where: str = "") -> str:
+    level = raw.strip().upper()
+    if level not in logging.getLevelNamesMapping():
+        known = ", ".join(sorted(logging.getLevelNamesMapping(), key=logging.getLevelNamesMapping().get))
+        raise ImproperlyConfigured(f"{name}: {where}expected a log level ({known}), got {raw.strip()!r}")
+    return level
+
+
+def env_log_level(name: str, default: str) -> str:
+    raw = env_str(name)
+    return _log_level(name, raw) if raw else default
+
+
+def env_log_levels(name: str) -> dict[str, str]:
+    """Per-logger levels written `logger=LEVEL,logger=LEVEL`, e.g. `celery.app.trace=DEBUG`."""
+    levels: dict[str, str] = {}
+    for item in env_list(name, []):
+        logger, sep, level = item.partition("=")
+        if not sep or not logger.strip():
+            raise ImproperlyConfigured(
+                f"{name}: {item!r}: expected logger=LEVEL, e.g. celery.app.trace=DEBUG")
+        levels[logger.strip()] = _log_level(name, level, f"{logger.strip()}: ")
+    return levels
 
 
 # The project root: manage.py, templates/ and static/ live here, next to the packages.
@@ -583,10 +609,14 @@ LOGGING = {
     # The worker's "Task ... received" / "Task ... succeeded" lines and beat's "Sending due
     # task" go to DEBUG, so that the worker's "simulator tick" and "scheduling pass" lines can
     # be read; task errors keep their level.
+    # TAS_LOG_LEVELS sets the level of single loggers: `celery.app.trace=DEBUG` brings the
+    # worker's "Task ... succeeded in ...s" lines back without the rest of DEBUG.
     "loggers": {
         "celery.worker.strategy": {"filters": ["task_chatter"]},
         "celery.app.trace": {"filters": ["task_chatter"]},
         "celery.beat": {"filters": ["task_chatter"]},
     },
-    "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL") or "INFO"},
+    "root": {"handlers": ["console"], "level": env_log_level("DJANGO_LOG_LEVEL", "INFO")},
 }
+for _logger, _level in env_log_levels("TAS_LOG_LEVELS").items():
+    LOGGING["loggers"].setdefault(_logger, {})["level"] = _level

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -65,6 +66,10 @@ def test_stack_mode_runs_every_workload_through_the_service(tmp_path: Path, kueu
         assert set(data["avg_time_to_admission_ms"]) == set(perf.read_rangespec(rangespec).avg_time_to_admission_ms)
         assert all(isinstance(ms, int) and ms >= 0 for ms in data["avg_time_to_admission_ms"].values())
         assert "this stack" in proc.stdout and "wall time (s)" in proc.stdout and "worker log" in proc.stdout
+        # the worker's per-task lines were read: its task time stands beside its pass time
+        tasks = re.search(r"Celery tasks ([\d.]+) s \((\d+) tasks, so -?[\d.]+ s outside the pass", proc.stdout)
+        assert tasks is not None, proc.stdout[-4000:]
+        assert int(tasks[2]) > 0
         with psycopg.connect(server_url(DATABASE)) as conn:
             statuses = dict(conn.execute("SELECT status, count(*) FROM cluster_workload GROUP BY status").fetchall())
             admitted = conn.execute("SELECT count(DISTINCT workload_key) FROM scheduling_workloadevent "

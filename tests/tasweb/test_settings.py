@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
@@ -60,6 +63,54 @@ def test_boolean_variables_reject_unclear_values():
     )
     assert proc.returncode != 0
     assert "DJANGO_DEBUG: expected a boolean" in proc.stderr
+
+
+BAD_VARIABLES = [
+    ("DJANGO_DEBUG", "maybe", "DJANGO_DEBUG: expected a boolean (true/false, 1/0, yes/no, on/off), got 'maybe'"),
+    ("DJANGO_LOG_LEVEL", "loud", "DJANGO_LOG_LEVEL: expected a log level (NOTSET, DEBUG, INFO, WARN, WARNING, "
+                                 "ERROR, CRITICAL, FATAL), got 'loud'"),
+    ("TAS_LOG_LEVELS", "celery.app.trace", "TAS_LOG_LEVELS: 'celery.app.trace': expected logger=LEVEL, "
+                                           "e.g. celery.app.trace=DEBUG"),
+    ("TAS_LOG_LEVELS", "tasweb=INFO, =DEBUG", "TAS_LOG_LEVELS: '=DEBUG': expected logger=LEVEL, "
+                                             "e.g. celery.app.trace=DEBUG"),
+    ("TAS_LOG_LEVELS", "tasweb=chatty", "TAS_LOG_LEVELS: tasweb: expected a log level (NOTSET, DEBUG, INFO, WARN, "
+                                        "WARNING, ERROR, CRITICAL, FATAL), got 'chatty'"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_VARIABLES)
+def test_manage_py_names_a_bad_variable_in_one_line(name, value, message):
+    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=120, check=False,
+                          env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings", **{name: value}))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"configuration error: {message}"], proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_celery_names_a_bad_variable_in_one_line(command, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "celery", "-A", "tasweb", command], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings", TAS_VAR_DIR=str(tmp_path),
+                                        DJANGO_LOG_LEVEL="loud"))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"configuration error: {BAD_VARIABLES[1][2]}", proc.stderr
+
+
+def test_per_logger_levels_are_set_and_the_rest_left_alone():
+    proc = run_python(
+        "import django, logging; django.setup();"
+        " print(logging.getLevelName(logging.getLogger('celery.app.trace').level),"
+        " logging.getLevelName(logging.getLogger('tasweb.scheduling').getEffectiveLevel()),"
+        " logging.getLevelName(logging.getLogger('celery.beat').level),"
+        " logging.getLevelName(logging.getLogger().level))",
+        env=clean_env(DJANGO_SETTINGS_MODULE="tasweb.settings",
+                      TAS_LOG_LEVELS=" celery.app.trace=debug , tasweb=WARNING,"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["DEBUG", "WARNING", "NOTSET", "INFO"]
 
 
 def test_an_empty_database_url_means_the_embedded_sqlite_file():
