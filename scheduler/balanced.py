@@ -80,12 +80,20 @@ def select_optimal_domain_set(placer: Placer, domains: Sequence[int], slice_coun
         return None
     c = placer.counts
     if by_entropy:
+        entropies: dict[int, float] = {}
+
+        def entropy(d: int) -> float:
+            value = entropies.get(d)
+            if value is None:
+                value = entropies[d] = children_entropy(placer, d)
+            return value
+
         def compare(a: int, b: int) -> int:
             if c.leader[a] != c.leader[b]:
                 return c.leader[b] - c.leader[a]
             if c.slice_wl[a] != c.slice_wl[b]:
                 return c.slice_wl[b] - c.slice_wl[a]
-            ea, eb = children_entropy(placer, a), children_entropy(placer, b)
+            ea, eb = entropy(a), entropy(b)
             if ea != eb:
                 return 1 if eb > ea else -1
             return (placer.rank[a] > placer.rank[b]) - (placer.rank[a] < placer.rank[b])
@@ -184,34 +192,42 @@ def refill_counts(placer: Placer, d: int, slice_size: int, slice_level: int, lev
             c.slice[d] = c.state[d] // slice_size
             c.slice_wl[d] = c.state_wl[d] // slice_size
         return
+    state, state_wl, slices, slices_wl = c.state, c.state_wl, c.slice, c.slice_wl
+    leaders, affinities, children_of = c.leader, c.affinity, placer.children
+    leaf_slices = level + 1 == slice_level  # what a leaf child's refill would do, done here
     capacity = slice_capacity = 0
     contributor = False
     min_diff = min_slice_diff = 2**31 - 1
     leader = affinity = 0
     for ch in children:
-        refill_counts(placer, ch, slice_size, slice_level, level + 1, leader_required)
-        capacity += c.state[ch]
-        slice_capacity += c.slice[ch]
-        if not leader_required or c.leader[ch] > 0:
+        if children_of[ch]:
+            refill_counts(placer, ch, slice_size, slice_level, level + 1, leader_required)
+        elif leaf_slices:
+            slices[ch] = state[ch] // slice_size
+            slices_wl[ch] = state_wl[ch] // slice_size
+        ch_state, ch_slice, ch_leader = state[ch], slices[ch], leaders[ch]
+        capacity += ch_state
+        slice_capacity += ch_slice
+        if not leader_required or ch_leader > 0:
             contributor = True
-            min_diff = min(c.state[ch] - c.state_wl[ch], min_diff)
-            min_slice_diff = min(c.slice[ch] - c.slice_wl[ch], min_slice_diff)
-        leader = max(leader, c.leader[ch])
-        affinity += c.affinity[ch]
-    c.state[d] = capacity
+            min_diff = min(ch_state - state_wl[ch], min_diff)
+            min_slice_diff = min(ch_slice - slices_wl[ch], min_slice_diff)
+        leader = max(leader, ch_leader)
+        affinity += affinities[ch]
+    state[d] = capacity
     slice_wl = 0
     if contributor:
-        c.state_wl[d] = capacity - min_diff
+        state_wl[d] = capacity - min_diff
         slice_wl = slice_capacity - min_slice_diff
     else:
-        c.state_wl[d] = 0
-    c.leader[d] = leader
-    c.affinity[d] = affinity
+        state_wl[d] = 0
+    leaders[d] = leader
+    affinities[d] = affinity
     if level == slice_level:
-        slice_capacity = c.state[d] // slice_size
-        slice_wl = c.state_wl[d] // slice_size
-    c.slice[d] = slice_capacity
-    c.slice_wl[d] = slice_wl
+        slice_capacity = state[d] // slice_size
+        slice_wl = state_wl[d] // slice_size
+    slices[d] = slice_capacity
+    slices_wl[d] = slice_wl
 
 
 def prune_below_threshold(placer: Placer, domains: Sequence[int], threshold: int, p: _Params) -> None:

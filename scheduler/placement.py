@@ -20,7 +20,7 @@ the order of the Python sorts (same keys, same tie-break by rank), which later p
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,6 +41,7 @@ from scheduler.model import (
 from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, remaining_less, visited_leaves
 from scheduler.phase1 import Counts as Phase1Counts
 from scheduler.snapshot import TASFlavorSnapshot
+from scheduler.tree import subtree_shape
 
 # ---------------------------------------------------------------- inputs and results
 
@@ -238,7 +239,8 @@ class _Params:
 
 class _Overlay:
     """One counter of one placement run: reads fall through to the phase-1 list the snapshot
-    keeps (shared by every placement of that shape), writes and appended clones stay here."""
+    keeps (shared by every placement of that shape), writes and the counters of clones (added
+    at the end) stay here."""
 
     __slots__ = ("base", "over", "size")
 
@@ -254,9 +256,12 @@ class _Overlay:
     def __setitem__(self, d: int, value: int) -> None:
         self.over[d] = value
 
-    def append(self, value: int) -> None:
-        self.over[self.size] = value
-        self.size += 1
+    def extend(self, values: Iterable[int]) -> None:
+        over, size = self.over, self.size
+        for value in values:
+            over[size] = value
+            size += 1
+        self.size = size
 
     def __len__(self) -> int:
         return self.size
@@ -352,19 +357,23 @@ class Placer:
         return self.tree.id_of[self.original(d)]
 
     def clone(self, d: int) -> int:
-        """A copy of domain `d` and its subtree whose counters can change independently."""
+        """A copy of domain `d` and its subtree whose counters can change independently: new
+        domains at the end, numbered in preorder (the copy of `d` first)."""
         if self.origin is None:
             self.children = list(self.children)
             self.rank = list(self.rank)
             self.origin = list(range(len(self.children)))
+        children = self.children
+        # a domain of the tree has the tree's subtree (kept there); a copy, one of its own
+        order, shape = self.tree.subtree_shape(d) if d < self.tree.size else subtree_shape(children, d)
+        new = len(children)
+        children.extend([[new + i for i in positions] for positions in shape])
+        rank, origin = self.rank, self.origin
+        rank.extend([rank[old] for old in order])
+        origin.extend([origin[old] for old in order])
         c = self.counts
-        new = len(self.children)
-        self.children.append(())
-        self.rank.append(self.rank[d])
-        self.origin.append(self.origin[d])
         for values in (c.state, c.state_wl, c.slice, c.slice_wl, c.leader, c.affinity):
-            values.append(values[d])
-        self.children[new] = [self.clone(ch) for ch in self.children[d]]
+            values.extend([values[old] for old in order])
         return new
 
     # ------------------------------------------------------------ algorithm choice

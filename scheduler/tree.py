@@ -60,6 +60,18 @@ def natural_path_order(path: tuple[str, ...]) -> tuple:
     return tuple(_natural_key(value) for value in path)
 
 
+def subtree_shape(children_of: Sequence[Sequence[int]], d: int) -> tuple[list[int], list[list[int]]]:
+    """`d`'s subtree under `children_of` in preorder, and each domain's children as positions in it."""
+    order: list[int] = []
+    stack = [d]
+    while stack:
+        x = stack.pop()
+        order.append(x)
+        stack.extend(reversed(children_of[x]))
+    position = {x: i for i, x in enumerate(order)}
+    return order, [[position[ch] for ch in children_of[x]] for x in order]
+
+
 class TopologyTree:
     """Domains per level, from the roots (level 0) to the leaves (the lowest level)."""
 
@@ -156,6 +168,7 @@ class TopologyTree:
                 self.children_of.extend([range(0)] * len(level))
             above = self.offsets[lvl - 1] if lvl else 0
             self.parent_of.extend((above + p) if p >= 0 else -1 for p in level.parent.tolist())
+        self._subtrees: dict[int, tuple[list[int], list[list[int]]]] = {}
 
     # ------------------------------------------------------------ queries
 
@@ -188,6 +201,14 @@ class TopologyTree:
         """Global indices of every domain at `level`."""
         start = self.offsets[level]
         return range(start, start + len(self.levels[level]))
+
+    def subtree_shape(self, d: int) -> tuple[list[int], list[list[int]]]:
+        """Domain `d`'s subtree in preorder (`d` first), and the children of each of its domains
+        as positions in that order: what a copy of the subtree is made from. Kept per domain."""
+        shape = self._subtrees.get(d)
+        if shape is None:
+            shape = self._subtrees[d] = subtree_shape(self.children_of, d)
+        return shape
 
     def leaf_global(self, leaf: int) -> int:
         return self.offsets[-1] + leaf

@@ -397,9 +397,55 @@ def test_counters_are_read_from_the_kept_ones_and_written_apart(copy_below, monk
     assert counts.phase1_arrays() is arrays  # reading leaves the arrays exact
     leaf = snap.tree.offsets[-1]
     state[leaf] = state[leaf] + 1
-    state.append(7)
+    state.extend([7, 8])
     assert counts.phase1_arrays() is None  # a counter was written: the arrays no longer describe this run
-    assert (state[leaf], state[len(state) - 1]) == (arrays["state"][leaf] + 1, 7)
+    assert (state[leaf], state[len(state) - 2], state[len(state) - 1]) == (arrays["state"][leaf] + 1, 7, 8)
+    assert len(state) == snap.tree.size + 2
     again, _, _ = prepare_placement(snap, workers, None, gates=gates())
     assert again.counts.state[leaf] == arrays["state"][leaf]  # the first run's writes stayed its own
     assert len(again.counts.state) == snap.tree.size
+
+
+def subtree_copy_matches(placer: Placer, original: int, copy: int) -> int:
+    """Assert that `copy` is a copy of `original` (structure, rank, origin, counters, all the way
+    down, each copy's domains numbered after their parent); returns how many domains it has."""
+    c = placer.counts
+    assert placer.origin[copy] == placer.origin[original] and placer.rank[copy] == placer.rank[original]
+    for name in COUNTERS:
+        assert getattr(c, name)[copy] == getattr(c, name)[original], name
+    kids, copied = list(placer.children[original]), list(placer.children[copy])
+    assert len(kids) == len(copied)
+    size = 1
+    for kid, kid_copy in zip(kids, copied, strict=True):
+        assert kid_copy == copy + size  # preorder: each child right after its elder siblings' subtrees
+        size += subtree_copy_matches(placer, kid, kid_copy)
+    return size
+
+
+@pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
+def test_a_clone_copies_a_subtree_whose_counters_are_its_own(copy_below, monkeypatch):
+    monkeypatch.setattr(placement, "COPY_BELOW", copy_below)
+    snap = many_nodes()
+    pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request={"required": RACK})]
+    (workers,) = tas_requests(workload("w", pod_sets=pod_sets))
+    placer, _, _ = prepare_placement(snap, workers, None, gates=gates())
+    tree, c = snap.tree, placer.counts
+    block = tree.level_domains(0)[1]
+    before = {name: [getattr(c, name)[d] for d in range(tree.size)] for name in COUNTERS}
+
+    first = placer.clone(block)
+    assert first == tree.size
+    assert subtree_copy_matches(placer, block, first) == 1 + 12 + 12 * 40
+    rack_copy = placer.children[first][3]
+    again = placer.clone(rack_copy)  # a copy of a copy
+    assert again == tree.size + 1 + 12 + 12 * 40
+    assert subtree_copy_matches(placer, rack_copy, again) == 1 + 40
+    assert placer.origin[again] == tree.level_domains(1)[12 + 3]
+    # the copies' counters change apart from the originals and from each other
+    for d in range(first, again + 41):
+        c.state[d] = c.slice[d] = -1
+    host_copy = placer.children[again][0]
+    c.leader[host_copy] = 99
+    assert {name: [getattr(c, name)[d] for d in range(tree.size)] for name in COUNTERS} == before
+    assert c.leader[placer.children[rack_copy][0]] != 99
+    assert len(placer.children) == len(placer.rank) == len(placer.origin) == len(c.state) == again + 41
