@@ -465,22 +465,28 @@ class StackReplay(perf.Replay):
         (`extract_fields`, as object_upsert stores them) in one `rows_update` of the burst, as
         `objects_resync` updates listed objects; per object: `object_upsert` each, as the
         simulator's ClusterWriter.put does (two statements and a parse an object)."""
-        from tasweb.cluster.services import extract_fields, resource_version_number, rows_update
+        from tasweb.cluster.services import (
+            extract_fields,
+            flavor_levels_cached,
+            resource_version_number,
+            rows_update,
+        )
 
         if not self.stack.options.bulk_writes:
             for obj in objects:
                 self.writer.put("Workload", obj)
             return
-        for row, obj in zip(rows, objects, strict=True):
-            self.writer.stamp(obj)
-            fields, invalid = extract_fields("Workload", obj)
-            fields.setdefault("cluster_queue", "")
-            row.raw = obj
-            row.resource_version = obj["metadata"]["resourceVersion"]
-            row.rv_number = resource_version_number(row.resource_version)
-            row.invalid_reason = invalid
-            for name, value in fields.items():
-                setattr(row, name, value)
+        with flavor_levels_cached():  # the flavors' Topology levels read once for the burst, as objects_resync does
+            for row, obj in zip(rows, objects, strict=True):
+                self.writer.stamp(obj)
+                fields, invalid = extract_fields("Workload", obj)
+                fields.setdefault("cluster_queue", "")
+                row.raw = obj
+                row.resource_version = obj["metadata"]["resourceVersion"]
+                row.rv_number = resource_version_number(row.resource_version)
+                row.invalid_reason = invalid
+                for name, value in fields.items():
+                    setattr(row, name, value)
         rows_update(rows=rows, fields=UPDATED_FIELDS)
         self.writer.writes += len(rows)
 

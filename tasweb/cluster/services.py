@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
-from django.db.models import Field, Model
+from django.db.models import Field, Model, OuterRef, Subquery
 from django.utils import timezone
 
 from scheduler.cluster import is_tas_pod
@@ -172,11 +172,13 @@ def _flavor_levels(flavors: set[str]) -> dict[str, list[str]]:
 
 
 def _read_flavor_levels(flavors: set[str]) -> dict[str, list[str]]:
-    topology_of = dict(ResourceFlavor.objects.filter(name__in=flavors, invalid_reason="")
-                       .exclude(topology_name="").values_list("name", "topology_name"))
-    levels = dict(Topology.objects.filter(name__in=set(topology_of.values()), invalid_reason="")
-                  .values_list("name", "levels"))
-    return {f: levels[t] for f, t in topology_of.items() if t in levels}
+    # one query (each flavor with its Topology's levels): a watch event of an admitted
+    # Workload is checked on its own, and a second round trip would be most of its cost
+    levels = Topology.objects.filter(name=OuterRef("topology_name"), invalid_reason="").values("levels")[:1]
+    return {name: topology_levels for name, topology_levels in
+            ResourceFlavor.objects.filter(name__in=flavors, invalid_reason="").exclude(topology_name="")
+            .annotate(topology_levels=Subquery(levels)).values_list("name", "topology_levels")
+            if topology_levels is not None}
 
 
 def _check_assignment_levels(wl) -> None:
@@ -338,17 +340,18 @@ def objects_resync(*, kind: str, objects: Iterable[Mapping]) -> dict[str, int]:
                 new.append((uid, obj))
             elif not _stale(_object_rv(obj), stored[uid]):
                 newer.append((uid, obj))
+        # the Topology levels of admitted Workloads' flavors read once for the listing, not once
+        # an object; every row built before the COPY starts
+        with flavor_levels_cached():
+            rows = [(uid, _row_values(kind, obj)) for uid, obj in new]
+            updated = [(uid, _row_values(kind, obj)) for uid, obj in newer]
         if connection.vendor == "postgresql":
-            # generators: each object is parsed as it is streamed, while the server stores the last
-            with flavor_levels_cached():  # every row built before the COPY starts
-                rows = [(uid, _row_values(kind, obj)) for uid, obj in new]
             _pg_insert(model, rows)
-            _pg_update(model, [(uid, _row_values(kind, obj)) for uid, obj in newer])
+            _pg_update(model, updated)
         else:
-            model.objects.bulk_create([model(uid=uid, **_row_values(kind, obj)) for uid, obj in new],
-                                      batch_size=1000)
-            for uid, obj in newer:
-                model.objects.filter(uid=uid).update(**_row_values(kind, obj), updated_at=timezone.now())
+            model.objects.bulk_create([model(uid=uid, **values) for uid, values in rows], batch_size=1000)
+            for uid, values in updated:
+                model.objects.filter(uid=uid).update(**values, updated_at=timezone.now())
         gone = [uid for uid in stored if uid not in seen]
         for start in range(0, len(gone), 1000):
             model.objects.filter(uid__in=gone[start:start + 1000]).delete()

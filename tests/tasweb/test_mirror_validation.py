@@ -93,3 +93,55 @@ def test_a_5000_digit_count_is_invalid_not_a_crash():
     wl["spec"]["podSets"][0]["count"] = HugeInt("9" * 5000)
     fields, why = extract_fields("Workload", wl)
     assert fields == {} and "spec.podSets[0].count" in why and "an integer of 5000 digits" in why
+
+
+def test_levels_of_a_topology_stored_invalid_are_not_held_against_a_workload():
+    # "not known" is no error: the flavor's Topology may be mended, and the workload read then
+    bad = objects.topology()
+    bad["spec"]["levels"] = []
+    store("Topology", bad)
+    store("ResourceFlavor", objects.flavor())
+    assert reason(cluster.Topology, bad["metadata"]["name"]) != ""
+    wl = admitted_workload("elsewhere", [("b1-r1-n1", 2)])
+    wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["levels"] = ["example.com/zone"]
+    store("Workload", wl)
+    assert reason(cluster.Workload, "elsewhere") == ""
+
+
+def flavor_queries(queries) -> list[str]:
+    return [q["sql"] for q in queries if "cluster_resourceflavor" in q["sql"] or "cluster_topology" in q["sql"]]
+
+
+def test_an_admitted_workload_is_checked_against_its_flavors_topology_in_one_query():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    store("Topology", objects.topology())
+    store("ResourceFlavor", objects.flavor())
+    with CaptureQueriesContext(connection) as queries:
+        store("Workload", admitted_workload("fits", [("b1-r1-n1", 2)]))
+    (query,) = flavor_queries(queries.captured_queries)
+    assert "cluster_topology" in query
+    assert reason(cluster.Workload, "fits") == ""
+
+
+def test_a_listing_reads_the_flavors_topology_levels_once():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tasweb.cluster.services import objects_resync
+
+    store("Topology", objects.topology())
+    store("ResourceFlavor", objects.flavor())
+    stored = [admitted_workload(f"w{i}", [("b1-r1-n1", 2)]) for i in range(4)]
+    for wl in stored:
+        store("Workload", wl)
+    listing = [admitted_workload(f"w{i}", [("b1-r1-n1", 2)]) for i in range(8)]
+    for i, wl in enumerate(listing):
+        wl["metadata"]["resourceVersion"] = str(1000 + i)  # newer than what is stored
+    listing[5]["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["levels"] = ["example.com/zone"]
+    with CaptureQueriesContext(connection) as queries:
+        counts = objects_resync(kind="Workload", objects=listing)
+    assert (counts["created"], counts["updated"]) == (4, 4)
+    assert len(flavor_queries(queries.captured_queries)) == 1
+    assert [reason(cluster.Workload, f"w{i}") == "" for i in range(8)] == [True] * 5 + [False] + [True] * 2
