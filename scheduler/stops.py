@@ -19,7 +19,7 @@ it; `preempting` that it is admitted once the workloads preempted for it are gon
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,15 @@ class QuotaCheck:
         return format_value(self.resource, getattr(self, field_name))
 
 
+def _copied(value: Any) -> Any:
+    """A copy of JSON-like containers (dicts, lists, tuples), as asdict copies them."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_copied(v) for v in value)
+    return value
+
+
 @dataclass(slots=True)
 class StopRecord:
     step: str
@@ -97,9 +106,19 @@ class StopRecord:
     computed_now: bool = False  # not the cycle's: computed when asked
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["at"] = self.at.isoformat() if self.at is not None else None
-        return out
+        """As `dataclasses.asdict` makes it (containers copied), with `at` in ISO 8601; written
+        field by field: a pass writes tens of thousands of these, and asdict walks every value."""
+        return {
+            "step": self.step, "message": self.message, "verdict": self.verdict,
+            "cluster_queue": self.cluster_queue, "reason": self.reason,
+            "at": self.at.isoformat() if self.at is not None else None,
+            "pass_number": self.pass_number, "cycle": self.cycle, "blocking": _copied(self.blocking),
+            "quota": [{"flavor": q.flavor, "resource": q.resource, "requested": q.requested,
+                       "available": q.available, "nominal": q.nominal, "used": q.used, "limit": q.limit}
+                      for q in self.quota],
+            "details": _copied(self.details), "parked": self.parked, "requeue_on": _copied(self.requeue_on),
+            "representative": self.representative, "computed_now": self.computed_now,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StopRecord:
