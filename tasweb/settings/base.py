@@ -62,9 +62,10 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def _log_level(name: str, raw: str, where: str = "") -> str:
+    levels = logging.getLevelNamesMapping()
     level = raw.strip().upper()
-    if level not in logging.getLevelNamesMapping():
-        known = ", ".join(sorted(logging.getLevelNamesMapping(), key=logging.getLevelNamesMapping().get))
+    if level not in levels:
+        known = ", ".join(sorted(levels, key=levels.get))
         raise ImproperlyConfigured(f"{name}: {where}expected a log level ({known}), got {raw.strip()!r}")
     return level
 
