@@ -381,13 +381,20 @@ def test_lex_smallest_is_a_stable_sort_prefix(data):
         assert lex_first(keys, largest) == lex_smallest(signed, 1)[0]
 
 
-@pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
-def test_counters_are_read_from_the_kept_ones_and_written_apart(copy_below, monkeypatch):
+def ten_pods_on_many_nodes(monkeypatch, copy_below: int, topology_request: dict):
+    """A placement run of 10 one-CPU pods on `many_nodes`, with its counters copied for the
+    run or read through overlays; (the snapshot, the request, the run)."""
     monkeypatch.setattr(placement, "COPY_BELOW", copy_below)
     snap = many_nodes()
-    pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request={"unconstrained": True})]
+    pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request=topology_request)]
     (workers,) = tas_requests(workload("w", pod_sets=pod_sets))
     placer, _, _ = prepare_placement(snap, workers, None, gates=gates())
+    return snap, workers, placer
+
+
+@pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
+def test_counters_are_read_from_the_kept_ones_and_written_apart(copy_below, monkeypatch):
+    snap, workers, placer = ten_pods_on_many_nodes(monkeypatch, copy_below, {"unconstrained": True})
     counts = placer.counts
     arrays = counts.phase1_arrays()
     assert arrays is not None
@@ -424,11 +431,7 @@ def subtree_copy_matches(placer: Placer, original: int, copy: int) -> int:
 
 @pytest.mark.parametrize("copy_below", [placement.COPY_BELOW, 0], ids=["copies", "overlays"])
 def test_a_clone_copies_a_subtree_whose_counters_are_its_own(copy_below, monkeypatch):
-    monkeypatch.setattr(placement, "COPY_BELOW", copy_below)
-    snap = many_nodes()
-    pod_sets = [pod_set("main", count=10, cpu="1", raw_topology_request={"required": RACK})]
-    (workers,) = tas_requests(workload("w", pod_sets=pod_sets))
-    placer, _, _ = prepare_placement(snap, workers, None, gates=gates())
+    snap, _, placer = ten_pods_on_many_nodes(monkeypatch, copy_below, {"required": RACK})
     tree, c = snap.tree, placer.counts
     block = tree.level_domains(0)[1]
     before = {name: [getattr(c, name)[d] for d in range(tree.size)] for name in COUNTERS}
