@@ -811,7 +811,10 @@ def simulator_tick(*, now: datetime | None = None, rng: random.Random | None = N
         state = _state_for_update(config)
         rng = rng or random.Random(f"{state.seed}:{state.ticks}")
         report = TickReport(tick=state.ticks + 1, at=now, seconds=_elapsed_seconds(state, now, config))
-        Tick(state, config, now, rng, report).run()
+        # a tick writes no Topology or flavor: each admitted Workload it writes is checked against
+        # its flavor's Topology levels read once for the tick, not once an object
+        with flavor_levels_cached():
+            Tick(state, config, now, rng, report).run()
         state.ticks += 1
         state.last_tick_at = now
         totals = dict(state.totals)

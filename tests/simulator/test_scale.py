@@ -137,3 +137,29 @@ def test_on_a_small_cluster_faults_find_the_last_healthy_nodes(clock):
     # about 20 failures wanted a tick: every node fails at once, none is left to fail after
     assert sorted(first.failures) == sorted(k8s.node_names(config))
     assert second.failures == []
+
+
+def test_a_tick_reads_the_flavors_topology_levels_once(run_ticks, monkeypatch):
+    from tasweb.cluster import services as mirror
+
+    config = quiet(initial_workloads=12, max_waiting=100, runtime_min_seconds=4, runtime_max_seconds=8)
+    simulator_seed(config=config, now=START)
+    run_ticks(4, config=config)  # admissions; pods created, ungated, bound and running
+    reads, admitted_checks = [], []
+    read, check = mirror._read_flavor_levels, mirror._check_assignment_levels
+
+    def counted_read(flavors):
+        reads.append(flavors)
+        return read(flavors)
+
+    def counted_check(wl):
+        if wl.admission is not None:
+            admitted_checks.append(wl.key)
+        return check(wl)
+
+    monkeypatch.setattr(mirror, "_read_flavor_levels", counted_read)
+    monkeypatch.setattr(mirror, "_check_assignment_levels", counted_check)
+    # on until admitted Workloads are written (pods ready, jobs finished), with passes between
+    reports = run_ticks(40, config=config, until=lambda: len(admitted_checks) >= 4)
+    assert len(admitted_checks) >= 4
+    assert len(reads) <= len(reports)  # once a tick at most, whatever the number of workloads written
