@@ -80,10 +80,10 @@ def env_log_levels(name: str) -> dict[str, str]:
     levels: dict[str, str] = {}
     for item in env_list(name, []):
         logger, sep, level = item.partition("=")
-        if not sep or not logger.strip():
-            raise ImproperlyConfigured(
-                f"{name}: {item!r}: expected logger=LEVEL, e.g. celery.app.trace=DEBUG")
-        levels[logger.strip()] = _log_level(name, level, f"{logger.strip()}: ")
+        logger = logger.strip()
+        if not sep or not logger:
+            raise ImproperlyConfigured(f"{name}: {item!r}: expected logger=LEVEL, e.g. celery.app.trace=DEBUG")
+        levels[logger] = _log_level(name, level, f"{logger}: ")
     return levels
 
 
