@@ -468,6 +468,54 @@ def rows_update_beside(*, rows: Sequence[Model], fields: Sequence[str],
                 yield
 
 
+class BatchedUpdate:
+    """`rows_update` for rows that come one at a time, in batches: each batch's UPDATE runs on
+    PostgreSQL (`rows_update_beside`) while the caller goes on making the next rows, so that
+    the server's work on the first rows overlaps the making of the last.
+
+    Use it as a context manager: `add` rows, then `send` what is left; the block's end waits
+    for the batch still running. A database call of the caller in between waits for the
+    running batch first (one statement at a time on the connection), then sees what it
+    wrote. A failed batch raises at the next `send`, `wait` or at the block's end. Elsewhere
+    than PostgreSQL the rows are saved when sent."""
+
+    def __init__(self, *, fields: Sequence[str], set_keys: Sequence[tuple[str, str, str]] = (),
+                 batch_size: int = 250) -> None:
+        self.fields = fields
+        self.set_keys = set_keys
+        self.batch_size = batch_size
+        self.rows: list[Model] = []  # every row added, in order
+        self._pending: list[Model] = []
+        self._running = contextlib.ExitStack()
+
+    def add(self, row: Model) -> None:
+        self.rows.append(row)
+        self._pending.append(row)
+        if len(self._pending) >= self.batch_size:
+            self.send()
+
+    def send(self) -> None:
+        """Start the UPDATE of the rows added since the last batch, once the running one ends
+        (with none added, the running batch goes on)."""
+        if not self._pending:
+            return
+        self.wait()
+        batch, self._pending = self._pending, []
+        self._running.enter_context(rows_update_beside(rows=batch, fields=self.fields, set_keys=self.set_keys))
+
+    def wait(self) -> None:
+        """Wait for the running batch; raise its error, if it failed."""
+        running, self._running = self._running, contextlib.ExitStack()
+        running.close()
+
+    def __enter__(self) -> BatchedUpdate:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        running, self._running = self._running, contextlib.ExitStack()
+        return bool(running.__exit__(*exc_info))
+
+
 @contextlib.contextmanager
 def _incoming_update(*, rows: Sequence[Model], fields: Sequence[str],
                      set_keys: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, list[Any]] | None]:
@@ -499,7 +547,8 @@ def _incoming_update(*, rows: Sequence[Model], fields: Sequence[str],
         cursor.execute(f"CREATE TEMPORARY TABLE rows_incoming ON COMMIT DROP AS SELECT {columns}"
                        + "".join(f", NULL::jsonb AS {c}" for c in extra) + f" FROM {table} WITH NO DATA")
         plan = [(f, _to_db(f, connection)) for f in (pk, *targets)]
-        with cursor.cursor.copy(f"COPY rows_incoming ({', '.join([columns, *extra])}) FROM STDIN") as copy:
+        with connection.wrap_database_errors, \
+                cursor.cursor.copy(f"COPY rows_incoming ({', '.join([columns, *extra])}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row([*(to_db(f.pre_save(row, False)) for f, to_db in plan),
                                 *(_json_text(getattr(row, attribute)) for _, _, attribute in set_keys)])
@@ -612,7 +661,9 @@ def _planned_values(row: Mapping[str, Any], plan: list[tuple]) -> list[Any]:
 def _copy_in(db, model: type[Model], fields: list[Field], rows: Iterable[list[Any]]) -> None:
     qn = db.ops.quote_name
     columns = ", ".join(qn(f.column) for f in fields)
-    with db.cursor() as cursor, cursor.cursor.copy(f"COPY {qn(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
+    # the driver's own errors come out as Django's (an OperationalError is retried as any other)
+    with db.wrap_database_errors, db.cursor() as cursor, \
+            cursor.cursor.copy(f"COPY {qn(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
         for values in rows:
             copy.write_row(values)
 

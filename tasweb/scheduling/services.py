@@ -58,6 +58,7 @@ from scheduler.stops import StopRecord
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import (
+    BatchedUpdate,
     PreparedRows,
     ids_reserve,
     instances_prepare,
@@ -65,7 +66,6 @@ from tasweb.cluster.services import (
     rows_insert,
     rows_prepare,
     rows_update,
-    rows_update_beside,
 )
 from tasweb.core.queries import json_key
 from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
@@ -372,6 +372,7 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
 # ---------------------------------------------------------------- recording a pass
 
 ROW_CHUNK = 2000  # names per query when reading rows to write
+UPDATE_BATCH = 250  # workload rows a pass saves in one statement, while it makes the next ones
 WORKLOAD_RESULT_FIELDS = ("status", "message", "cluster_queue", "unhealthy_nodes", "admitted_at", "updated_at")
 # a pass sets the `status` of the mirrored object, read and written on its own (`raw_status`):
 # the rest of the document, several times its size, is neither read nor written again
@@ -390,8 +391,10 @@ class PassRecorder:
     paths: DomainPaths = field(default_factory=DomainPaths)
     rows: dict[str, cluster.Workload] = field(default_factory=dict)
     events: list[WorkloadEvent] = field(default_factory=list)
-    # written together at the end of record(), in a few statements rather than a few a row
-    updated_workloads: list[cluster.Workload] = field(default_factory=list)
+    # the workload rows a pass changes, saved in batches as they are made (each batch's UPDATE
+    # runs on the server while the next rows are made), in a few statements rather than a few a row
+    updates: BatchedUpdate = field(default_factory=lambda: BatchedUpdate(
+        fields=WORKLOAD_RESULT_FIELDS, set_keys=WORKLOAD_RESULT_KEYS, batch_size=UPDATE_BATCH))
     resynced: list[cluster.Workload] = field(default_factory=list)
     writes: list[ClusterWrite] = field(default_factory=list)  # in the order they must be sent
     assignments: dict[tuple[int, str], TopologyAssignment] = field(default_factory=dict)
@@ -400,6 +403,7 @@ class PassRecorder:
     # pass, which decides on what it now is, instead of this pass writing back a stale view
     read_versions: dict[str, int] | None = None
     stale: set[str] = field(default_factory=set)
+    assignment_ids: list[int] = field(default_factory=list)  # reserve_assignment_ids
 
     def event(self, key: str, kind: str, *, message: str = "", node: str = "", trigger: str = "",
               details: dict | None = None, domain: str = "") -> None:
@@ -428,30 +432,48 @@ class PassRecorder:
                 logger.info("scheduling pass %s: %d workload(s) changed while it ran, left to the next pass: %s",
                             self.scheduling_pass.id, len(self.stale), ", ".join(sorted(self.stale)[:10]))
 
+    @property
+    def updated_workloads(self) -> list[cluster.Workload]:
+        return self.updates.rows
+
     def record(self, result: PassResult) -> None:
         self.load_rows(result)
-        for wr in result.workloads:
-            row = self.rows.get(wr.key)
-            if row is not None and wr.key not in self.stale:
-                self.record_workload(row, wr)
+        # its rows are apart from the workloads': written before the server gets busy with those
         self.record_stops(result)
-        for decision in result.decisions:
-            self.record_decision(decision)
-        self.record_ungated(result)
-        self.record_terminated(result)
-        self.flush()
+        self.reserve_assignment_ids(result)
+        with self.updates:
+            for wr in result.workloads:
+                row = self.rows.get(wr.key)
+                if row is not None and wr.key not in self.stale:
+                    self.record_workload(row, wr)
+            for decision in result.decisions:
+                self.record_decision(decision)
+            self.record_ungated(result)
+            self.record_terminated(result)
+            self.flush()
+
+    def reserve_assignment_ids(self, result: PassResult) -> None:
+        """Take the ids of the PodSetAssignments the pass may write, while the connection is
+        free: one for each PodSet of a workload the pass leaves admitted (those whose
+        admission does not change are not written; their ids are left unused)."""
+        count = sum(len(wr.pod_sets) for wr in result.workloads
+                    if wr.workload.admission is not None and wr.key in self.rows and wr.key not in self.stale)
+        self.assignment_ids = ids_reserve(model=PodSetAssignment, count=count)
 
     def flush(self) -> None:
-        # the rows of the assignments and the history are made while the server updates the
-        # workloads (the largest statement of a pass: every index of the table moves)
+        # the workloads' UPDATE is the largest statement of a pass (every index of the table
+        # moves): the last batch of it runs while the rows of the assignments and the history
+        # are made
+        self.updates.send()
         admissions = [(row, _status_pod_sets(row.raw_status)) for row in self.resynced]
-        ids = ids_reserve(model=PodSetAssignment, count=sum(len(pod_sets) for _, pod_sets in admissions))
-        with rows_update_beside(rows=self.updated_workloads, fields=WORKLOAD_RESULT_FIELDS,
-                                set_keys=WORKLOAD_RESULT_KEYS):
-            assignments = assignments_prepare(admissions=admissions, paths=self.paths, known=self.assignments,
-                                              ids=ids)
-            events = instances_prepare(objs=self.events)
-            writes = instances_prepare(objs=self.writes)
+        count = sum(len(pod_sets) for _, pod_sets in admissions)
+        ids = self.assignment_ids[:count]
+        if len(ids) < count:  # not foreseen: taken now, after the running batch
+            ids += ids_reserve(model=PodSetAssignment, count=count - len(ids))
+        assignments = assignments_prepare(admissions=admissions, paths=self.paths, known=self.assignments, ids=ids)
+        events = instances_prepare(objs=self.events)
+        writes = instances_prepare(objs=self.writes)
+        self.updates.wait()
         assignments_write(assignments)
         prepared_insert(events)
         prepared_insert(writes)
@@ -540,7 +562,7 @@ class PassRecorder:
         row.unhealthy_nodes = list(wr.unhealthy_nodes)
         if new_status in HOLDING and old_status not in HOLDING:
             row.admitted_at = self.now
-        self.updated_workloads.append(row)
+        self.updates.add(row)
         if changed_admission:
             self.resynced.append(row)
             self.assignments.update(((row.pk, ps.name), ps.assignment) for ps in wr.pod_sets

@@ -12,6 +12,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from tasweb.cluster.models import Node, Pod, Workload
 from tasweb.cluster.services import (
+    BatchedUpdate,
     ids_reserve,
     object_upsert,
     objects_resync,
@@ -211,6 +212,85 @@ def test_a_failed_statement_beside_raises_at_the_end_of_the_block():
             statement_beside("UPDATE no_such_table SET x = 1"):
         ran.append(True)  # the block runs all the same
     assert ran == [True]
+
+
+def test_a_batched_update_saves_each_full_batch_while_the_next_rows_come():
+    for name in ("w1", "w2", "w3"):
+        object_upsert(kind="Workload", obj=small_workload(name))
+    rows = list(Workload.objects.defer("raw").order_by("name"))
+    with transaction.atomic(), BatchedUpdate(fields=["message"], set_keys=[("raw", "status", "raw_status")],
+                                             batch_size=2) as updates:
+        for row in rows:
+            row.message = f"batched {row.name}"
+            row.raw_status = {"batch": row.name}
+            updates.add(row)
+        # the first two went as a batch; a query waits for it, then sees it; the third is not sent yet
+        assert dict(Workload.objects.values_list("name", "message")) == {
+            "w1": "batched w1", "w2": "batched w2", "w3": ""}
+        updates.send()
+    assert updates.rows == rows
+    stored = {row.name: row for row in Workload.objects.all()}
+    assert {name: (row.message, row.raw["status"]) for name, row in stored.items()} == {
+        name: (f"batched {name}", {"batch": name}) for name in ("w1", "w2", "w3")}
+    assert stored["w1"].raw["metadata"]["name"] == "w1"  # the rest of the document is as stored
+
+
+def test_a_batched_update_that_fails_leaves_nothing_written():
+    for name in ("w1", "w2", "w3"):
+        object_upsert(kind="Workload", obj=small_workload(name))
+    rows = list(Workload.objects.order_by("name"))
+    rows[2].message = "a NUL \x00 is no text to PostgreSQL"
+    with pytest.raises(DatabaseError), transaction.atomic(), BatchedUpdate(fields=["message"], batch_size=2) as updates:
+        rows[0].message = rows[1].message = "fine"
+        for row in rows:
+            updates.add(row)
+        updates.send()
+    assert set(Workload.objects.values_list("message", flat=True)) == {""}
+
+
+def test_a_copy_that_fails_raises_a_database_error_of_django():
+    # as Django's own cursors raise them: a task retries an OperationalError whatever wrote it
+    with pytest.raises(DatabaseError, match="NUL"), transaction.atomic():
+        rows_insert(model=WorkloadEvent, rows=[{"workload_key": "ns/w", "kind": EventKind.QUEUED,
+                                                "at": datetime(2025, 6, 1, tzinfo=UTC), "message": "\x00"}])
+    assert not WorkloadEvent.objects.exists()
+
+
+def test_an_error_of_the_caller_waits_for_the_running_batch_and_rolls_it_back():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    row = Workload.objects.get(name="w1")
+    row.message = "sent"
+    with pytest.raises(RuntimeError, match="the caller failed"), transaction.atomic(), \
+            BatchedUpdate(fields=["message"], batch_size=1) as updates:
+        updates.add(row)  # sent at once: a full batch
+        raise RuntimeError("the caller failed")
+    assert Workload.objects.get(name="w1").message == ""
+    assert Workload.objects.count() == 1  # the connection is free and usable again
+
+
+def test_a_pass_saved_in_small_batches_stores_what_one_batch_stores(monkeypatch):
+    from tasweb.scheduling import runtime, services
+
+    import_example_cluster()
+    now = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+    def stored_by_a_pass() -> tuple:
+        with transaction.atomic():
+            scheduling_pass_run(now=now)
+            assert_results_whole()
+            stored = (
+                sorted(Workload.objects.values_list("name", "status", "message", "cluster_queue", "raw")),
+                sorted(PodSetAssignment.objects.values_list("workload__name", "pod_set", "encoded", "count")),
+                sorted(WorkloadEvent.objects.values_list("workload_key", "kind", "message")),
+            )
+            transaction.set_rollback(True)
+        runtime.runtime_discard("rolled back")
+        return stored
+
+    whole = stored_by_a_pass()
+    monkeypatch.setattr(services, "UPDATE_BATCH", 2)
+    assert stored_by_a_pass() == whole
+    assert sum(1 for _, status, *_ in whole[0] if status == "Admitted") == EXAMPLE_ADMISSIBLE
 
 
 def test_reserved_ids_are_the_ones_the_rows_get():
