@@ -9,6 +9,7 @@ list that races with a watch, changes nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -476,8 +477,10 @@ class BatchedUpdate:
     Use it as a context manager: `add` rows, then `send` what is left; the block's end waits
     for the batch still running. A database call of the caller in between waits for the
     running batch first (one statement at a time on the connection), then sees what it
-    wrote. A failed batch raises at the next `send`, `wait` or at the block's end. Elsewhere
-    than PostgreSQL the rows are saved when sent."""
+    wrote, and another update may run meanwhile. Rows are added and sent at the level of
+    `transaction.atomic` blocks the block began in (a batch holds a savepoint until it ends).
+    A failed batch raises at the next `send`, `wait` or at the block's end. Elsewhere than
+    PostgreSQL the rows are saved when sent."""
 
     def __init__(self, *, fields: Sequence[str], set_keys: Sequence[tuple[str, str, str]] = (),
                  batch_size: int = 250) -> None:
@@ -516,6 +519,9 @@ class BatchedUpdate:
         return bool(running.__exit__(*exc_info))
 
 
+_INCOMING_TABLES = itertools.count()
+
+
 @contextlib.contextmanager
 def _incoming_update(*, rows: Sequence[Model], fields: Sequence[str],
                      set_keys: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, list[Any]] | None]:
@@ -544,17 +550,20 @@ def _incoming_update(*, rows: Sequence[Model], fields: Sequence[str],
         assignments.append(f"{stored} = jsonb_set(COALESCE(stored.{stored}, '{{}}'::jsonb), %s, "
                            f"COALESCE(incoming.{column}, 'null'::jsonb))")
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE rows_incoming ON COMMIT DROP AS SELECT {columns}"
+        # a name of its own: another update may start while this one's statement still runs
+        # (a BatchedUpdate's batch, and a pass's update of pods meanwhile)
+        incoming = f"rows_incoming_{next(_INCOMING_TABLES)}"
+        cursor.execute(f"CREATE TEMPORARY TABLE {incoming} ON COMMIT DROP AS SELECT {columns}"
                        + "".join(f", NULL::jsonb AS {c}" for c in extra) + f" FROM {table} WITH NO DATA")
         plan = [(f, _to_db(f, connection)) for f in (pk, *targets)]
         with connection.wrap_database_errors, \
-                cursor.cursor.copy(f"COPY rows_incoming ({', '.join([columns, *extra])}) FROM STDIN") as copy:
+                cursor.cursor.copy(f"COPY {incoming} ({', '.join([columns, *extra])}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row([*(to_db(f.pre_save(row, False)) for f, to_db in plan),
                                 *(_json_text(getattr(row, attribute)) for _, _, attribute in set_keys)])
-        yield (f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM rows_incoming AS incoming "
+        yield (f"UPDATE {table} AS stored SET {', '.join(assignments)} FROM {incoming} AS incoming "
                f"WHERE stored.{qn(pk.column)} = incoming.{qn(pk.column)}", [[key] for _, key, _ in set_keys])
-        cursor.execute("DROP TABLE rows_incoming")
+        cursor.execute(f"DROP TABLE {incoming}")
 
 
 @contextlib.contextmanager

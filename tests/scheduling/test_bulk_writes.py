@@ -235,6 +235,19 @@ def test_a_batched_update_saves_each_full_batch_while_the_next_rows_come():
     assert stored["w1"].raw["metadata"]["name"] == "w1"  # the rest of the document is as stored
 
 
+def test_another_update_runs_while_a_batch_is_running():
+    object_upsert(kind="Workload", obj=small_workload("w1"))
+    object_upsert(kind="Node", obj=node("n1", 1))
+    workload, node_row = Workload.objects.get(name="w1"), Node.objects.get(name="n1")
+    with transaction.atomic(), BatchedUpdate(fields=["message"], batch_size=1) as updates:
+        workload.message = "batched"
+        updates.add(workload)  # a full batch: its UPDATE runs
+        node_row.ready = "False"
+        rows_update(rows=[node_row], fields=["ready"])
+    assert Workload.objects.get(name="w1").message == "batched"
+    assert Node.objects.get(name="n1").ready == "False"
+
+
 def test_a_batched_update_that_fails_leaves_nothing_written():
     for name in ("w1", "w2", "w3"):
         object_upsert(kind="Workload", obj=small_workload(name))
