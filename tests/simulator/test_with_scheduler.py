@@ -9,7 +9,7 @@ import pytest
 from scheduler.assignment import HOSTNAME_LABEL
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
-from tasweb.scheduling.models import AssignmentDomain, EventKind, WorkloadEvent
+from tasweb.scheduling.models import AssignmentDomain, EventKind, SchedulingPass, WorkloadEvent
 from tasweb.simulator import objects as k8s
 from tasweb.simulator.objects import JobShape, PodSetShape
 from tasweb.simulator.services import simulator_seed, simulator_submit
@@ -70,6 +70,24 @@ def test_a_busy_cluster_admits_places_runs_finishes_and_survives_failures(run_ti
                .values_list("phase", flat=True)) <= {"Succeeded"}
     # something is waiting, with the engine's reason
     assert cluster.Workload.objects.filter(status__in=WAITING).exclude(message="").exists()
+
+
+def test_passes_that_save_workloads_one_row_a_batch_ungate_pods_all_the_same(run_ticks, monkeypatch):
+    """A pass's last batch of workload rows may still run while it updates the pods it ungates."""
+    from tasweb.scheduling import services
+
+    monkeypatch.setattr(services, "UPDATE_BATCH", 1)
+    config = quiet(initial_workloads=20, arrivals_per_minute=30, runtime_min_seconds=30, runtime_max_seconds=90)
+    simulator_seed(config=config, now=START)
+
+    def both_in_one_pass() -> bool:  # a pass that wrote workload rows and ungated pods
+        passes = SchedulingPass.objects.filter(pods_ungated__gt=0)
+        return WorkloadEvent.objects.filter(kind=EventKind.ADMITTED, scheduling_pass__in=passes).exists()
+
+    reports = run_ticks(100, config=config, until=both_in_one_pass)
+    assert both_in_one_pass(), f"after {len(reports)} ticks"
+    check_running_pods_sit_in_their_assignment()
+    assert not cluster.Pod.objects.filter(tas=True, phase="Running", gated=True).exists()
 
 
 def test_a_failed_node_is_replaced_and_the_pod_moves_to_the_new_node(run_ticks):
