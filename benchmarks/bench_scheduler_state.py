@@ -705,7 +705,7 @@ class Instrument:
 
         def recorded(_out, args) -> None:
             recorder = args[0]
-            self.counts["rows_written"] = len(recorder.updated_workloads)
+            self.counts["rows_written"] = len(recorder.updates.rows)
             self.counts["events"] = len(recorder.events)
             self.counts["stale"] = len(recorder.stale)
 

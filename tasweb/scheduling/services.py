@@ -432,10 +432,6 @@ class PassRecorder:
                 logger.info("scheduling pass %s: %d workload(s) changed while it ran, left to the next pass: %s",
                             self.scheduling_pass.id, len(self.stale), ", ".join(sorted(self.stale)[:10]))
 
-    @property
-    def updated_workloads(self) -> list[cluster.Workload]:
-        return self.updates.rows
-
     def record(self, result: PassResult) -> None:
         self.load_rows(result)
         # its rows are apart from the workloads': written before the server gets busy with those
