@@ -39,7 +39,10 @@ class SchedulingPass(models.Model):
 
 
 class PodSetAssignment(models.Model):
-    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="pod_set_assignments")
+    # no index of its own: the unique (workload, pod_set) below starts with it and serves
+    # every lookup by workload, and a pass inserts a row per admitted PodSet
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="pod_set_assignments",
+                                 db_index=False)
     pod_set = models.CharField(max_length=253)
     flavor = models.CharField(max_length=253, blank=True, default="")  # the TAS flavor
     flavors = models.JSONField(default=dict)  # resource -> flavor
