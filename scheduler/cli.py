@@ -19,7 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parse_now(text: str | None) -> datetime:
-    if not text:
+    if text is None:
         return datetime.now(UTC)
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -31,7 +31,9 @@ def _parse_now(text: str | None) -> datetime:
 def _parse_cycles(text: str) -> int | None:
     if text == "all":
         return None
-    if not text.isdigit() or int(text) < 1:
+    # ASCII digits only: str.isdigit() also takes superscripts (which int() refuses) and
+    # the digits of other scripts
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise FlagError(f"--cycles: {text!r} is not a positive number or 'all'")
     return int(text)
 

@@ -41,7 +41,7 @@ def max_input_bytes() -> int:
     raw = os.environ.get(MAX_INPUT_BYTES_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_INPUT_BYTES
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise InputError(f"{MAX_INPUT_BYTES_ENV}={raw!r} is not a positive number of bytes")
     return int(raw)
 

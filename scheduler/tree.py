@@ -52,7 +52,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 def _natural_key(value: str) -> tuple:
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(value) if part)
+    return tuple((0, int(part), "") if part.isdecimal() else (1, 0, part) for part in _DIGITS.split(value) if part)
 
 
 def natural_path_order(path: tuple[str, ...]) -> tuple:

@@ -40,6 +40,15 @@ def reject_null_characters(request: Request, path_values: dict) -> None:
             raise ValidationError({name.replace(NUL, "\\x00"): ["must not contain a NUL character"]})
 
 
+def ascii_int(raw: str) -> int:
+    """An integer written as ASCII digits with an optional leading '-': int() alone also takes
+    spaces, '+', '_' and the digits of other scripts, which a query string should not carry."""
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(raw)
+    return int(raw)
+
+
 def positive_int(request: Request, name: str, default: int, maximum: int | None = None) -> int:
     raw = request.query_params.get(name)
     if raw is None:
@@ -47,7 +56,7 @@ def positive_int(request: Request, name: str, default: int, maximum: int | None 
     if raw == "":
         raise ValidationError({name: ["must not be empty: leave the parameter out for the default"]})
     try:
-        value = int(raw)
+        value = ascii_int(raw)
     except ValueError:
         raise ValidationError({name: [f"must be a whole number, got {raw!r}"]}) from None
     if value < 1:

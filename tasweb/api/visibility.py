@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.kubeauth import access_scope
-from tasweb.api.pagination import reject_null_characters
+from tasweb.api.pagination import ascii_int, reject_null_characters
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 from tasweb.cluster import models as cluster
 
@@ -78,7 +78,7 @@ def _non_negative(request: Request, name: str, default: int) -> int:
     if raw == "":
         raise exceptions.ValidationError({name: ["must not be empty: leave the parameter out for the default"]})
     try:
-        value = int(raw)
+        value = ascii_int(raw)
     except ValueError:
         raise exceptions.ValidationError({name: [f"must be an integer, got {raw!r}"]}) from None
     if value < 0:

@@ -424,7 +424,7 @@ def comparison_page(params: QueryDict) -> Page:
     selected = None
     wanted = params.get("selected") or ""
     if wanted:
-        if not wanted.isdigit():
+        if not (wanted.isascii() and wanted.isdigit()):
             raise selectors.BadInput(f"selected: expected the id of a comparison, got {wanted!r}")
         selected = selectors.api.comparison_list().filter(id=int(wanted)).first()
         if selected is None:

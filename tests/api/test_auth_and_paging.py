@@ -87,6 +87,9 @@ def test_pagination(scheduled, client):
         assert capped["count"] == 20 and capped["countExact"] is False
     with override_settings(TAS_API_MAX_PAGE_SIZE=20):
         assert client.get("/api/v1/nodes/", {"page_size": 21}).status_code == 400
+    for written in ("\uff11", " 1", "+1", "1_0"):  # int() reads each; a query string should not
+        refused = client.get("/api/v1/nodes/", {"page": written})
+        assert refused.status_code == 400 and "must be a whole number" in str(refused.json()), written
 
 
 def test_engine_view_is_reused_until_the_mirror_changes(scheduled, client):

@@ -89,6 +89,9 @@ def test_errors_are_kubernetes_status_objects(queued, client):
     assert client.get(f"{V1BETA1}/namespaces/ml/localqueues/nope/pendingworkloads").json()["reason"] == "NotFound"
     bad = client.get(f"{V1BETA1}/clusterqueues/cluster-queue/pendingworkloads", {"limit": "-1"})
     assert bad.status_code == 400 and bad.json()["reason"] == "BadRequest" and "limit" in bad.json()["message"]
+    for written in ("\uff11", " 1", "+1", "1_0"):  # int() reads each; a query string should not
+        bad = client.get(f"{V1BETA1}/clusterqueues/cluster-queue/pendingworkloads", {"offset": written})
+        assert bad.status_code == 400 and "offset" in bad.json()["message"], written
     assert client.get("/apis/visibility.kueue.x-k8s.io/v1/clusterqueues/x/pendingworkloads").status_code == 404
 
 

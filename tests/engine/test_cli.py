@@ -287,6 +287,20 @@ class TestBadFlags:
         assert out == ""
         assert_one_error_line(err, "--now", "yesterday")
 
+    def test_empty_now(self, capsys, cluster_file):
+        code, out, err = simulate(capsys, cluster_file, "--now", "")
+        assert code == 2
+        assert out == ""
+        assert_one_error_line(err, "--now", "''")
+
+    @pytest.mark.parametrize("cycles", ["\u00b2", "\u0661", "0", "-1", "1.5", " 3"])
+    def test_bad_cycles(self, capsys, cluster_file, cycles):
+        # a superscript two passes str.isdigit() but not int(); an Arabic-Indic one passes both
+        code, out, err = simulate(capsys, cluster_file, "--cycles", cycles)
+        assert code == 2
+        assert out == ""
+        assert_one_error_line(err, "--cycles", repr(cycles))
+
     def test_bad_output_format(self, capsys, cluster_file):
         code, _, err = simulate(capsys, cluster_file, "-o", "xml")
         assert code == 2

@@ -146,3 +146,9 @@ class TestOrder:
         starts = tree.levels[0].child_start.tolist()
         assert starts == list(range(0, 23, 2))
         assert tree.leaf_for_values(("b10", "r2", "b10-r2-n1")) is not None
+
+    def test_natural_order_reads_only_decimal_digits_as_numbers(self):
+        from scheduler.tree import natural_path_order
+
+        # a superscript is a digit to str.isdigit() but not to int(): it sorts as text
+        assert natural_path_order(("x1\u00b2",)) == (((1, 0, "x"), (0, 1, ""), (1, 0, "\u00b2")),)
