@@ -123,6 +123,11 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# Go's time.Duration is int64 nanoseconds: Kueue's configuration cannot hold a longer one
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+MAX_DURATION_TEXT = "2562047h47m16.854775807s"
+
+
 def parse_duration(raw: object, where: str) -> float:
     """A Go duration ("5m", "1h30m", "90s", "0") in seconds."""
     if not isinstance(raw, str) or not raw:
@@ -138,6 +143,9 @@ def parse_duration(raw: object, where: str) -> float:
     seconds = sign * sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
     if seconds < 0:
         raise InputError(f"{raw!r} must not be negative", field=where)
+    if seconds > MAX_DURATION_SECONDS:
+        raise InputError(f"{raw!r} is longer than the longest duration, {MAX_DURATION_TEXT} (about 292 years)",
+                         field=where)
     return seconds
 
 

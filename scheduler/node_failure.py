@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from scheduler.assignment import HOSTNAME_LABEL
+from scheduler.clock import later
 from scheduler.cluster import ClusterState
 from scheduler.model import (
     NO_EXECUTE,
@@ -108,7 +109,7 @@ def tolerated_now(taint: Taint, tolerations: tuple[Toleration, ...], now: dateti
             continue
         if taint.effect != NO_EXECUTE or t.toleration_seconds is None or taint.time_added is None:
             return True
-        if now < taint.time_added + timedelta(seconds=max(t.toleration_seconds, 0)):
+        if now < later(taint.time_added, max(t.toleration_seconds, 0)):
             return True
     return False
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from scheduler.clock import later
 from scheduler.config import CREATION, WaitForPodsReady
 from scheduler.model import Condition, Workload
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
@@ -58,12 +59,12 @@ def timeout_deadline(wl: Workload, config: WaitForPodsReady) -> datetime | None:
             recovery = config.timeout_seconds
         if recovery <= 0 or ready.last_transition_time is None:
             return None
-        return ready.last_transition_time + timedelta(seconds=recovery)
+        return later(ready.last_transition_time, recovery)
     admitted = wl.condition("Admitted")
     since = admitted.last_transition_time if admitted is not None else None
     if since is None:
         return None
-    return since + timedelta(seconds=config.timeout_seconds)
+    return later(since, config.timeout_seconds)
 
 
 def backoff(count: int, config: WaitForPodsReady) -> timedelta:
@@ -88,7 +89,7 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
         result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", REQUEUING_LIMIT_EXCEEDED, DEACTIVATED_MESSAGE))
         return
     wl.requeue_count += 1
-    wl.requeue_at = now + backoff(wl.requeue_count, config)
+    wl.requeue_at = later(now, backoff(wl.requeue_count, config))
     set_condition(wl, Condition("Evicted", "True", PODS_READY_TIMEOUT, message, now))
     set_condition(wl, Condition("Requeued", "False", PODS_READY_TIMEOUT, message, now))
     result.events.append(Event(wl.key, "Normal", "EvictedDueToPodsReadyTimeout", message))

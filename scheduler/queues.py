@@ -26,6 +26,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from scheduler.clock import later
 from scheduler.cluster import Changes, ClusterState, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
@@ -573,7 +574,7 @@ class QueueManager:
         """Queue a workload for its next second pass: after the backoff of `iteration` + 1
         tries (now, when `now` is None: the cold start's workloads)."""
         it = iteration + 1
-        ready = None if now is None else now + second_pass_delay(it)
+        ready = None if now is None else later(now, second_pass_delay(it))
         self.second_pass[key] = SecondPassEntry(ready, it)
 
     def second_pass_ready(self, now: datetime) -> list[str]:

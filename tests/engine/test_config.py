@@ -98,6 +98,8 @@ class TestReading:
         (configuration(fairSharing={"preemptionStrategies": ["Always"]}),
          "fairSharing.preemptionStrategies[0]", "must be one of"),
         (configuration(waitForPodsReady={"timeout": "five minutes"}), "waitForPodsReady.timeout", "not a duration"),
+        (configuration(waitForPodsReady={"timeout": "87600000h"}), "waitForPodsReady.timeout",
+         "longer than the longest duration, 2562047h47m16.854775807s"),
         (configuration(waitForPodsReady={"blockAdmission": "yes"}), "waitForPodsReady.blockAdmission",
          "must be true or false"),
         (configuration(waitForPodsReady={"requeuingStrategy": {"timestamp": "Admission"}}),
