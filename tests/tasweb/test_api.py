@@ -123,6 +123,16 @@ def test_api_schema_is_an_openapi_document(client: Client):
     assert "/healthz" in schema["paths"]
 
 
+@pytest.mark.parametrize("version", ["\n", "\r\nX-Injected: 1", "<script>", "v9"])
+def test_api_schema_ignores_a_version_parameter(client: Client, settings, version: str):
+    response = client.get("/api/schema/", {"format": "json", "version": version})
+
+    assert response.status_code == 200
+    assert response.json()["info"]["version"] == settings.SPECTACULAR_SETTINGS["VERSION"]
+    assert "X-Injected" not in response
+    assert version not in response["Content-Disposition"]
+
+
 def test_api_schema_defaults_to_yaml(client: Client):
     response = client.get("/api/schema/")
 
