@@ -292,37 +292,39 @@ def timestamp(d: Any, key: str, where: Where) -> datetime | None:
 
 
 def resource_list(d: Any, key: str, where: Where, *, saturate: bool = False) -> dict[str, int]:
-    """A ResourceList as integers; `saturate`: a pod's requests and limits, whose amounts beyond
-    int64 saturate as Kueue's do instead of being refused."""
+    """A ResourceList as integers, none negative (the API server refuses a negative request,
+    limit, overhead or allocatable amount, and Kueue's webhooks a negative usage); `saturate`:
+    a pod's requests and limits, whose amounts beyond int64 saturate as Kueue's do instead of
+    being refused."""
     raw = mapping(d, key, where)
     out: dict[str, int] = {}
     value_of = request_value if saturate else resource_value
     for name, qty in raw.items():
         try:
-            out[str(name)] = value_of(str(name), qty)
+            value = value_of(str(name), qty)
         except QuantityError as exc:
             raise where.at(key).at(str(name)).error(str(exc)) from None
+        if value < 0:
+            raise where.at(key).at(str(name)).error(f"must not be negative, got {qty!r}")
+        out[str(name)] = value
     return out
 
 
-def non_negative(values: dict[str, int], where: Where) -> dict[str, int]:
-    """`values` unchanged, when none is negative (allocatable and quotas cannot be)."""
-    for name, value in values.items():
-        if value < 0:
-            raise where.at(name).error(f"must not be negative, got {value}")
-    return values
-
-
-def quantity_value(d: Any, key: str, resource: str, where: Where, *, required: bool = False) -> int | None:
+def quota_value(d: Any, key: str, resource: str, where: Where, *, required: bool = False) -> int | None:
+    """A quota amount (nominalQuota, borrowingLimit, lendingLimit): Kueue's webhooks refuse a
+    negative one."""
     raw = d.get(key)
     if raw is None:
         if required:
             raise where.at(key).error("is required")
         return None
     try:
-        return resource_value(resource, raw)
+        value = resource_value(resource, raw)
     except QuantityError as exc:
         raise where.at(key).error(str(exc)) from None
+    if value < 0:
+        raise where.at(key).error(f"must not be negative, got {raw!r}")
+    return value
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -564,8 +566,7 @@ def parse_node(obj: Mapping, where: Where) -> Node:
     return Node(
         name=name,
         labels=string_map(meta, "labels", where.at("metadata")),
-        allocatable=MappingProxyType(non_negative(resource_list(status, "allocatable", where.at("status")),
-                                                  where.at("status").at("allocatable"))),
+        allocatable=MappingProxyType(resource_list(status, "allocatable", where.at("status"))),
         taints=taints,
         unschedulable=bool(boolean(spec, "unschedulable", where.at("spec"), default=False)),
         ready=ready,
@@ -660,9 +661,9 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
                     raise rw.at("name").error(f"resource {rname!r} is not in coveredResources {list(covered)}")
                 quotas.append(ResourceQuota(
                     rname,
-                    quantity_value(rq, "nominalQuota", rname, rw, required=True),
-                    quantity_value(rq, "borrowingLimit", rname, rw),
-                    quantity_value(rq, "lendingLimit", rname, rw),
+                    quota_value(rq, "nominalQuota", rname, rw, required=True),
+                    quota_value(rq, "borrowingLimit", rname, rw),
+                    quota_value(rq, "lendingLimit", rname, rw),
                 ))
             flavors.append(FlavorQuotas(string(fq, "name", fw, required=True), tuple(quotas)))
         groups.append(ResourceGroup(covered, tuple(flavors)))
@@ -834,6 +835,57 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
     )
 
 
+def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> None:
+    """KEP-2724's validation of the slices of the workload's PodSets (`where`: spec.podSets)
+    that are placed by their slices: every PodSet but the leader of a leader-and-workers group
+    (the one with fewer pods), which is placed as one pod whatever its request says."""
+    groups: dict[str, list[int]] = {}
+    for i, ps in enumerate(pod_sets):
+        if ps.topology_request is not None and ps.topology_request.pod_set_group_name is not None:
+            groups.setdefault(ps.topology_request.pod_set_group_name, []).append(i)
+    leaders = set()
+    for members in groups.values():
+        if len(members) == 2:  # as the placement tells them apart: the second, unless it has more pods
+            first, second = members
+            leaders.add(first if pod_sets[second].count > pod_sets[first].count else second)
+    for i, ps in enumerate(pod_sets):
+        if ps.topology_request is None or i in leaders:
+            continue
+        pw = where.at(i)
+        raw = raw_pod_sets[i]
+        if _is_mapping(raw) and raw.get("topologyRequest") is not None:
+            check_pod_set_slices(ps.topology_request, ps.count, pw.at("topologyRequest"), "podSetSliceSize")
+        else:  # from the pod template's annotations
+            check_pod_set_slices(ps.topology_request, ps.count, pw.at("template").at("metadata").at("annotations"),
+                                 ANNOTATION_SLICE_SIZE)
+
+
+def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str) -> None:
+    """The slices of one PodSet of `pods` pods: a slice size evenly divides the PodSet;
+    multi-layer constraints exclude the single-layer fields, name each level once, and each
+    layer's size divides the PodSet (the coarsest) or the layer above. Kueue's placement
+    counts whole slices only, so a PodSet that breaks this would be admitted with pods left
+    out."""
+    size = request.slice_size
+    if size is not None and pods % size:
+        raise where.at(size_field).error(f"must evenly divide the PodSet's count {pods}, got {size}")
+    layers = request.slice_constraints
+    if not layers:
+        return
+    lw = where.at("podsetSliceRequiredTopologyConstraints")
+    if request.slice_required_topology is not None or size is not None:
+        raise lw.error("cannot be combined with podSetSliceRequiredTopology or podSetSliceSize")
+    seen: set[str] = set()
+    above, above_name = pods, f"the PodSet's count {pods}"
+    for i, layer in enumerate(layers):
+        if layer.topology in seen:
+            raise lw.at(i).at("topology").error(f"{layer.topology!r} is named by an earlier constraint")
+        seen.add(layer.topology)
+        if above % layer.size:
+            raise lw.at(i).at("size").error(f"must evenly divide {above_name}, got {layer.size}")
+        above, above_name = layer.size, f"the size {layer.size} of the layer above"
+
+
 def topology_request_from_annotations(annotations: Mapping[str, str], where: Where) -> TopologyRequest | None:
     """A topologyRequest from the pod template's Kueue annotations, as the job integrations build it."""
     keys = (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_UNCONSTRAINED, ANNOTATION_SLICE_TOPOLOGY)
@@ -950,14 +1002,23 @@ def parse_pod_set_assignment(d: Any, where: Where, decode: Callable) -> PodSetAs
 
 
 def check_assigned_pods(admission: Admission, pod_sets: list[PodSet], where: Where) -> None:
-    """A topologyAssignment cannot place more pods than both its pod set and its
+    """Each PodSetAssignment names a PodSet of the workload, once (as Kueue's webhook checks),
+    and its topologyAssignment cannot place more pods than both its pod set and its
     PodSetAssignment count: such a workload is invalid and none of its numbers can be trusted
     (charging them would over-count usage).
 
     Placing fewer, or as many as one of the two counts, is left alone: Kueue's own scheduler
     tests hold such admissions (pods of a group still arriving, partial admission)."""
     counts = {ps.name: ps.count for ps in pod_sets}
+    assigned: set[str] = set()
     for i, psa in enumerate(admission.pod_set_assignments):
+        # Kueue's webhook: each PodSetAssignment names a PodSet of the spec, once
+        if psa.name not in counts:
+            raise where.at("podSetAssignments").at(i).at("name").error(
+                f"names no PodSet of the workload ({', '.join(repr(n) for n in counts) or 'none'}): {psa.name!r}")
+        if psa.name in assigned:
+            raise where.at("podSetAssignments").at(i).at("name").error(f"PodSet {psa.name!r} is assigned twice")
+        assigned.add(psa.name)
         ta = psa.topology_assignment
         if ta is None:
             continue
@@ -1024,6 +1085,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         if ps.name in seen:
             raise sw.at("podSets").at(i).at("name").error(f"PodSet name {ps.name!r} is used twice")
         seen.add(ps.name)
+    check_slices(pod_sets, raw_pod_sets, sw.at("podSets"))
     status = mapping(obj, "status", where)
     stw = where.at("status")
     admission = None
@@ -1171,7 +1233,6 @@ def parse_objects(
             if not isinstance(api_version, str):
                 raise where.at("apiVersion").error(f"must be a string, got {_type_name(api_version)}")
             group = api_version.split("/")[0] if "/" in api_version else ""
-            out.origins[label] = file
             if kind in _CORE and group == "":
                 attr, parser = _CORE[kind]
                 getattr(out, attr).append(parser(obj, where))
@@ -1185,6 +1246,12 @@ def parse_objects(
                 out.namespaces[name] = dict(string_map(meta, "labels", where.at("metadata")))
             else:
                 warn(f"{file}: {label}: kind {kind!r} ({api_version or 'no apiVersion'}) is not read; skipped")
+                continue
+            # one object, one state: a second copy (the same file given twice, two versions
+            # of one object) would silently replace the first in the cluster's state
+            if label in out.origins:
+                raise where.error(f"appears twice (first in {out.origins[label]}): give each object once")
+            out.origins[label] = file
         except InputError as exc:
             raise exc.located(file=file, obj=label) from None
     return out

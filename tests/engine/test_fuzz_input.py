@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from scheduler.cli import main
 
 from .factories import (
+    BLOCK,
     HOSTNAME,
     RACK,
     V1BETA2,
@@ -26,6 +27,7 @@ from .factories import (
     domains_json,
     grid,
     node,
+    pod_set,
     tas_setup,
     workload,
 )
@@ -122,10 +124,11 @@ def test_a_file_over_the_limit_is_refused_and_one_at_it_is_read(tmp_path, capsys
     assert run_cli(capsys, "simulate", path)[0] == 0
 
 
-def test_a_bad_size_limit_is_reported(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", "lots")
+@pytest.mark.parametrize("limit", ["lots", "\u00b2", "-1", "0"])
+def test_a_bad_size_limit_is_reported(tmp_path, capsys, monkeypatch, limit):
+    monkeypatch.setenv("TAS_MAX_INPUT_BYTES", limit)
     assert_refused(*run_cli(capsys, "simulate", write(tmp_path / "c.yaml", dump(tas_setup()))),
-                   "TAS_MAX_INPUT_BYTES='lots'")
+                   f"TAS_MAX_INPUT_BYTES={limit!r}")
 
 
 def test_duplicate_yaml_keys_name_the_key_and_line(tmp_path, capsys):
@@ -177,6 +180,140 @@ def test_an_assignment_at_some_levels_of_its_topology_is_read(tmp_path, capsys):
 def test_negative_node_allocatable_is_refused(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", dump([node("x1", cpu="-4")]))
     assert_refused(*run_cli(capsys, "simulate", path), "Node/x1", "status.allocatable.cpu", "negative")
+
+
+def _set(obj: dict, path: str, value: object) -> dict:
+    """`obj` with the field at dotted `path` (list indexes as numbers) set to `value`."""
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    target: Any = obj
+    for part in parents:
+        target = target[part]
+    target[last] = value
+    return obj
+
+
+def _cohort_with_quota(cpu: str) -> dict:
+    return {"apiVersion": V1BETA2, "kind": "Cohort", "metadata": {"name": "pool"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": "tas-flavor", "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}}
+
+
+@pytest.mark.parametrize(("label", "field", "make"), [
+    ("ClusterQueue/", "resources[0].nominalQuota",
+     lambda: _set(tas_setup()[2], "spec.resourceGroups.0.flavors.0.resources.0.nominalQuota", "-100")),
+    ("ClusterQueue/", "resources[0].borrowingLimit",
+     lambda: _set(tas_setup()[2], "spec.resourceGroups.0.flavors.0.resources.0.borrowingLimit", "-1")),
+    ("ClusterQueue/", "resources[0].lendingLimit",
+     lambda: _set(tas_setup()[2], "spec.resourceGroups.0.flavors.0.resources.0.lendingLimit", "-500m")),
+    ("Cohort/pool", "resources[0].nominalQuota", lambda: _cohort_with_quota("-1")),
+    ("Workload/default/train", "containers[0].resources.requests.cpu", lambda: workload("train", cpu="-100")),
+    ("Workload/default/train", "containers[0].resources.limits.cpu",
+     lambda: _set(workload("train", cpu="1"), "spec.podSets.0.template.spec.containers.0.resources.limits",
+                  {"cpu": "-1"})),
+    ("Workload/default/train", "spec.overhead.cpu",
+     lambda: _set(workload("train", cpu="1"), "spec.podSets.0.template.spec.overhead", {"cpu": "-1"})),
+    ("Workload/default/train", "podSetAssignments[0].resourceUsage.cpu",
+     lambda: _set(admitted(workload("train", cpu="1"), assignments={}),
+                  "status.admission.podSetAssignments.0.resourceUsage",
+                  {"cpu": "-100"})),
+])
+def test_a_negative_amount_is_refused(tmp_path, capsys, label, field, make):
+    """The API server refuses negative requests, limits and overhead, Kueue's webhooks negative
+    quotas and usage: such an object would let a workload through with more than its share."""
+    objects = [*tas_setup(), *grid(), make()]
+    path = write(tmp_path / "c.yaml", dump(objects))
+    assert_refused(*run_cli(capsys, "simulate", path), label, field, "must not be negative, got '-")
+
+
+def _layers(*layers: tuple[str, int]) -> list[dict]:
+    return [{"topology": level, "size": size} for level, size in layers]
+
+
+@pytest.mark.parametrize(("request_", "count", "field", "message"), [
+    ({"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 3}, 4,
+     "topologyRequest.podSetSliceSize", "must evenly divide the PodSet's count 4, got 3"),
+    ({"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 5}, 4,
+     "topologyRequest.podSetSliceSize", "must evenly divide the PodSet's count 4, got 5"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 3))}, 4,
+     "podsetSliceRequiredTopologyConstraints[0].size", "must evenly divide the PodSet's count 4, got 3"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 3))}, 8,
+     "podsetSliceRequiredTopologyConstraints[1].size", "must evenly divide the size 4 of the layer above, got 3"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (RACK, 2))}, 8,
+     "podsetSliceRequiredTopologyConstraints[1].topology", "named by an earlier constraint"),
+    ({"required": BLOCK, "podSetSliceSize": 2, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 2))}, 4,
+     "topologyRequest.podsetSliceRequiredTopologyConstraints", "cannot be combined with"),
+])
+def test_slices_that_do_not_divide_the_pod_set_are_refused(tmp_path, capsys, request_, count, field, message):
+    """KEP-2724: a slice size evenly divides its PodSet (and a layer the layer above); Kueue's
+    placement counts whole slices, so such a PodSet would be admitted with pods left out."""
+    wl = workload("train", count=count, raw_topology_request=request_)
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", field, message)
+
+
+def test_a_leaders_slice_request_is_not_checked_against_its_one_pod(tmp_path, capsys):
+    """A leader-and-workers group carries one request on both templates; the leader is placed
+    as one pod beside the workers' slices, so only the workers' count must divide."""
+    request = {"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 2, "podSetGroupName": "g"}
+    wl = workload("train", pod_sets=[pod_set("leader", count=1, raw_topology_request=request),
+                                     pod_set("workers", count=4, raw_topology_request=request)])
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert main(["simulate", path, "-o", "json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["workloads"]
+    assert result["status"] == "Admitted"
+    workers = pod_set("workers", count=3, raw_topology_request=request)
+    wl = workload("train", pod_sets=[pod_set("leader", count=1, raw_topology_request=request), workers])
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "spec.podSets[1].topologyRequest.podSetSliceSize",
+                   "must evenly divide the PodSet's count 3, got 2")
+
+
+def test_a_slice_size_annotation_that_does_not_divide_is_refused_where_it_is_written(tmp_path, capsys):
+    wl = workload("train", count=4)
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {
+        "kueue.x-k8s.io/podset-required-topology": BLOCK,
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK, "kueue.x-k8s.io/podset-slice-size": "3"}}
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path),
+                   "spec.podSets[0].template.metadata.annotations.kueue.x-k8s.io/podset-slice-size",
+                   "must evenly divide the PodSet's count 4, got 3")
+
+
+def test_slices_that_divide_the_pod_set_are_placed_whole(tmp_path, capsys):
+    wl = workload("train", count=8, raw_topology_request={
+        "required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 2))})
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(nodes=4), wl]))
+    assert main(["simulate", path, "-o", "json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["workloads"]
+    assert result["status"] == "Admitted"
+    assert sum(d["count"] for d in result["podSets"][0]["domains"]) == 8
+
+
+def test_an_object_given_twice_is_refused(tmp_path, capsys):
+    """A second copy would silently replace the first (the later one of two Topologies, say)."""
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), workload("train")]))
+    assert_refused(*run_cli(capsys, "simulate", path, path), "Topology/", "appears twice", f"first in {path}")
+    other = write(tmp_path / "d.yaml", dump([workload("train", count=2)]))
+    assert_refused(*run_cli(capsys, "simulate", path, other), f"{other}: Workload/default/train", "appears twice")
+
+
+def test_objects_of_one_name_in_two_namespaces_are_two_objects(tmp_path, capsys):
+    second = workload("train", namespace="other")
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), workload("train"), second]))
+    assert run_cli(capsys, "simulate", path)[0] == 0
+
+
+@pytest.mark.parametrize(("names", "index", "message"), [
+    (["main", "main"], 1, "PodSet 'main' is assigned twice"),
+    (["workers"], 0, "names no PodSet of the workload ('main'): 'workers'"),
+])
+def test_an_admission_that_does_not_match_the_pod_sets_is_refused(tmp_path, capsys, names, index, message):
+    wl = admitted(workload("train", cpu="1"), assignments={})
+    psa = wl["status"]["admission"]["podSetAssignments"][0]
+    wl["status"]["admission"]["podSetAssignments"] = [{**psa, "name": name} for name in names]
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train",
+                   f"status.admission.podSetAssignments[{index}].name", message)
 
 
 def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
