@@ -119,7 +119,7 @@ def whole_units(name: str, value: int) -> int:
 
 # ---------------------------------------------------------------- parsing
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", re.ASCII)
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -195,7 +195,7 @@ def _transformation(doc: object, where: str) -> ResourceTransformation:
     if not isinstance(doc, Mapping):
         raise InputError("must be a mapping with input, strategy and outputs", field=where)
     name = _resource_name(doc.get("input"), f"{where}.input")
-    strategy = doc.get("strategy") or RETAIN
+    strategy = RETAIN if doc.get("strategy") is None else doc["strategy"]
     if strategy not in (RETAIN, REPLACE):
         raise InputError(f"must be Retain or Replace, got {strategy!r}", field=f"{where}.strategy")
     multiply_by = doc.get("multiplyBy") or ""

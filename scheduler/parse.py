@@ -193,7 +193,7 @@ def optional_string(d: Any, key: str, where: Where) -> str | None:
     return string(d, key, where) if d.get(key) is not None else None
 
 
-_INTEGER_TEXT = re.compile(r"[+-]?\d{1,30}")
+_INTEGER_TEXT = re.compile(r"[+-]?\d{1,30}", re.ASCII)
 
 
 def integer(d: Any, key: str, where: Where, *, default: int | None = None, minimum: int | None = None,
@@ -641,17 +641,28 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
 
 def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, ...]:
     groups = []
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
     for gi, rg in enumerate(sequence(spec, "resourceGroups", where)):
         gw = where.at("resourceGroups").at(gi)
         if not _is_mapping(rg):
             raise gw.error(f"must be a mapping, got {_type_name(rg)}")
-        covered = tuple(str(r) for r in sequence(rg, "coveredResources", gw))
+        covered = _resource_names(rg, gw)
+        for ci, rname in enumerate(covered):  # Kueue's webhook: a resource in one group only
+            if rname in seen_resources:
+                raise gw.at("coveredResources").at(ci).error(f"resource {rname!r} is covered by another resource group")
+            seen_resources.add(rname)
         flavors = []
         for fi, fq in enumerate(sequence(rg, "flavors", gw)):
             fw = gw.at("flavors").at(fi)
             if not _is_mapping(fq):
                 raise fw.error(f"must be a mapping, got {_type_name(fq)}")
+            flavor_name = string(fq, "name", fw, required=True)
+            if flavor_name in seen_flavors:  # Kueue's webhook: a flavor in one group, once
+                raise fw.at("name").error(f"flavor {flavor_name!r} is listed twice")
+            seen_flavors.add(flavor_name)
             quotas = []
+            named: set[str] = set()
             for ri, rq in enumerate(sequence(fq, "resources", fw)):
                 rw = fw.at("resources").at(ri)
                 if not _is_mapping(rq):
@@ -659,17 +670,38 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
                 rname = string(rq, "name", rw, required=True)
                 if covered and rname not in covered:
                     raise rw.at("name").error(f"resource {rname!r} is not in coveredResources {list(covered)}")
+                if rname in named:
+                    raise rw.at("name").error(f"resource {rname!r} is listed twice")
+                named.add(rname)
                 quotas.append(ResourceQuota(
                     rname,
                     quota_value(rq, "nominalQuota", rname, rw, required=True),
                     quota_value(rq, "borrowingLimit", rname, rw),
                     quota_value(rq, "lendingLimit", rname, rw),
                 ))
-            flavors.append(FlavorQuotas(string(fq, "name", fw, required=True), tuple(quotas)))
+            if covered and len(named) != len(covered):  # Kueue's API: a quota for each covered resource
+                missing = [r for r in covered if r not in named]
+                raise fw.at("resources").error(f"has no quota for {', '.join(repr(r) for r in missing)} of "
+                                               f"coveredResources {list(covered)}")
+            flavors.append(FlavorQuotas(flavor_name, tuple(quotas)))
         groups.append(ResourceGroup(covered, tuple(flavors)))
     return tuple(groups)
 
 
+def _resource_names(rg: Mapping, where: Where) -> tuple[str, ...]:
+    """A resource group's coveredResources: names, each once (a list-set in Kueue's API)."""
+    names: list[str] = []
+    for i, raw in enumerate(sequence(rg, "coveredResources", where)):
+        if not isinstance(raw, str) or not raw:
+            raise where.at("coveredResources").at(i).error(f"must be a resource name, got {raw!r}")
+        if raw in names:
+            raise where.at("coveredResources").at(i).error(f"resource {raw!r} is listed twice")
+        names.append(raw)
+    return tuple(names)
+
+
+_QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+_STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 _WITHIN_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 _FUNGIBILITY = {"whenCanBorrow": ("MayStopSearch", "TryNextFlavor", "Borrow"),
@@ -737,7 +769,11 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
-    checks = [AdmissionCheckStrategyRule(str(n)) for n in sequence(spec, "admissionChecks", sw)]
+    checks = []
+    for i, check in enumerate(sequence(spec, "admissionChecks", sw)):
+        if not isinstance(check, str) or not check:
+            raise sw.at("admissionChecks").at(i).error(f"must be an AdmissionCheck's name, got {check!r}")
+        checks.append(AdmissionCheckStrategyRule(check))
     strategy = mapping(spec, "admissionChecksStrategy", sw)
     for i, rule in enumerate(sequence(strategy, "admissionChecks", sw.at("admissionChecksStrategy"))):
         rw = sw.at("admissionChecksStrategy").at("admissionChecks").at(i)
@@ -751,13 +787,13 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         name=name,
         resource_groups=parse_resource_groups(spec, sw),
         cohort=cohort or None,
-        queueing_strategy=string(spec, "queueingStrategy", sw, default="BestEffortFIFO") or "BestEffortFIFO",
-        namespace_selector=spec.get("namespaceSelector") if isinstance(spec.get("namespaceSelector"), Mapping)
+        queueing_strategy=_choice(spec, "queueingStrategy", sw, _QUEUEING_STRATEGIES) or "BestEffortFIFO",
+        namespace_selector=mapping(spec, "namespaceSelector", sw) if spec.get("namespaceSelector") is not None
         else None,
         preemption=parse_preemption(spec, sw),
         flavor_fungibility=parse_flavor_fungibility(spec, sw),
         admission_checks=tuple(checks),
-        stop_policy=string(spec, "stopPolicy", sw, default="None") or "None",
+        stop_policy=_choice(spec, "stopPolicy", sw, _STOP_POLICIES) or "None",
         fair_weight=parse_fair_weight(spec, sw),
     )
 

@@ -62,9 +62,9 @@ LOW, MEDIAN, HIGH = "low", "median", "high"
 LEVELS = (LOW, MEDIAN, HIGH)
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+")
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+", re.ASCII)
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)
+_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+", re.ASCII)
 
 
 _NORMAL = statistics.NormalDist()

@@ -87,6 +87,9 @@ class TestReading:
 
     @pytest.mark.parametrize("doc, field, reason", [
         (credits(strategy="Keep"), "resources.transformations[0].strategy", "must be Retain or Replace"),
+        (credits(strategy=[]), "resources.transformations[0].strategy", "must be Retain or Replace, got []"),
+        (credits(strategy=""), "resources.transformations[0].strategy", "must be Retain or Replace, got ''"),
+        (configuration(waitForPodsReady={"timeout": "\u0665m"}), "waitForPodsReady.timeout", "not a duration"),
         (credits(per_cpu="lots"), "resources.transformations[0].outputs.example.com/credits", "not a valid quantity"),
         (credits(per_cpu="-1"), "resources.transformations[0].outputs.example.com/credits", "must not be negative"),
         (configuration(resources={"transformations": [{"strategy": "Retain"}]}),

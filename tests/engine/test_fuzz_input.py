@@ -316,6 +316,41 @@ def test_an_admission_that_does_not_match_the_pod_sets_is_refused(tmp_path, caps
                    f"status.admission.podSetAssignments[{index}].name", message)
 
 
+def _cq_with(path: str, value: object) -> dict:
+    return _set(tas_setup()[2], path, value)
+
+
+def _second_group(covered: list[str], flavor: str) -> dict:
+    cq = tas_setup()[2]
+    cq["spec"]["resourceGroups"].append({"coveredResources": covered, "flavors": [
+        {"name": flavor, "resources": [{"name": r, "nominalQuota": "1"} for r in covered]}]})
+    return cq
+
+
+@pytest.mark.parametrize(("make", "field", "message"), [
+    (lambda: _cq_with("spec.queueingStrategy", "Bogus"), "spec.queueingStrategy",
+     "must be one of BestEffortFIFO, StrictFIFO, got 'Bogus'"),
+    (lambda: _cq_with("spec.stopPolicy", "Bogus"), "spec.stopPolicy", "must be one of None, Hold, HoldAndDrain"),
+    (lambda: _cq_with("spec.admissionChecks", [None]), "spec.admissionChecks[0]", "must be an AdmissionCheck's name"),
+    (lambda: _cq_with("spec.namespaceSelector", "abc"), "spec.namespaceSelector", "must be a mapping"),
+    (lambda: _cq_with("spec.resourceGroups.0.coveredResources", ["cpu", "memory", "cpu"]),
+     "resourceGroups[0].coveredResources[2]", "resource 'cpu' is listed twice"),
+    (lambda: _cq_with("spec.resourceGroups.0.coveredResources", ["cpu", "memory", "example.com/gpu"]),
+     "resourceGroups[0].flavors[0].resources", "has no quota for 'example.com/gpu'"),
+    (lambda: _cq_with("spec.resourceGroups.0.flavors.0.resources.1.name", "cpu"),
+     "resourceGroups[0].flavors[0].resources[1].name", "resource 'cpu' is listed twice"),
+    (lambda: _second_group(["example.com/gpu"], "tas-flavor"), "resourceGroups[1].flavors[0].name",
+     "flavor 'tas-flavor' is listed twice"),
+    (lambda: _second_group(["cpu"], "other-flavor"), "resourceGroups[1].coveredResources[0]",
+     "covered by another resource group"),
+])
+def test_a_cluster_queue_kueue_would_refuse_is_refused(tmp_path, capsys, make, field, message):
+    setup = tas_setup()
+    setup[2] = make()
+    path = write(tmp_path / "c.yaml", dump([*setup, *grid(), workload("train")]))
+    assert_refused(*run_cli(capsys, "simulate", path), "ClusterQueue/", field, message)
+
+
 def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", dump([cohort("a", "a")]))
     assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "spec.parentName", "own parent")

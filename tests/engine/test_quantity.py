@@ -39,7 +39,9 @@ class TestParse:
     def test_exact_decimal_arithmetic(self):
         assert parse_quantity("0.1") == parse_quantity("100m") == parse_quantity("1e-1") == Fraction(1, 10)
 
-    @pytest.mark.parametrize("text", ["two", "1.5.5", "Gi", "1Zi", "", "m", "1 Gi", "1e", "--1", "1e3Gi", "0x10"])
+    # the last two: digits of other scripts, which Kubernetes does not read as numbers
+    @pytest.mark.parametrize("text", ["two", "1.5.5", "Gi", "1Zi", "", "m", "1 Gi", "1e", "--1", "1e3Gi", "0x10",
+                                      "\u0661", "1e\u0663"])
     def test_rejects(self, text):
         with pytest.raises(QuantityError):
             parse_quantity(text)
