@@ -117,8 +117,12 @@ def eta_enabled() -> bool:
 
 
 def eta_fork_enabled() -> bool:
-    """Whether estimates run in a forked child process (see the module docstring)."""
-    return bool(getattr(settings, "TAS_ETA_FORK", True)) and can_fork()
+    """Whether estimates run in a forked child process (see the module docstring). Never on
+    SQLite: its locks are the process's, so a child that inherits any trace of the parent's
+    connections (a closed one's file kept open, an unreachable one not yet collected) can find
+    the database locked by itself for good, and the parent's last close deletes the WAL the
+    child is reading (seen as children that hung until killed on a fresh `make run`)."""
+    return bool(getattr(settings, "TAS_ETA_FORK", True)) and can_fork() and connection.vendor != "sqlite"
 
 
 AUTO = "auto"

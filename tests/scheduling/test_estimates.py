@@ -47,3 +47,16 @@ def test_no_estimate_when_turned_off(workers):
     time.sleep(2)  # an estimate would follow within this
     assert not WorkloadPrediction.objects.exists()
     assert "start-time estimate" not in worker.log()
+
+
+def test_estimates_are_never_forked_on_sqlite(settings, monkeypatch):
+    """A child forked beside SQLite connections can find the database locked by itself for
+    good: on SQLite the estimate runs in the worker, whatever TAS_ETA_FORK says."""
+    from types import SimpleNamespace
+
+    from tasweb.scheduling import estimates
+
+    settings.TAS_ETA_FORK = True
+    assert estimates.eta_fork_enabled()  # PostgreSQL, the test database
+    monkeypatch.setattr(estimates, "connection", SimpleNamespace(vendor="sqlite"))
+    assert not estimates.eta_fork_enabled()
