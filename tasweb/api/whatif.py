@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -73,9 +73,11 @@ def require_type_fields(doc: Any, where: str = "") -> None:
         require_type_fields(items, f"{where}.items".lstrip("."))
 
 
-def posted_objects(body: Any) -> tuple[ParsedObjects, list[str]]:
+def posted_objects(body: Any, *, now: datetime | None = None) -> tuple[ParsedObjects, list[str]]:
     """The objects of a request body (one object, a JSON array, or a `kind: List`), parsed
-    and validated as the CLI reads files; `InputError` names the object and the field."""
+    and validated as the CLI reads files; `InputError` names the object and the field. A
+    Workload without a creationTimestamp is created `now`, as the API server would stamp it
+    (else it would have waited since Go's zero time, about 292 years)."""
     if not isinstance(body, Mapping | list):
         raise InputError("expected a Kubernetes object, a list of objects or a `kind: List`", file=BODY)
     if isinstance(body, Mapping) and not body:
@@ -86,10 +88,20 @@ def posted_objects(body: Any) -> tuple[ParsedObjects, list[str]]:
         raise InputError("no objects: send a Workload, a list of objects or a `kind: List`", file=BODY)
     if len(objects) > MAX_OBJECTS:
         raise InputError(f"at most {MAX_OBJECTS} objects per request, got {len(objects)}", file=BODY)
+    if now is not None:
+        objects = [_created(obj, now) for obj in objects]
     warnings: list[str] = []
     parsed = parse_objects([(BODY, obj) for obj in objects], decode_assignment=decode_assignment,
                            warn=warnings.append)
     return parsed, warnings
+
+
+def _created(obj: Any, now: datetime) -> Any:
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if obj.get("kind") != "Workload" or not isinstance(metadata, Mapping) or metadata.get("creationTimestamp"):
+        return obj
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {**obj, "metadata": {**metadata, "creationTimestamp": stamp}}
 
 
 def mirror_workloads() -> list:
@@ -146,7 +158,8 @@ def _placement(state: ClusterState, wj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
-    posted, warnings = posted_objects(body)
+    now = now or timezone.now()
+    posted, warnings = posted_objects(body, now=now)
     view = engine_view()
     inputs = merged_inputs(view, posted)
     posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
@@ -158,7 +171,6 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
     config = kueue_configuration()[1]
-    now = now or timezone.now()
     for problem in unknown_level_problems(inputs):
         warnings.append(str(problem))
     engine = Engine.from_parsed(inputs, feature_gates(), warnings.append, config=config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -45,6 +46,20 @@ def test_a_workload_that_fits_gets_its_placement(scheduled, token_client):
     assert body["objects"] == {"Workload": 1}
     assert any(e["reason"] == "QuotaReserved" for e in body["events"])
     assert stored_state() == before  # nothing stored
+
+
+def test_a_workload_posted_without_a_creation_time_is_created_now(scheduled, token_client):
+    """As the API server stamps it: it has waited 0 s, not since Go's zero time."""
+    posted = workload_object("fresh", count=4, gpus=8)
+    del posted["metadata"]["creationTimestamp"]
+    response = post(token_client, posted)
+    assert response.status_code == 200, response.content
+    (wl,) = response.json()["workloads"]
+    assert wl["status"] == "Admitted"
+    # stamped to the second, as the API server does: up to a second before now
+    assert re.search(r"wait time since queued was [01]s$", wl["message"]), wl["message"]
+    reserved = [e["message"] for e in response.json()["events"] if e["reason"] == "QuotaReserved"]
+    assert reserved and all("9223372037s" not in m for m in reserved)
 
 
 def test_a_workload_that_does_not_fit_says_why(scheduled, token_client):
