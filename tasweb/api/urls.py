@@ -49,4 +49,5 @@ visibility_urls = [
             visibility.ClusterQueuePendingWorkloadsApi.as_view(), name="visibility-clusterqueue-pending"),
     re_path(rf"{_VISIBILITY}/namespaces/(?P<namespace>[^/]+)/localqueues/(?P<name>[^/]+)/pendingworkloads$",
             visibility.LocalQueuePendingWorkloadsApi.as_view(), name="visibility-localqueue-pending"),
+    re_path(r"^apis/visibility\.kueue\.x-k8s\.io/(?P<rest>.*)$", visibility.not_found, name="visibility-not-found"),
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
@@ -49,6 +50,13 @@ def status_body(code: int, reason: str, message: str, details: dict | None = Non
     if details:
         body["details"] = details
     return body
+
+
+def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path of the visibility API group (an empty queue name, an unknown resource):
+    the Status the Kubernetes API server answers for a path it does not serve."""
+    return JsonResponse(status_body(404, "NotFound", "the server could not find the requested resource"),
+                        status=404)
 
 
 def summary_json(api_version: str, items: list[selectors.PendingWorkload]) -> dict[str, Any]:

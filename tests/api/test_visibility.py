@@ -93,6 +93,10 @@ def test_errors_are_kubernetes_status_objects(queued, client):
         bad = client.get(f"{V1BETA1}/clusterqueues/cluster-queue/pendingworkloads", {"offset": written})
         assert bad.status_code == 400 and "offset" in bad.json()["message"], written
     assert client.get("/apis/visibility.kueue.x-k8s.io/v1/clusterqueues/x/pendingworkloads").status_code == 404
+    for path in ("clusterqueues//pendingworkloads", "namespaces/ml/localqueues//pendingworkloads", "nodes"):
+        unserved = client.get(f"{V1BETA1}/{path}")
+        assert unserved.status_code == 404 and unserved.json()["kind"] == "Status", path
+        assert unserved.json()["reason"] == "NotFound"
 
 
 def test_discovery(queued, client):
