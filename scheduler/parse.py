@@ -67,6 +67,7 @@ EXPECTED_RUNTIME = "kueue.x-k8s.io/expected-runtime"
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TOLERATION_OPERATORS = {"", "Equal", "Exists", "Gt", "Lt"}
 _TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 _SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
@@ -339,9 +340,34 @@ def object_label(obj: Mapping) -> str:
     return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
 
+_NAMESPACES: set[str] = set()  # namespaces already found valid: a few, named by every object
+
+
+def _shown(value: str, most: int = 64) -> str:
+    return repr(value) if len(value) <= most else f"{value[:most]!r}... ({len(value)} characters)"
+
+
 def metadata_name(obj: Mapping, where: Where) -> tuple[Mapping, str]:
+    """metadata and its name, a DNS subdomain as the API server requires of these objects."""
     meta = mapping(obj, "metadata", where, required=True)
-    return meta, string(meta, "name", where.at("metadata"), required=True)
+    name = string(meta, "name", where.at("metadata"), required=True)
+    if len(name) > 253 or _DNS_SUBDOMAIN.fullmatch(name) is None:
+        raise where.at("metadata").at("name").error(
+            f"must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', at most 253 characters), "
+            f"got {_shown(name)}")
+    return meta, name
+
+
+def metadata_namespace(meta: Mapping, where: Where) -> str:
+    """metadata.namespace ("default" when unset), a DNS label as the API server requires."""
+    namespace = string(meta, "namespace", where.at("metadata"), default="default") or "default"
+    if namespace not in _NAMESPACES:
+        if len(namespace) > 63 or _DNS_LABEL.fullmatch(namespace) is None:
+            raise where.at("metadata").at("namespace").error(
+                f"must be a lowercase RFC 1123 label (a-z, 0-9 and '-', at most 63 characters), "
+                f"got {_shown(namespace)}")
+        _NAMESPACES.add(namespace)
+    return namespace
 
 
 def parse_taint(d: Any, where: Where) -> Taint:
@@ -426,7 +452,7 @@ def parse_node_affinity(spec: Mapping, where: Where) -> NodeAffinity | None:
 
 def validate_label_key(key: str, where: Where) -> None:
     prefix, _, name = key.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or not _LABEL_NAME.match(name):
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(name):
         raise where.error(f"{key!r} is not a valid label key")
 
 
@@ -584,7 +610,7 @@ def parse_pod(obj: Mapping, where: Where) -> Pod:
         gates.append(string(g if _is_mapping(g) else {}, "name",
                             where.at("spec").at("schedulingGates").at(i), required=True))
     return Pod(
-        namespace=string(meta, "namespace", where.at("metadata"), default="default"),
+        namespace=metadata_namespace(meta, where),
         name=name,
         uid=string(meta, "uid", where.at("metadata")),
         labels=string_map(meta, "labels", where.at("metadata")),
@@ -801,7 +827,7 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
 def parse_local_queue(obj: Mapping, where: Where) -> LocalQueue:
     meta, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where, required=True)
-    return LocalQueue(string(meta, "namespace", where.at("metadata"), default="default"), name,
+    return LocalQueue(metadata_namespace(meta, where), name,
                       string(spec, "clusterQueue", where.at("spec"), required=True))
 
 
@@ -1160,7 +1186,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     if ref:
         priority_class = string(ref, "name", sw.at("priorityClassRef")) or priority_class
     return Workload(
-        namespace=string(meta, "namespace", mw, default="default") or "default",
+        namespace=metadata_namespace(meta, where),
         name=name,
         pod_sets=pod_sets,
         queue_name=string(spec, "queueName", sw),

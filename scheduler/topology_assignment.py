@@ -86,7 +86,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 def invalid_selector_reason(selector: Mapping[str, str]) -> str | None:
     for key, value in sorted(selector.items()):
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
             return (f"values[0][{key}]: Invalid value: {go_quote(value)}: a valid label must be an empty string "
                     "or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
                     "alphanumeric character")

@@ -116,6 +116,8 @@ def test_a_posted_workload_can_preempt_and_changes_are_reported(scheduled, token
     (workload_object("typo", level="cloud.example.com/topology-rak"),
      "spec.podSets[0].topologyRequest.required", "Workload/ml/typo"),
     ([1, 2], "[0]", None),
+    (workload_object("escape", namespace="../../x"), "metadata.namespace", "Workload/../../x/escape"),
+    (workload_object("x" * 300), "metadata.name", None),
 ])
 def test_malformed_objects_are_400_naming_object_and_field(scheduled, token_client, body, field, obj):
     response = post(token_client, body)

@@ -351,6 +351,20 @@ def test_a_cluster_queue_kueue_would_refuse_is_refused(tmp_path, capsys, make, f
     assert_refused(*run_cli(capsys, "simulate", path), "ClusterQueue/", field, message)
 
 
+@pytest.mark.parametrize(("make", "field", "message"), [
+    (lambda: workload("Train_1"), "metadata.name", "must be a lowercase RFC 1123 subdomain"),
+    (lambda: workload("x" * 10_000), "metadata.name", "(10000 characters)"),
+    (lambda: workload("train", namespace="../../x"), "metadata.namespace", "must be a lowercase RFC 1123 label"),
+    (lambda: workload("train", namespace="a.b"), "metadata.namespace", "got 'a.b'"),
+    (lambda: node("node one"), "metadata.name", "got 'node one'"),
+    (lambda: workload("train", required="example.com/rack\n"), "topologyRequest.required",
+     "is not a valid label key"),
+])
+def test_names_the_api_server_would_refuse_are_refused(tmp_path, capsys, make, field, message):
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), make()]))
+    assert_refused(*run_cli(capsys, "simulate", path), field, message)
+
+
 def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", dump([cohort("a", "a")]))
     assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "spec.parentName", "own parent")
