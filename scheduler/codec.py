@@ -921,7 +921,13 @@ def _counts(values: Sequence, field: str) -> Sequence[int]:
 
 def _levels(data: Mapping) -> list[str]:
     levels = _list(_require(data, "levels", ""), "levels", min_items=1, max_items=MAX_LEVELS)
-    return list(_strings(levels, "levels", MAX_LEVEL_KEY_LENGTH))
+    levels = list(_strings(levels, "levels", MAX_LEVEL_KEY_LENGTH))
+    for i, level in enumerate(levels):  # node label keys, one per level
+        if not level:
+            raise InputError("must be a node label key, got ''", field=f"levels[{i}]")
+        if level in levels[:i]:
+            raise InputError(f"{level!r} is listed twice", field=f"levels[{i}]")
+    return levels
 
 
 def _one_of(data: Mapping, field: str) -> tuple[str, Any]:

@@ -408,6 +408,8 @@ BAD_INPUTS = [
     ("levels empty", mutated("levels", []), "levels", "at least 1"),
     ("too many levels", mutated("levels", [f"l{i}" for i in range(17)]), "levels", "at most 16"),
     ("a level not a string", mutated("levels.1", 5), "levels[1]", "string"),
+    ("an empty level", mutated("levels.1", ""), "levels[1]", "node label key"),
+    ("a level twice", mutated("levels.1", "zone"), "levels[1]", "listed twice"),
     ("slices missing", mutated("slices", ...), "slices", "missing"),
     ("slices not a list", mutated("slices", {"a": 1}), "slices", "list"),
     ("too many slices", {"levels": ["a"], "slices": [{}] * 1001}, "slices", "at most 1,000"),

@@ -80,7 +80,7 @@ hostname_lists = st.one_of(
 def assignments(draw) -> TopologyAssignment:
     shape = draw(st.sampled_from(["hostname", "hostname-with-levels", "levels", "single"]))
     if shape == "single":
-        levels = draw(st.lists(label("abc./<&é", 1, 8), min_size=1, max_size=3))
+        levels = draw(st.lists(label("abc./<&é", 1, 8), min_size=1, max_size=3, unique=True))
         values = [draw(label(max_size=MAX_VALUE_LENGTH)) for _ in levels]
         return TopologyAssignment.of(levels, [(values, draw(counts))])
     if shape == "levels":
