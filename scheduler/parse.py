@@ -1170,8 +1170,13 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
                                           parse_pod_set_updates(ac, cw)))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
-        unhealthy.append(string(n, "name", stw.at("unhealthyNodes").at(i), required=True)
-                         if _is_mapping(n) else str(n))
+        nw = stw.at("unhealthyNodes").at(i)
+        if _is_mapping(n):
+            unhealthy.append(string(n, "name", nw, required=True))
+        elif isinstance(n, str) and n:  # a node's name alone, as some writers give it
+            unhealthy.append(n)
+        else:
+            raise nw.error(f"must be a node ({{name: ...}}), got {n!r}")
     reclaimable = parse_reclaimable_pods(status, pod_sets, stw)
     requeue = mapping(status, "requeueState", stw)
     rw = stw.at("requeueState")

@@ -365,6 +365,16 @@ def test_names_the_api_server_would_refuse_are_refused(tmp_path, capsys, make, f
     assert_refused(*run_cli(capsys, "simulate", path), field, message)
 
 
+@pytest.mark.parametrize(("entry", "shown"), [(5, "5"), (None, "None"), ([1], "[1]"), ("", "''")])
+def test_an_unhealthy_node_that_names_no_node_is_refused(tmp_path, capsys, entry, shown):
+    """It was read as a node named '5' or 'None', and the workload evicted for it."""
+    wl = admitted(workload("train", cpu="1"), assignments={})
+    wl["status"]["unhealthyNodes"] = [{"name": "b1-r1-n1"}, entry]
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", "status.unhealthyNodes[1]",
+                   f"got {shown}")
+
+
 def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", dump([cohort("a", "a")]))
     assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "spec.parentName", "own parent")
