@@ -365,6 +365,12 @@ class TopologyRequest:
         return bool(self.slice_layers())
 
 
+def leader_of_pair(first_count: int, second_count: int) -> int:
+    """In a PodSet group of two (LeaderWorkerSet's leader and workers), the index of the
+    leader: the second, unless it has more pods than the first."""
+    return 0 if second_count > first_count else 1
+
+
 @dataclass(slots=True)
 class PodSet:
     name: str

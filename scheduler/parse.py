@@ -49,6 +49,7 @@ from scheduler.model import (
     TopologyRequest,
     Workload,
     WorkloadPriorityClass,
+    leader_of_pair,
 )
 from scheduler.quantity import QuantityError, request_value, resource_value, to_fraction
 
@@ -341,6 +342,7 @@ def object_label(obj: Mapping) -> str:
 
 
 _NAMESPACES: set[str] = set()  # namespaces already found valid: a few, named by every object
+NAMESPACES_KEPT = 4096
 
 
 def _shown(value: str, most: int = 64) -> str:
@@ -366,6 +368,8 @@ def metadata_namespace(meta: Mapping, where: Where) -> str:
             raise where.at("metadata").at("namespace").error(
                 f"must be a lowercase RFC 1123 label (a-z, 0-9 and '-', at most 63 characters), "
                 f"got {_shown(namespace)}")
+        if len(_NAMESPACES) >= NAMESPACES_KEPT:
+            _NAMESPACES.clear()
         _NAMESPACES.add(namespace)
     return namespace
 
@@ -907,9 +911,8 @@ def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> No
             groups.setdefault(ps.topology_request.pod_set_group_name, []).append(i)
     leaders = set()
     for members in groups.values():
-        if len(members) == 2:  # as the placement tells them apart: the second, unless it has more pods
-            first, second = members
-            leaders.add(first if pod_sets[second].count > pod_sets[first].count else second)
+        if len(members) == 2:
+            leaders.add(members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)])
     for i, ps in enumerate(pod_sets):
         if ps.topology_request is None or i in leaders:
             continue

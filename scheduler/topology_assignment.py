@@ -17,7 +17,7 @@ import numpy as np
 from scheduler import balanced
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
-from scheduler.model import TopologyRequest
+from scheduler.model import TopologyRequest, leader_of_pair
 from scheduler.phase1 import Shape
 from scheduler.placement import (
     NodeMatch,
@@ -246,13 +246,10 @@ def find_topology_assignment(
 
 def find_leader_and_workers(group: list[TASPodSetRequest]) -> tuple[TASPodSetRequest | None, TASPodSetRequest]:
     """In a PodSet group the PodSet with fewer pods is the leader (LeaderWorkerSet's leader + workers)."""
-    workers = group[0]
-    leader = None
-    if len(group) > 1:
-        leader = group[1]
-        if leader.count > workers.count:
-            leader, workers = group[0], group[1]
-    return leader, workers
+    if len(group) == 1:
+        return None, group[0]
+    leader = leader_of_pair(group[0].count, group[1].count)
+    return group[leader], group[1 - leader]
 
 
 def add_assumed_usage(assumed: dict[str, dict[str, int]], assignment: TopologyAssignment,
