@@ -389,7 +389,9 @@ class FlavorAssigner:
         """Flavors for every PodSet (with `counts` pods instead of its count, for partial admission);
         the assignment's mode says whether it fits, needs preemption, or cannot fit (then PodSets
         after the failing one are not considered). PodSets naming the same podSetGroupName get
-        their flavors together (Kueue's groupedRequests), groups in the order they first appear."""
+        their flavors together (Kueue's groupedRequests), groups in the order they first appear,
+        and the assignment lists them so, a group's PodSets side by side (as Kueue's does: its
+        messages and admission follow that order)."""
         result: list[PodSetFlavors] = []
         pending: dict[FlavorResource, int] = {}
         self.tried = {}
@@ -407,8 +409,6 @@ class FlavorAssigner:
             result.extend(psfs)
             if any(psf.mode == NO_FIT for psf in psfs):
                 break
-        order = {ps.name: i for i, ps in enumerate(self.wl.pod_sets)}
-        result.sort(key=lambda psf: order[psf.pod_set.name])
         assignment = FlavorAssignment(result, tried=dict(self.tried))
         assignment.refresh()
         return assignment

@@ -4,8 +4,11 @@ taint reads as Go prints it, and a TAS PodSet with two TAS flavors is not admitt
 
 from __future__ import annotations
 
+import re
+
 from .factories import (
     HOSTNAME,
+    admitted,
     cluster_queue,
     local_queue,
     pod_set,
@@ -109,3 +112,20 @@ def test_two_tas_flavors_in_one_pod_set_are_not_admitted():
     wl = result_of(run(objects, cycles=1), "wl")
     assert wl.status == "Inadmissible"
     assert wl.message == "failed to assign flavors to pod set main: more than one TAS flavor assigned: tas-a, tas-b"
+
+
+def test_a_groups_pod_sets_are_assigned_side_by_side_even_when_apart_in_the_spec():
+    # TestScheduleForTASPreemption "preemption with a PodSet group whose members are not
+    # adjacent": Kueue assigns group by group, so its message lists leader, worker, other
+    cq = cluster_queue(flavors=("one",), quota={"cpu": "4"})
+    cq["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    low = admitted(workload("low", count=4, cpu="1", priority=0), assignments={}, flavor="one")
+    foo = workload("foo", priority=100, pod_sets=[
+        pod_set("leader", count=1, cpu="1", group="g"),
+        pod_set("other", count=2, cpu="1"),
+        pod_set("worker", count=1, cpu="1", group="g")])
+    objects = [resource_flavor("one", topology_name=None), cq, local_queue(), low, foo]
+    wl = result_of(run(objects, cycles=1), "foo")
+    assert wl.status == "Pending"
+    assert re.findall(r"couldn't assign flavors to pod set (\w+):", wl.message) == ["leader", "worker", "other"]
+    assert wl.message.endswith("Pending the preemption of 1 workload(s)")
