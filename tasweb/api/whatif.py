@@ -98,7 +98,7 @@ def posted_objects(body: Any, *, now: datetime | None = None) -> tuple[ParsedObj
 
 def _created(obj: Any, now: datetime) -> Any:
     metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if obj.get("kind") != "Workload" or not isinstance(metadata, Mapping) or metadata.get("creationTimestamp"):
+    if not isinstance(metadata, Mapping) or obj.get("kind") != "Workload" or metadata.get("creationTimestamp"):
         return obj
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {**obj, "metadata": {**metadata, "creationTimestamp": stamp}}
