@@ -88,6 +88,7 @@ from scheduler.eta import RANGES as ENGINE_RANGES  # the modes the engine plays;
 from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.cluster.services import rows_insert
+from tasweb.core.deadline import deadline
 from tasweb.core.queries import json_key
 from tasweb.scheduling.leader import scheduler_key
 from tasweb.scheduling.models import PredictionSnapshot, SchedulingPass, WorkloadPrediction
@@ -503,7 +504,14 @@ def estimate_schedule(*, countdown: float | None = None) -> bool:
 
 
 def estimate_after_pass() -> str:
-    """The queued estimate task: "ran", or why not ("disabled", "no engine", "pass queued")."""
+    """The queued estimate task: "ran", or why not ("disabled", "no engine", "pass queued").
+    It stops where it is when it runs past the pass's time limit (TAS_SCHEDULER_PASS_TIME_LIMIT)."""
+    limit = float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
+    with deadline(limit, "the start-time estimate"):
+        return _estimate_after_pass()
+
+
+def _estimate_after_pass() -> str:
     cache.delete(scheduler_key("eta-scheduled"))
     if not eta_enabled():
         return "disabled"

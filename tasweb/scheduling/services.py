@@ -7,6 +7,7 @@ state, and running the pass again redoes the same decisions.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -67,6 +68,7 @@ from tasweb.cluster.services import (
     rows_prepare,
     rows_update,
 )
+from tasweb.core.deadline import deadline
 from tasweb.core.queries import json_key
 from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
 from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
@@ -732,6 +734,13 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
                              before_commit=before_commit)
 
 
+def pass_deadline() -> contextlib.AbstractContextManager[bool]:
+    """The limit of a pass once its engine state is ready (TAS_SCHEDULER_PASS_TIME_LIMIT):
+    deciding and writing. Building the state is left out: it grows with the cluster and is
+    done once per process (control mode), and stopping it would only start it over."""
+    return deadline(float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0), "the scheduling pass")
+
+
 def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
                       before_commit: Callable[[SchedulingPass], None] | None) -> SchedulingPass:
     # the start-time estimate copies this engine between passes: never while a pass changes it
@@ -748,16 +757,17 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
     try:
         # what a pass makes is collected once, after it (runtime_committed), not again and again within
         with gc_paused():
-            result = engine_pass_run(engine, now)
-            with transaction.atomic():
-                record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
-                                                       workloads_seen=len(engine.state.workload_map))
-                recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
-                recorder.paths.look_up_in(engine.state.node_for_hostname)
-                recorder.record(result)
-                if before_commit is not None:
-                    before_commit(record)
-                _finish_record(record, result, started, pending=engine.queues.pending_count())
+            with pass_deadline():
+                result = engine_pass_run(engine, now)
+                with transaction.atomic():
+                    record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
+                                                           workloads_seen=len(engine.state.workload_map))
+                    recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
+                    recorder.paths.look_up_in(engine.state.node_for_hostname)
+                    recorder.record(result)
+                    if before_commit is not None:
+                        before_commit(record)
+                    _finish_record(record, result, started, pending=engine.queues.pending_count())
             left_alone = recorder.stale
             # the rows written and the results die here, not after the collector has walked them
             del result, recorder
@@ -818,18 +828,19 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
     engine = Engine.from_parsed(parsed, feature_gates(), config=kueue_configuration()[1])
     # before the pass: on the mirror as read, each compared workload's admission taken back
     # for its comparison and put back after it (scheduler.compare); the pass then runs as ever
-    comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
-    result = engine_pass(engine, now, cycles=None)
-    with transaction.atomic():
-        record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
-                                               workloads_seen=len(result.workloads))
-        recorder = PassRecorder(record, now, False, read_versions=read_versions)
-        recorder.paths.remember(parsed.nodes)
-        recorder.explain(result)
-        comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
-        if before_commit is not None:
-            before_commit(record)
-        _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
+    with pass_deadline():
+        comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
+        result = engine_pass(engine, now, cycles=None)
+        with transaction.atomic():
+            record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
+                                                   workloads_seen=len(result.workloads))
+            recorder = PassRecorder(record, now, False, read_versions=read_versions)
+            recorder.paths.remember(parsed.nodes)
+            recorder.explain(result)
+            comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
+            if before_commit is not None:
+                before_commit(record)
+            _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
     # the estimate plays from what this pass decided would happen now (Kueue may decide otherwise)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)  # no runtime follows the log here: rows only age out

@@ -1,5 +1,9 @@
 """Celery tasks of the scheduling app. Thin: each calls one service and returns.
 
+Neither sets Celery time limits: a prefork pool's parent keeps them on an event loop that
+stops while the broker is away, and then signals children for tasks they finished long ago
+(tasweb.core.deadline); the solo pool ignores them. The work keeps its own limit instead.
+
 `run_pass` is acknowledged late and rejected back to the queue when its worker dies, so a
 pass killed mid-way runs again; it is safe to run any number of times (a pass over an
 unchanged mirror decides nothing new, and only the lock holder runs one at all).
@@ -11,7 +15,6 @@ import kombu.exceptions
 import redis.exceptions
 from celery import shared_task
 from django import db
-from django.conf import settings
 
 from tasweb.scheduling.estimates import estimate_after_pass
 from tasweb.scheduling.leader import LeadershipLost
@@ -40,8 +43,7 @@ TRANSIENT_ERRORS = (
     retry_backoff_max=20,
     retry_jitter=True,
     max_retries=10,
-    soft_time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT,
-    time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 10,
+    # no pool time limits: the pass keeps its own (services.pass_deadline, tasweb.core.deadline)
 )
 def run_pass(trigger: str = SchedulingPass.Trigger.CHANGE) -> dict[str, object]:
     """One scheduling pass (node failures, admission cycle, second pass, ungating) if this
@@ -55,8 +57,6 @@ def run_pass(trigger: str = SchedulingPass.Trigger.CHANGE) -> dict[str, object]:
     ignore_result=True,
     # never redelivered: the next pass queues a fresh one
     acks_late=False,
-    soft_time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT,
-    time_limit=settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 10,
 )
 def estimate_start_times() -> str:
     """Predicted start times of the waiting workloads, on the engine state the last pass of

@@ -14,6 +14,7 @@ from django.core.cache import cache
 from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET, can_fork
 from scheduler.runtimes import RuntimeClass, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.core.deadline import DeadlineExceeded
 from tasweb.scheduling import estimates
 from tasweb.scheduling.estimates import (
     calibration_read,
@@ -154,6 +155,25 @@ def test_a_pass_queued_while_the_plays_run_stops_them(predicted, monkeypatch):
     assert estimate_after_pass() == "ran"
     assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) != stored
 
+
+
+def test_an_estimate_past_the_pass_time_limit_is_stopped_and_stores_nothing(crowded, settings, monkeypatch):
+    settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 1
+    run = estimates.start_estimate_run
+
+    def slow_run(**kwargs):
+        time.sleep(5)  # plays stuck past their own budget
+        return run(**kwargs)
+
+    monkeypatch.setattr(estimates, "start_estimate_run", slow_run)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="the start-time estimate ran past its time limit of 1 s"):
+        estimate_after_pass()
+    assert time.monotonic() - started < 4
+    assert not WorkloadPrediction.objects.exists()
+    monkeypatch.setattr(estimates, "start_estimate_run", run)
+    assert estimate_after_pass() == "ran"
+    assert WorkloadPrediction.objects.exists()
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(not can_fork(), reason="the OS cannot fork")

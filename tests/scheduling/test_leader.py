@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from tasweb.celery import app as celery_app
+from tasweb.core.deadline import DeadlineExceeded
 from tasweb.scheduling.leader import (
     FileLeaderLock,
     LeadershipLost,
@@ -163,6 +164,51 @@ def test_pass_that_lost_the_lock_writes_nothing(client):
     assert admitted_count() == 0
     assert not PodSetAssignment.objects.exists()
     assert not WorkloadEvent.objects.exists()
+
+
+@pytest.mark.parametrize("observe", [False, True], ids=["control", "observe"])
+def test_a_pass_past_its_time_limit_is_stopped_writes_nothing_and_frees_the_lock(scheduler, settings, monkeypatch,
+                                                                                 client, observe):
+    settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 1
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="the scheduling pass ran past its time limit of 1 s"):
+        # held inside its transaction, everything written
+        scheduling_pass_run(observe=observe, before_commit=lambda record: time.sleep(5))
+    assert time.monotonic() - started < 4
+    assert not SchedulingPass.objects.exists()
+    assert admitted_count() == 0
+    assert not PodSetAssignment.objects.exists()
+    assert not WorkloadEvent.objects.exists()
+
+    # as the leader: the lock goes with the stopped pass
+    monkeypatch.setenv("TAS_TEST_PASS_DELAY", "5")
+    with pytest.raises(DeadlineExceeded):
+        leader_pass_run(trigger=SchedulingPass.Trigger.MANUAL)
+    assert client.get(scheduler_key("leader")) is None
+    assert not held_in_this_process()
+
+    # the next pass, in time, starts from what the database holds
+    monkeypatch.delenv("TAS_TEST_PASS_DELAY")
+    outcome = leader_pass_run(trigger=SchedulingPass.Trigger.MANUAL)
+    assert outcome.outcome == "ran"
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+    assert SchedulingPass.objects.count() == 1
+
+
+def test_building_the_engine_state_is_left_out_of_the_pass_time_limit(scheduler, settings, monkeypatch):
+    from tasweb.scheduling import runtime, services
+
+    settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 1
+    runtime.runtime_discard("a cold start")
+    build = services.runtime_for_pass
+
+    def slow_build(**kwargs):
+        time.sleep(1.5)  # a large cluster read from the database
+        return build(**kwargs)
+
+    monkeypatch.setattr(services, "runtime_for_pass", slow_build)
+    record = scheduling_pass_run()
+    assert record.admitted == EXAMPLE_ADMISSIBLE
 
 
 # ---------------------------------------------------------------- the file lock (no Redis)

@@ -206,3 +206,41 @@ def test_workers_outlive_a_30_s_redis_outage_and_resume_alone(workers):
         assert worker.alive(), worker.log()[-3000:]
         assert "Unrecoverable error" not in worker.log()
     assert_results_whole()
+
+
+def test_a_prefork_worker_keeps_its_pool_through_a_broker_outage_longer_than_the_pass_time_limit(workers):
+    # Celery's pool time limits are kept by the worker's event loop, which stops while the
+    # broker is away: a pass that ended during the outage was still "running" for it after,
+    # so the soft limit was raised in the idle child and the hard one killed the child (at
+    # worst mid-way through writing a result: "Unrecoverable error"). The pass keeps its own.
+    env = {**DEPLOYED, "TAS_TEST_PASS_DELAY": "1"}
+    worker = workers("prefork", pool="prefork", env=env, production_flags=True)
+    worker.wait_ready()
+    import_example_cluster()
+    request_pass()
+    wait_for(lambda: worker.trace(), timeout=30, what="the pass to reach its commit", workers=(worker,))
+    redis_stop()
+    try:
+        # the worker reconnects past the pass's limit (30 s, from when it started), as it did
+        # when Celery kept the limit
+        time.sleep(settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 2)
+    finally:
+        redis_start()
+
+    def triggered() -> bool:
+        try:
+            object_upsert(kind="Workload", obj=small_workload("after-outage"))
+            request_pass()
+        except (redis.exceptions.RedisError, OSError):
+            return False
+        return True
+
+    wait_for(triggered, timeout=15, what="Redis to take triggers again")
+    wait_for(lambda: admitted_count() == EXAMPLE_ADMISSIBLE + 1, timeout=40, what="a pass after the outage",
+             workers=(worker,))
+    time.sleep(2)  # a limit firing late would show by now
+    log = worker.log()
+    assert worker.alive(), log[-3000:]
+    for sign in ("time limit", "Unrecoverable error", "exited with", "SoftTimeLimitExceeded"):
+        assert sign not in log, log[-5000:]
+    assert_results_whole()
