@@ -34,8 +34,9 @@ def _can_arm() -> bool:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float, what: str) -> Iterator[bool]:
+def deadline(seconds: float, what: str, *, setting: str = "") -> Iterator[bool]:
     """Raise DeadlineExceeded inside the block once it has run `seconds` (0 or less: no limit).
+    Its message names `what` ran out, and `setting`, the setting that sets the limit.
 
     Yields whether the limit is kept. Nested in another deadline, the sooner one fires: an
     inner one that would end later changes nothing, and one that ends sooner gives the outer
@@ -51,7 +52,8 @@ def deadline(seconds: float, what: str) -> Iterator[bool]:
     started = time.monotonic()
 
     def expired(signum: int, frame: FrameType | None) -> None:
-        raise DeadlineExceeded(f"{what} ran past its time limit of {seconds:g} s")
+        where = f" ({setting})" if setting else ""
+        raise DeadlineExceeded(f"{what} ran past its time limit of {seconds:g} s{where}")
 
     previous_handler = signal.signal(signal.SIGALRM, expired)
     previous_left, _ = signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -507,7 +507,7 @@ def estimate_after_pass() -> str:
     """The queued estimate task: "ran", or why not ("disabled", "no engine", "pass queued").
     It stops where it is when it runs past the pass's time limit (TAS_SCHEDULER_PASS_TIME_LIMIT)."""
     limit = float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
-    with deadline(limit, "the start-time estimate"):
+    with deadline(limit, "the start-time estimate", setting="TAS_SCHEDULER_PASS_TIME_LIMIT"):
         return _estimate_after_pass()
 
 

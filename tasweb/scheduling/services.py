@@ -86,6 +86,7 @@ from tasweb.scheduling.models import (
 )
 from tasweb.scheduling.runtime import (
     DEFAULT_RETENTION_SECONDS,
+    SchedulerRuntime,
     change_log_prune,
     runtime_committed,
     runtime_discard,
@@ -734,11 +735,21 @@ def scheduling_pass_run(*, now: datetime | None = None, trigger: str = Schedulin
                              before_commit=before_commit)
 
 
-def pass_deadline() -> contextlib.AbstractContextManager[bool]:
-    """The limit of a pass once its engine state is ready (TAS_SCHEDULER_PASS_TIME_LIMIT):
-    deciding and writing. Building the state is left out: it grows with the cluster and is
-    done once per process (control mode), and stopping it would only start it over."""
-    return deadline(float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0), "the scheduling pass")
+def pass_deadline(runtime: SchedulerRuntime) -> contextlib.AbstractContextManager[bool]:
+    """The time limit of a control-mode pass (TAS_SCHEDULER_PASS_TIME_LIMIT), from when its
+    engine state is up to date to the commit: past it the pass is stopped and rolls back, and
+    the next one starts from a state built afresh.
+
+    Only a pass that follows one committed on the same state is limited: it does what the
+    changes since then ask. The first pass on a state just built (it writes every waiting
+    workload's status, tens of seconds at 100,000 workloads) and an observe-mode pass
+    (built afresh each time) run to their end, since stopping them would only start the same
+    work over; so does building the state, which grows with the cluster.
+    """
+    limit = float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
+    if runtime.last_pass is None:
+        limit = 0.0
+    return deadline(limit, "the scheduling pass", setting="TAS_SCHEDULER_PASS_TIME_LIMIT")
 
 
 def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
@@ -757,7 +768,7 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
     try:
         # what a pass makes is collected once, after it (runtime_committed), not again and again within
         with gc_paused():
-            with pass_deadline():
+            with pass_deadline(runtime):
                 result = engine_pass_run(engine, now)
                 with transaction.atomic():
                     record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
@@ -828,19 +839,18 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
     engine = Engine.from_parsed(parsed, feature_gates(), config=kueue_configuration()[1])
     # before the pass: on the mirror as read, each compared workload's admission taken back
     # for its comparison and put back after it (scheduler.compare); the pass then runs as ever
-    with pass_deadline():
-        comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
-        result = engine_pass(engine, now, cycles=None)
-        with transaction.atomic():
-            record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
-                                                   workloads_seen=len(result.workloads))
-            recorder = PassRecorder(record, now, False, read_versions=read_versions)
-            recorder.paths.remember(parsed.nodes)
-            recorder.explain(result)
-            comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
-            if before_commit is not None:
-                before_commit(record)
-            _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
+    comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
+    result = engine_pass(engine, now, cycles=None)
+    with transaction.atomic():
+        record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
+                                               workloads_seen=len(result.workloads))
+        recorder = PassRecorder(record, now, False, read_versions=read_versions)
+        recorder.paths.remember(parsed.nodes)
+        recorder.explain(result)
+        comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
+        if before_commit is not None:
+            before_commit(record)
+        _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
     # the estimate plays from what this pass decided would happen now (Kueue may decide otherwise)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)  # no runtime follows the log here: rows only age out

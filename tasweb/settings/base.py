@@ -344,7 +344,10 @@ TAS_SCHEDULER_SCHEDULED_SLACK = env_int("TAS_SCHEDULER_SCHEDULED_SLACK", 8)
 # A scheduling pass takes seconds; one stuck far longer is stopped (the pass rolls back) so
 # that its lock and queue slot are freed; this must stay under the visibility timeout. The
 # process that runs the pass keeps the limit (tasweb.core.deadline), from when its engine
-# state is ready to the commit; the start-time estimate task has the same limit.
+# state is up to date to the commit, for the passes that follow one committed on the same
+# state: a first pass on a new state and observe-mode passes run to their end, as stopping
+# them would only start them over (services.pass_deadline). The start-time estimate task
+# has the same limit.
 TAS_SCHEDULER_PASS_TIME_LIMIT = env_int("TAS_SCHEDULER_PASS_TIME_LIMIT", 30)
 # The scheduler process leaves its long-lived state out of garbage collections and collects
 # it in full this often (seconds).

@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from tasweb.celery import app as celery_app
+from tasweb.cluster.services import object_upsert
 from tasweb.core.deadline import DeadlineExceeded
 from tasweb.scheduling.leader import (
     FileLeaderLock,
@@ -35,7 +36,14 @@ from tasweb.scheduling.leader import (
 from tasweb.scheduling.models import EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
 from tasweb.scheduling.services import changes_pending, leader_pass_run, request_pass, scheduling_pass_run
 
-from .support import EXAMPLE_ADMISSIBLE, PROJECT_ROOT, admitted_count, import_example_cluster, wait_for
+from .support import (
+    EXAMPLE_ADMISSIBLE,
+    PROJECT_ROOT,
+    admitted_count,
+    import_example_cluster,
+    small_workload,
+    wait_for,
+)
 
 pytestmark = pytest.mark.services
 
@@ -166,49 +174,49 @@ def test_pass_that_lost_the_lock_writes_nothing(client):
     assert not WorkloadEvent.objects.exists()
 
 
-@pytest.mark.parametrize("observe", [False, True], ids=["control", "observe"])
 def test_a_pass_past_its_time_limit_is_stopped_writes_nothing_and_frees_the_lock(scheduler, settings, monkeypatch,
-                                                                                 client, observe):
+                                                                                 client):
     settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 1
+    scheduling_pass_run()  # the state is built and a first pass committed on it
+    object_upsert(kind="Workload", obj=small_workload("after-the-first-pass"))
     started = time.monotonic()
-    with pytest.raises(DeadlineExceeded, match="the scheduling pass ran past its time limit of 1 s"):
+    stopped = r"^the scheduling pass ran past its time limit of 1 s \(TAS_SCHEDULER_PASS_TIME_LIMIT\)$"
+    with pytest.raises(DeadlineExceeded, match=stopped):
         # held inside its transaction, everything written
-        scheduling_pass_run(observe=observe, before_commit=lambda record: time.sleep(5))
+        scheduling_pass_run(before_commit=lambda record: time.sleep(5))
     assert time.monotonic() - started < 4
-    assert not SchedulingPass.objects.exists()
-    assert admitted_count() == 0
-    assert not PodSetAssignment.objects.exists()
-    assert not WorkloadEvent.objects.exists()
+    assert SchedulingPass.objects.count() == 1
+    assert admitted_count() == EXAMPLE_ADMISSIBLE
+    assert not WorkloadEvent.objects.filter(workload_key="ml/after-the-first-pass").exists()
 
     # as the leader: the lock goes with the stopped pass
+    scheduling_pass_run()  # a state built afresh, the workload admitted
+    assert admitted_count() == EXAMPLE_ADMISSIBLE + 1
+    object_upsert(kind="Workload", obj=small_workload("after-the-second-pass"))
     monkeypatch.setenv("TAS_TEST_PASS_DELAY", "5")
-    with pytest.raises(DeadlineExceeded):
+    with pytest.raises(DeadlineExceeded, match=stopped):
         leader_pass_run(trigger=SchedulingPass.Trigger.MANUAL)
     assert client.get(scheduler_key("leader")) is None
     assert not held_in_this_process()
+    assert SchedulingPass.objects.count() == 2
 
-    # the next pass, in time, starts from what the database holds
+    # the next pass, in time, starts from a state built afresh from the database
     monkeypatch.delenv("TAS_TEST_PASS_DELAY")
     outcome = leader_pass_run(trigger=SchedulingPass.Trigger.MANUAL)
     assert outcome.outcome == "ran"
-    assert admitted_count() == EXAMPLE_ADMISSIBLE
-    assert SchedulingPass.objects.count() == 1
+    assert admitted_count() == EXAMPLE_ADMISSIBLE + 2
 
 
-def test_building_the_engine_state_is_left_out_of_the_pass_time_limit(scheduler, settings, monkeypatch):
-    from tasweb.scheduling import runtime, services
+@pytest.mark.parametrize("observe", [False, True], ids=["first-on-a-new-state", "observe"])
+def test_a_pass_that_starts_from_scratch_runs_to_its_end_past_the_time_limit(scheduler, settings, observe):
+    # stopping it would only start the same work over: the scheduler would never commit
+    from tasweb.scheduling.runtime import runtime_discard
 
     settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 1
-    runtime.runtime_discard("a cold start")
-    build = services.runtime_for_pass
-
-    def slow_build(**kwargs):
-        time.sleep(1.5)  # a large cluster read from the database
-        return build(**kwargs)
-
-    monkeypatch.setattr(services, "runtime_for_pass", slow_build)
-    record = scheduling_pass_run()
-    assert record.admitted == EXAMPLE_ADMISSIBLE
+    runtime_discard("a cold start")
+    record = scheduling_pass_run(observe=observe, before_commit=lambda record: time.sleep(1.5))
+    assert SchedulingPass.objects.get() == record
+    assert admitted_count() == (0 if observe else EXAMPLE_ADMISSIBLE)
 
 
 # ---------------------------------------------------------------- the file lock (no Redis)
