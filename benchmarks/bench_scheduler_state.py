@@ -75,7 +75,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchdb import bench_database, seeded_copy_keep, seeded_copy_read
+from benchdb import bench_database, python_speed_probe, seeded_copy_keep, seeded_copy_read
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 BUILD_TARGET_SECONDS = 10.0
@@ -1000,15 +1000,20 @@ def main() -> None:
                 print(f"  kept a copy of the seeded database as {args.seeded}")
         for line in describe_mix(info):
             print(line)
+        probe_before = python_speed_probe()
         print("passes (scheduling_pass_run, in this process):", flush=True)
         figures = measure(info, profile=args.profile, profile_build=args.profile_build, verify=args.verify,
                           pstats_prefix=args.pstats)
+        probe_after = python_speed_probe()
         print_report(settings, info, figures)
+        print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe_before:.3f} s "
+              f"before the passes and {probe_after:.3f} s after")
         if args.json:
             out = {"settings": asdict(settings), "seed": asdict(info) | {"finishing": len(info.finishing)},
                    "figures": figures,
                    "verdicts": [{"figure": n, "value": v, "target": t, "met": ok} for n, v, t, ok in verdicts(figures)],
-                   "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}}
+                   "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
+                               "python_probe_s": {"before": probe_before, "after": probe_after}}}
             Path(args.json).write_text(json.dumps(out, indent=2, default=str))
             print(f"figures written to {args.json}")
 

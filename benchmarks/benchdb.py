@@ -8,6 +8,7 @@ it, and drops it when done unless asked to keep it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -103,6 +104,20 @@ def bench_database(name: str, *, keep: bool = False, template: str | None = None
             print(f"kept database {name}")
         else:
             _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def python_speed_probe() -> float:
+    """Seconds a fixed pure-Python loop takes on this machine, the best of three. Machines of
+    the same kind, and one machine from hour to hour, differ in speed by up to a half:
+    printed beside a figure, this says how fast the machine was when it was taken."""
+    best = math.inf
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i % 7
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 class Phases:

@@ -100,6 +100,9 @@ def test_a_kept_seeded_copy_is_started_from_only_with_the_settings_it_was_seeded
                               text=True, timeout=300, check=False)
         assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         assert re.search(r"workloads admitted by the measured pass +(\d+) +expected +\1 +PASS", proc.stdout)
+        speed = re.search(r"machine speed: a fixed Python loop \(benchdb.python_speed_probe\) took "
+                          r"(\d+\.\d+) s before the passes and (\d+\.\d+) s after", proc.stdout)
+        assert speed and all(float(seconds) > 0 for seconds in speed.groups()), proc.stdout[-2000:]
         return proc.stdout
 
     try:
