@@ -90,7 +90,7 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.services import rows_insert
 from tasweb.core.deadline import deadline
 from tasweb.core.queries import json_key
-from tasweb.scheduling.leader import scheduler_key
+from tasweb.scheduling.leader import pass_time_limit, scheduler_key
 from tasweb.scheduling.models import PredictionSnapshot, SchedulingPass, WorkloadPrediction
 from tasweb.scheduling.selectors import read_beside, recent_workloads
 
@@ -506,8 +506,7 @@ def estimate_schedule(*, countdown: float | None = None) -> bool:
 def estimate_after_pass() -> str:
     """The queued estimate task: "ran", or why not ("disabled", "no engine", "pass queued").
     It stops where it is when it runs past the pass's time limit (TAS_SCHEDULER_PASS_TIME_LIMIT)."""
-    limit = float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
-    with deadline(limit, "the start-time estimate", setting="TAS_SCHEDULER_PASS_TIME_LIMIT"):
+    with deadline(pass_time_limit(), "the start-time estimate", setting="TAS_SCHEDULER_PASS_TIME_LIMIT"):
         return _estimate_after_pass()
 
 

@@ -58,6 +58,11 @@ def lock_wait() -> float:
     return float(getattr(settings, "TAS_SCHEDULER_LOCK_WAIT", DEFAULT_LOCK_WAIT))
 
 
+def pass_time_limit() -> float:
+    """TAS_SCHEDULER_PASS_TIME_LIMIT in seconds (0: none), the limit of a pass and of an estimate."""
+    return float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
+
+
 def scheduler_namespace() -> str:
     """The database the mirror lives in: "host:port/name" (or the SQLite file)."""
     db = settings.DATABASES["default"]
@@ -279,6 +284,7 @@ __all__ = [
     "leadership",
     "lock_ttl",
     "lock_wait",
+    "pass_time_limit",
     "scheduler_key",
     "scheduler_lock",
 ]

@@ -71,7 +71,7 @@ from tasweb.cluster.services import (
 from tasweb.core.deadline import deadline
 from tasweb.core.queries import json_key
 from tasweb.scheduling.estimates import engine_in_use, estimate_schedule, estimate_source_set
-from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, scheduler_key
+from tasweb.scheduling.leader import held_in_this_process, leadership, lock_wait, pass_time_limit, scheduler_key
 from tasweb.scheduling.models import (
     MAX_LEVELS,
     AdmissionComparison,
@@ -746,9 +746,7 @@ def pass_deadline(runtime: SchedulerRuntime) -> contextlib.AbstractContextManage
     (built afresh each time) run to their end, since stopping them would only start the same
     work over; so does building the state, which grows with the cluster.
     """
-    limit = float(getattr(settings, "TAS_SCHEDULER_PASS_TIME_LIMIT", 0) or 0)
-    if runtime.last_pass is None:
-        limit = 0.0
+    limit = 0.0 if runtime.last_pass is None else pass_time_limit()
     return deadline(limit, "the scheduling pass", setting="TAS_SCHEDULER_PASS_TIME_LIMIT")
 
 
