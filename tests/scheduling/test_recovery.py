@@ -170,6 +170,20 @@ def test_a_task_lost_with_its_whole_worker_is_redelivered_within_a_minute(worker
     assert_results_whole()
 
 
+def submit_after_redis_outage(name: str) -> None:
+    """Submit a small workload and ask for a pass, as soon as Redis takes triggers again."""
+
+    def submitted() -> bool:
+        try:
+            object_upsert(kind="Workload", obj=small_workload(name))
+            request_pass()
+        except (redis.exceptions.RedisError, OSError):
+            return False
+        return True
+
+    wait_for(submitted, timeout=15, what="Redis to take triggers again")
+
+
 def test_workers_outlive_a_30_s_redis_outage_and_resume_alone(workers):
     # As deployed: prefork and solo pools, gossip, mingle and heartbeats on.
     scheduler = workers("scheduler", env=DEPLOYED, production_flags=True)
@@ -189,15 +203,7 @@ def test_workers_outlive_a_30_s_redis_outage_and_resume_alone(workers):
         redis_start()
     back = time.monotonic()
 
-    def admitted_after_outage() -> bool:
-        try:
-            object_upsert(kind="Workload", obj=small_workload("after-redis-outage"))
-            request_pass()
-        except (redis.exceptions.RedisError, OSError):
-            return False
-        return True
-
-    wait_for(admitted_after_outage, timeout=15, what="Redis to take triggers again")
+    submit_after_redis_outage("after-redis-outage")
     wait_for(lambda: admitted_count() == EXAMPLE_ADMISSIBLE + 1, timeout=30,
              what="a pass after the outage", workers=(scheduler, other))
     assert time.monotonic() - back <= 30
@@ -227,15 +233,7 @@ def test_a_prefork_worker_keeps_its_pool_through_a_broker_outage_longer_than_the
     finally:
         redis_start()
 
-    def triggered() -> bool:
-        try:
-            object_upsert(kind="Workload", obj=small_workload("after-outage"))
-            request_pass()
-        except (redis.exceptions.RedisError, OSError):
-            return False
-        return True
-
-    wait_for(triggered, timeout=15, what="Redis to take triggers again")
+    submit_after_redis_outage("after-outage")
     wait_for(lambda: admitted_count() == EXAMPLE_ADMISSIBLE + 1, timeout=40, what="a pass after the outage",
              workers=(worker,))
     time.sleep(2)  # a limit firing late would show by now
