@@ -56,7 +56,7 @@ def deadline(seconds: float, what: str, *, setting: str = "") -> Iterator[bool]:
         raise DeadlineExceeded(f"{what} ran past its time limit of {seconds:g} s{where}")
 
     previous_handler = signal.signal(signal.SIGALRM, expired)
-    previous_left, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield True
     finally:
@@ -65,8 +65,8 @@ def deadline(seconds: float, what: str, *, setting: str = "") -> Iterator[bool]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         # None: a handler not set from Python; the default is what was there
         signal.signal(signal.SIGALRM, signal.SIG_DFL if previous_handler is None else previous_handler)
-        if previous_left > 0:
-            left = previous_left - (time.monotonic() - started)
+        if outer_left > 0:
+            left = outer_left - (time.monotonic() - started)
             # a timer that ran out meanwhile fires now (setitimer needs a positive delay)
             signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
 
