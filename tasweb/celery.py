@@ -5,15 +5,33 @@ result backend and beat schedule follow DATABASE_URL / REDIS_URL like everything
 """
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 from django.core.exceptions import ImproperlyConfigured
 
 from tasweb import pool
+from tasweb.core.deadline import deadline
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasweb.settings")
 
-app = Celery("tasweb")
+
+class LimitedTask(Task):
+    """Every task of the project: its time limit (TAS_TASK_TIME_LIMIT) is kept by the process
+    and thread that run it (tasweb.core.deadline), not by Celery, whose limits the solo pool
+    ignores and whose prefork parent fires them at children for tasks that ended during a
+    broker outage. Work with a limit of its own (a scheduling pass) keeps it inside this one.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from django.conf import settings
+
+        limit = float(getattr(settings, "TAS_TASK_TIME_LIMIT", 0) or 0)
+        with deadline(limit, f"the task {self.name}", setting="TAS_TASK_TIME_LIMIT"):
+            return super().__call__(*args, **kwargs)
+
+
+app = Celery("tasweb", task_cls=LimitedTask)
 
 
 @app.on_configure.connect

@@ -1,6 +1,6 @@
 """A time limit kept by the process that does the work.
 
-Celery's own task time limits are kept by the wrong process for the scheduler's tasks:
+Celery's own task time limits are kept by the wrong process:
 
 * the solo pool (the scheduler's worker, `make run`'s worker) ignores them altogether;
 * the prefork pool's parent keeps them on its event loop, which stops while the worker
@@ -13,6 +13,8 @@ Celery's own task time limits are kept by the wrong process for the scheduler's 
 from when the work starts: when it runs out, `DeadlineExceeded` is raised there, at the next
 Python instruction, as Celery's soft limit would be. Signals reach only the main thread, so
 elsewhere (a web server's request thread) no limit is kept and the work runs to its end.
+Every task has one (TAS_TASK_TIME_LIMIT, tasweb.celery.LimitedTask); a scheduling pass and a
+start-time estimate keep a shorter one within it (TAS_SCHEDULER_PASS_TIME_LIMIT).
 """
 
 from __future__ import annotations

@@ -286,8 +286,12 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_RESULT_EXPIRES = timedelta(days=1)
-CELERY_TASK_TIME_LIMIT = 30 * 60
-CELERY_TASK_SOFT_TIME_LIMIT = 25 * 60
+# No Celery time limits: the solo pool ignores them, and a prefork parent keeps them on an
+# event loop that stops while the broker is away, then fires them at children for tasks that
+# ended meanwhile (killing one mid-write takes the worker down). Every task keeps its own
+# limit instead, in the process that runs it (tasweb.celery.LimitedTask): a stuck task is
+# stopped with DeadlineExceeded after TAS_TASK_TIME_LIMIT seconds (0: never).
+TAS_TASK_TIME_LIMIT = env_int("TAS_TASK_TIME_LIMIT", 25 * 60)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -398,8 +402,8 @@ TAS_ETA_SNAPSHOT_RETENTION_SECONDS = env_float("TAS_ETA_SNAPSHOT_RETENTION_SECON
 
 # The cluster: KUBECONFIG (else ~/.kube/config), or the pod's service account when running
 # in a pod; TAS_KUBE_CONTEXT names a kubeconfig context, TAS_KUBE_IN_CLUSTER=true|false
-# forces the choice. A mirror task watches for TAS_MIRROR_WINDOW_SECONDS, well under the
-# task time limits, then returns; beat starts one every TAS_MIRROR_BEAT_SECONDS (it returns
+# forces the choice. A mirror task watches for TAS_MIRROR_WINDOW_SECONDS (at most 20 minutes,
+# and a minute less than TAS_TASK_TIME_LIMIT), then returns; beat starts one every TAS_MIRROR_BEAT_SECONDS (it returns
 # at once while another holds every kind's lock), so a dead mirror is back within the lock
 # TTL. In control mode the engine's writes go to the cluster every TAS_WRITER_BEAT_SECONDS.
 TAS_KUBE_CONTEXT = env_str("TAS_KUBE_CONTEXT")

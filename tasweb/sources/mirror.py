@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from kubernetes.client.exceptions import ApiException
 
+from tasweb.core.deadline import DeadlineExceeded
 from tasweb.scheduling.services import request_pass
 from tasweb.sources.kubeapi import (
     CONNECTION_ERRORS,
@@ -328,6 +329,8 @@ class MirrorRunner:
                 try:
                     self._renew()
                     self._acquire(api, discovery, deadline)
+                except DeadlineExceeded:
+                    raise  # the task's time limit: the run ends here
                 except Exception as exc:
                     # the cache (Redis) is unreachable: keep mirroring what we mirror, the
                     # writes being idempotent, and try the locks again on the next round

@@ -18,17 +18,28 @@ from tasweb.sources.services import cluster_writes_deliver
 
 log = logging.getLogger(__name__)
 
-# A mirror run must end well before the task time limits (settings: 25 / 30 minutes).
+# The longest mirror run, and the time it leaves before the task's limit (TAS_TASK_TIME_LIMIT,
+# kept in the worker's process: tasweb.celery.LimitedTask) to stop its watches and return.
 MAX_WINDOW_SECONDS = 20 * 60
+WINDOW_MARGIN_SECONDS = 60
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True,
-             soft_time_limit=MAX_WINDOW_SECONDS + 120, time_limit=MAX_WINDOW_SECONDS + 180)
+def mirror_window(requested: float | None) -> float:
+    """The window of a mirror run: the one asked for (else TAS_MIRROR_WINDOW_SECONDS), at most
+    MAX_WINDOW_SECONDS, and ending a margin before the task's time limit."""
+    window = min(float(requested or settings.TAS_MIRROR_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
+    limit = float(settings.TAS_TASK_TIME_LIMIT or 0)
+    if limit > 0:
+        window = min(window, max(limit - WINDOW_MARGIN_SECONDS, limit / 2))
+    return window
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
 def mirror_kubernetes(window_seconds: float | None = None) -> dict[str, object]:
     """Mirror every kind whose lock this worker gets, for a bounded window; returns a summary."""
     if settings.TAS_CLUSTER_SOURCE != "kubernetes":
         return {"skipped": f"TAS_CLUSTER_SOURCE is {settings.TAS_CLUSTER_SOURCE!r}, not 'kubernetes'"}
-    window = min(float(window_seconds or settings.TAS_MIRROR_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
+    window = mirror_window(window_seconds)
     try:
         return mirror_run(window_seconds=window)
     except KubeConfigError as exc:

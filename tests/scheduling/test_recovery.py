@@ -214,12 +214,13 @@ def test_workers_outlive_a_30_s_redis_outage_and_resume_alone(workers):
     assert_results_whole()
 
 
-def test_a_prefork_worker_keeps_its_pool_through_a_broker_outage_longer_than_the_pass_time_limit(workers):
+def test_a_prefork_worker_keeps_its_pool_through_a_broker_outage_longer_than_the_time_limits(workers):
     # Celery's pool time limits are kept by the worker's event loop, which stops while the
     # broker is away: a pass that ended during the outage was still "running" for it after,
     # so the soft limit was raised in the idle child and the hard one killed the child (at
-    # worst mid-way through writing a result: "Unrecoverable error"). The pass keeps its own.
-    env = {**DEPLOYED, "TAS_TEST_PASS_DELAY": "1"}
+    # worst mid-way through writing a result: "Unrecoverable error"). The pass keeps its own
+    # limit, and so does every task (here shorter than the outage, too).
+    env = {**DEPLOYED, "TAS_TEST_PASS_DELAY": "1", "TAS_TASK_TIME_LIMIT": "20"}
     worker = workers("prefork", pool="prefork", env=env, production_flags=True)
     worker.wait_ready()
     import_example_cluster()
@@ -227,8 +228,8 @@ def test_a_prefork_worker_keeps_its_pool_through_a_broker_outage_longer_than_the
     wait_for(lambda: worker.trace(), timeout=30, what="the pass to reach its commit", workers=(worker,))
     redis_stop()
     try:
-        # the worker reconnects past the pass's limit (30 s, from when it started), as it did
-        # when Celery kept the limit
+        # the worker reconnects past the pass's limit (30 s, from when it started) and the
+        # task's (20 s), as it did when Celery kept the limits
         time.sleep(settings.TAS_SCHEDULER_PASS_TIME_LIMIT + 2)
     finally:
         redis_start()

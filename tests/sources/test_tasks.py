@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,3 +89,26 @@ def test_the_mirror_task_reports_a_missing_configuration(settings, monkeypatch: 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     outcome = mirror_kubernetes(window_seconds=1)
     assert "no Kubernetes configuration" in outcome["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_mirror_run_stuck_past_the_task_limit_is_stopped_and_frees_its_locks(
+        kube: FakeKube, kubeconfig, settings, monkeypatch: pytest.MonkeyPatch):
+    # the window ends before the limit; only a run stuck somewhere (here renewing its locks,
+    # as on a Redis that stopped answering) reaches it, and the limit is not taken for a
+    # failed renewal
+    from tasweb.core.deadline import DeadlineExceeded
+
+    settings.TAS_CLUSTER_SOURCE = "kubernetes"
+    settings.TAS_MIRROR_LOCK_TTL_SECONDS = 3
+    settings.TAS_TASK_TIME_LIMIT = 4
+    monkeypatch.setattr(mirror_module, "request_pass", lambda: None)
+    monkeypatch.setattr(mirror_module.MirrorRunner, "_renew", lambda self: time.sleep(30))
+    for obj in objects.small_cluster():
+        kube.create(obj)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="mirror_kubernetes ran past its time limit of 4 s"):
+        mirror_kubernetes(window_seconds=60)
+    assert time.monotonic() - started < 4 + 15  # and the watches stopped within the join timeout
+    assert all(lock_holder(f"mirror:{kind}") is None for kind in MIRRORED_KINDS)
+    assert not [t for t in threading.enumerate() if t.name.startswith("mirror-") and t.is_alive()]

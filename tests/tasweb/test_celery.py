@@ -96,3 +96,18 @@ def test_embedded_default_runs_a_worker_without_any_service(tmp_path):
     assert report["database"] == "django.db.backends.sqlite3"
     assert report["database_name"] == str(tmp_path / "var" / "db.sqlite3")
     assert report["queue_dir"] is True
+
+
+def test_every_task_keeps_its_time_limit_itself_and_none_is_left_to_celery():
+    # Celery's limits are kept by the prefork parent's event loop, which fires them late
+    # after a broker outage (tasweb.core.deadline): none may be set, for the app or a task
+    from tasweb.celery import LimitedTask
+
+    celery_app.loader.import_default_modules()
+    ours = {name: task for name, task in celery_app.tasks.items() if name.startswith("tasweb.")}
+    assert {"tasweb.scheduling.tasks.run_pass", "tasweb.sources.tasks.mirror_kubernetes"} <= set(ours)
+    for name, task in ours.items():
+        assert isinstance(task, LimitedTask), name
+        assert task.time_limit is None and task.soft_time_limit is None, name
+    assert celery_app.conf.task_time_limit is None and celery_app.conf.task_soft_time_limit is None
+    assert settings.TAS_TASK_TIME_LIMIT == 25 * 60
