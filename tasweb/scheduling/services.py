@@ -385,6 +385,24 @@ POD_TERMINATED_FIELDS = ("raw", "phase", "updated_at")
 
 
 @dataclass
+class PassCounts:
+    """What a pass did, as its SchedulingPass row counts it."""
+
+    admitted: int = 0
+    evicted: int = 0
+    nodes_replaced: int = 0
+    pods_ungated: int = 0
+
+    @classmethod
+    def decided(cls, result: PassResult) -> PassCounts:
+        """What the engine decided (observe mode: what it would have done; nothing is written)."""
+        return cls(admitted=sum(1 for e in result.events if e.reason == "QuotaReserved"),
+                   evicted=sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED),
+                   nodes_replaced=sum(1 for d in result.decisions if d.kind == NODE_REPLACED and d.replacement),
+                   pods_ungated=sum(1 for p in result.pods if p.ungated))
+
+
+@dataclass
 class PassRecorder:
     """Writes one PassResult: workload rows, assignments, history, writes for the cluster."""
 
@@ -407,6 +425,9 @@ class PassRecorder:
     read_versions: dict[str, int] | None = None
     stale: set[str] = field(default_factory=set)
     assignment_ids: list[int] = field(default_factory=list)  # reserve_assignment_ids
+    # what was written, not what the engine decided: a workload left to the next pass
+    # (`stale`) is counted by the pass that writes its decision
+    written: PassCounts = field(default_factory=PassCounts)
 
     def event(self, key: str, kind: str, *, message: str = "", node: str = "", trigger: str = "",
               details: dict | None = None, domain: str = "") -> None:
@@ -574,6 +595,7 @@ class PassRecorder:
     def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult,
                           previous_message: str) -> None:
         if new in HOLDING and old not in HOLDING:
+            self.written.admitted += 1
             domains = sum(len(ps.assignment.domains) for ps in wr.pod_sets if ps.assignment)
             self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
                 "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains,
@@ -586,6 +608,10 @@ class PassRecorder:
         kind = DECISION_EVENTS.get(d.kind)
         if kind is None or d.key in self.stale:
             return
+        if d.kind == WORKLOAD_EVICTED:
+            self.written.evicted += 1
+        elif d.kind == NODE_REPLACED and d.replacement:
+            self.written.nodes_replaced += 1
         self.event(d.key, kind, message=d.message, node=d.node, trigger=d.trigger,
                    details={"replacement": d.replacement, "podSet": d.pod_set},
                    domain=self.node_domain(d.node))
@@ -626,6 +652,7 @@ class PassRecorder:
                 self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.POD_UNGATE, namespace=row.namespace,
                                                 name=row.name, payload={"nodeSelector": dict(pod.node_selector)}))
         rows_update(rows=ungated_rows, fields=POD_UNGATED_FIELDS)
+        self.written.pods_ungated += len(ungated_rows)
         for key, ungated in by_workload.items():
             nodes = sorted({v for p in ungated for v in p.node_selector.values()})
             self.event(key, EventKind.PODS_UNGATED, message=f"{len(ungated)} pod(s) ungated",
@@ -776,7 +803,7 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                     recorder.record(result)
                     if before_commit is not None:
                         before_commit(record)
-                    _finish_record(record, result, started, pending=engine.queues.pending_count())
+                    _finish_record(record, recorder.written, started, pending=engine.queues.pending_count())
             left_alone = recorder.stale
             # the rows written and the results die here, not after the collector has walked them
             del result, recorder
@@ -848,7 +875,8 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
         comparisons_record(scheduling_pass=record, comparisons=comparisons, marks=marks, now=now)
         if before_commit is not None:
             before_commit(record)
-        _finish_record(record, result, started, pending=sum(1 for w in result.workloads if w.status in WAITING))
+        _finish_record(record, PassCounts.decided(result), started,
+                       pending=sum(1 for w in result.workloads if w.status in WAITING))
     # the estimate plays from what this pass decided would happen now (Kueue may decide otherwise)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)  # no runtime follows the log here: rows only age out
@@ -895,11 +923,11 @@ def comparisons_prune(*, before: datetime) -> int:
     return deleted
 
 
-def _finish_record(record: SchedulingPass, result: PassResult, started: float, *, pending: int) -> None:
-    record.admitted = sum(1 for e in result.events if e.reason == "QuotaReserved")
-    record.evicted = sum(1 for d in result.decisions if d.kind == WORKLOAD_EVICTED)
-    record.nodes_replaced = sum(1 for d in result.decisions if d.kind == NODE_REPLACED and d.replacement)
-    record.pods_ungated = sum(1 for p in result.pods if p.ungated)
+def _finish_record(record: SchedulingPass, counts: PassCounts, started: float, *, pending: int) -> None:
+    record.admitted = counts.admitted
+    record.evicted = counts.evicted
+    record.nodes_replaced = counts.nodes_replaced
+    record.pods_ungated = counts.pods_ungated
     record.pending = pending
     record.finished_at = timezone.now()
     record.duration_ms = int((time.perf_counter() - started) * 1000)

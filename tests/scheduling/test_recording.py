@@ -46,8 +46,10 @@ def test_a_workload_written_during_the_pass_is_left_to_the_next_pass(monkeypatch
     assert raced.raw["metadata"]["labels"]["touched"] == "yes"  # the source's version stays
     assert raced.status == WorkloadStatus.PENDING and "admission" not in (raced.raw.get("status") or {})
     assert not WorkloadEvent.objects.filter(workload_key="ml/raced", scheduling_pass=first).exists()
-    # everything else of the pass is stored
+    # everything else of the pass is stored, and the pass counts what it stored
     assert admitted_count() == EXAMPLE_ADMISSIBLE
+    first.refresh_from_db()
+    assert first.admitted == EXAMPLE_ADMISSIBLE
 
     monkeypatch.setattr(services, "engine_pass_run", real)
     second = services.scheduling_pass_run()
@@ -56,6 +58,7 @@ def test_a_workload_written_during_the_pass_is_left_to_the_next_pass(monkeypatch
     assert raced.raw["metadata"]["labels"]["touched"] == "yes"
     assert WorkloadEvent.objects.filter(workload_key="ml/raced", scheduling_pass=second, kind="Admitted").count() == 1
     assert SchedulingPass.objects.count() == 2
+    assert second.admitted == 1
 
 
 def test_a_preemption_is_kept_in_the_history():

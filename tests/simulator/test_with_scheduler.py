@@ -43,6 +43,18 @@ def check_running_pods_sit_in_their_assignment() -> None:
         assert running_nodes(wl) <= assignment_nodes(wl), wl.key
 
 
+def check_pass_counts_match_the_history() -> None:
+    """Each pass counts what it wrote: its admissions, evictions, replacements and ungated
+    pods are those its history rows record."""
+    for record in SchedulingPass.objects.filter(mode="control"):
+        history = WorkloadEvent.objects.filter(scheduling_pass=record)
+        ungated = sum(int(e.message.split()[0]) for e in history.filter(kind=EventKind.PODS_UNGATED))
+        replaced = sum(1 for e in history.filter(kind=EventKind.NODE_REPLACED) if e.details.get("replacement"))
+        assert (record.admitted, record.evicted, record.nodes_replaced, record.pods_ungated) == (
+            history.filter(kind=EventKind.ADMITTED).count(), history.filter(kind=EventKind.EVICTED).count(),
+            replaced, ungated), record.id
+
+
 def test_a_busy_cluster_admits_places_runs_finishes_and_survives_failures(run_ticks):
     """Defaults, with more faults: within a few simulated minutes every part of the loop shows."""
     config = quiet(initial_workloads=12, arrivals_per_minute=10, node_failures_per_minute=6, drains_per_minute=2,
@@ -70,6 +82,7 @@ def test_a_busy_cluster_admits_places_runs_finishes_and_survives_failures(run_ti
                .values_list("phase", flat=True)) <= {"Succeeded"}
     # something is waiting, with the engine's reason
     assert cluster.Workload.objects.filter(status__in=WAITING).exclude(message="").exists()
+    check_pass_counts_match_the_history()
 
 
 def test_passes_that_save_workloads_one_row_a_batch_ungate_pods_all_the_same(run_ticks, monkeypatch):
@@ -118,6 +131,9 @@ def test_a_failed_node_is_replaced_and_the_pod_moves_to_the_new_node(run_ticks):
     # the replacement pod was created gated, ungated to the new node by the same pass, and starts there
     run_ticks(1, config=config)
     assert running_nodes(wl) == after
+    assert replaced.scheduling_pass.nodes_replaced == 1
+    assert events(wl, EventKind.PODS_UNGATED).first().scheduling_pass.pods_ungated == 1  # the newest
+    check_pass_counts_match_the_history()
 
 
 def test_a_workload_without_a_replacement_is_evicted_requeued_and_admitted_again(run_ticks):
@@ -135,7 +151,7 @@ def test_a_workload_without_a_replacement_is_evicted_requeued_and_admitted_again
     run_ticks(1, config=config)
     wl.refresh_from_db()
     assert wl.status == WorkloadStatus.EVICTED
-    assert events(wl, EventKind.EVICTED).exists()
+    assert events(wl, EventKind.EVICTED).get().scheduling_pass.evicted == 1
 
     # the job stops and Kueue requeues it: no admission, no pods, waiting again
     (report,) = run_ticks(1, config=config, scheduler=False)
