@@ -20,6 +20,13 @@ from scheduler.quantity import PODS
 from scheduler.tree import TopologyTree
 
 JOURNAL_KEPT = 256  # recent changes whose leaves are kept
+# Every amount the matrices hold stays within +-AMOUNT_CAP (2^61), so that the sum or the
+# difference of any two fits in int64. An amount beyond it means "more than any node has"
+# either way: a request Kueue saturates at int64 (an amount beyond it), non-TAS pods asking
+# for more than that on one node, a leaf of several nodes that each offer close to 2^62
+# (what a Node may say). Held there, the arithmetic never wraps around, which would turn a
+# full leaf into an empty one (or fail to fit the number in the matrix at all).
+AMOUNT_CAP = 2**61
 PATCH_SHARE = 0.25  # past this share of the leaves, computing afresh is cheaper than patching
 
 
@@ -64,7 +71,7 @@ class TASFlavorSnapshot:
             for node in group:
                 for name, value in node.allocatable.items():
                     row[column[name]] += value
-            rows.append(row)
+            rows.append(row if max(row) <= AMOUNT_CAP else [min(v, AMOUNT_CAP) for v in row])
         self.free = np.array(rows, dtype=np.int64).reshape(tree.leaf_count, len(self.resources.names))
         self.non_tas_usage = np.zeros_like(self.free)
         self.tas_usage = np.zeros_like(self.free)
@@ -142,7 +149,7 @@ class TASFlavorSnapshot:
         for name, value in requests.items():
             col = self.resources.column.get(name)
             if col is not None:
-                row[col] += value
+                row[col] += value if value <= AMOUNT_CAP else AMOUNT_CAP
         if pods:
             row[self.resources.column[PODS]] += pods
         return row
@@ -175,23 +182,22 @@ class TASFlavorSnapshot:
             for name, value in per_leaf[leaf].items():
                 col = column.get(name)
                 if col is not None:
-                    delta[i, col] = value
+                    delta[i, col] = value if value <= AMOUNT_CAP else AMOUNT_CAP
         if sign < 0:
             delta = -delta
         self._changed(np.asarray(leaves, dtype=np.intp), free=True)
-        self.free[leaves] -= delta
-        self.non_tas_usage[leaves] += delta
+        self.free[leaves] = _capped(self.free[leaves] - delta)
+        self.non_tas_usage[leaves] = _capped(self.non_tas_usage[leaves] + delta)
 
     def add_tas_usage(self, values: Sequence[str], requests: Mapping[str, int], count: int, sign: int = 1) -> bool:
         """`count` pods of `requests` on the leaf an assignment domain names; False if it is gone."""
         leaf = self.tree.leaf_for_values(values)
         if leaf is None:  # the node was deleted or is no longer Ready: nothing to account
             return False
-        usage = self.vector(requests)
-        usage *= count
+        usage = _times(self.vector(requests), count)
         usage[self.resources.column[PODS]] += count
         self._changed(np.asarray([leaf], dtype=np.intp))
-        self.tas_usage[leaf] += sign * usage
+        self.tas_usage[leaf] = _capped(self.tas_usage[leaf] + sign * usage)
         return True
 
     def add_assignment_usage(
@@ -209,6 +215,10 @@ class TASFlavorSnapshot:
             return
         self._changed(np.asarray(leaves, dtype=np.intp))
         per_pod = self.vector(requests, pods=1)
+        if int(per_pod.max()) * max(counts) > _SMALL_PRODUCT:  # amounts no real cluster has: held in bounds
+            for leaf, count in zip(leaves, counts, strict=True):
+                self.tas_usage[leaf] = _capped(self.tas_usage[leaf] + sign * _times(per_pod, count))
+            return
         if len(leaves) == 1:
             self.tas_usage[leaves[0]] += (sign * counts[0]) * per_pod
             return
@@ -274,6 +284,23 @@ class TASFlavorSnapshot:
         value.flags.writeable = False
         self._remaining[simulate_empty] = (version, value)
         return value
+
+
+# Pods of amounts at most this large (per leaf, a pod's amount times its count) are added as
+# they are: a leaf would need millions of them at once to leave AMOUNT_CAP behind.
+_SMALL_PRODUCT = 2**40
+
+
+def _capped(amounts: np.ndarray) -> np.ndarray:
+    """`amounts` held within +-AMOUNT_CAP."""
+    return np.clip(amounts, -AMOUNT_CAP, AMOUNT_CAP)
+
+
+def _times(row: np.ndarray, count: int) -> np.ndarray:
+    """`row` (amounts within AMOUNT_CAP) times a pod count, each product held within AMOUNT_CAP."""
+    if count <= 1 or int(row.max()) <= AMOUNT_CAP // count:
+        return row * count
+    return np.minimum(row, AMOUNT_CAP // count) * count
 
 
 def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Iterable[Node]) -> TASFlavorSnapshot:

@@ -338,3 +338,17 @@ def test_module_entry_point(tmp_path, cluster_file):
     (wl,) = json.loads(proc.stdout)["workloads"]
     assert wl["status"] == "Admitted"
     assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n1"], "count": 4}, {"values": ["b1-r1-n2"], "count": 2}]
+
+
+def test_non_tas_pods_asking_beyond_int64_fill_their_node(capsys, tmp_path):
+    from .factories import pod
+
+    objects = [*tas_setup(), *grid(blocks=1, racks=1, nodes=2, cpu="4"),
+               pod("big-1", node="b1-r1-n1", cpu="1e16"), pod("big-2", node="b1-r1-n1", cpu="1e16")]
+    cluster = write_yaml(tmp_path / "cluster.yaml", objects)
+    wl_file = workloads_file(tmp_path, workload("train", count=2, cpu="1", required=RACK))
+    code, out, err = simulate(capsys, cluster, wl_file, "--now", "2025-06-01T12:00:00Z", "--cycles", "all")
+    assert code == 0, err
+    (wl,) = json.loads(out)["workloads"]
+    assert wl["status"] == "Admitted"
+    assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n2"], "count": 2}]

@@ -153,3 +153,49 @@ class TestAggregatedLeaves:
                            assignments={"main": domains_json([BLOCK, RACK], [(["b1", "r1"], 3)])})
         snap = flavor_snapshot([*self.objects(), running], flavor=FLAVOR)
         assert free(snap, "b1,r1") == {"cpu": 1000, "pods": 5}
+
+
+# ---------------------------------------------------------------- amounts beyond any node
+# A pod's request beyond int64 saturates (as Kueue reads it); several such pods on one node,
+# or a leaf of several nodes that each offer close to 2^62, add up to more than int64 holds.
+# The matrices hold every amount within AMOUNT_CAP instead of failing or wrapping around
+# (which would make a full node look empty).
+
+HUGE_CPU = "1e16"  # cores: 10^19 milli-CPU, beyond int64
+
+
+def test_non_tas_pods_asking_beyond_int64_fill_their_node_and_nothing_fails():
+    from scheduler.snapshot import AMOUNT_CAP
+
+    objects = [*base(), pod("big-1", node="x1", cpu=HUGE_CPU), pod("big-2", node="x1", cpu=HUGE_CPU)]
+    snap = flavor_snapshot(objects)
+    leaf = snap.tree.leaves.index_by_id["x1"]
+    cpu = snap.resources.column["cpu"]
+    assert int(snap.non_tas_usage[leaf, cpu]) == AMOUNT_CAP
+    assert int(snap.free[leaf, cpu]) < 0 and int(snap.remaining()[leaf, cpu]) < 0
+    assignment, _ = place(objects, workload("w", count=2, cpu="1", required=RACK))
+    assert domains(assignment) == [("x2", 2)]
+
+
+def test_a_leaf_of_nodes_near_the_largest_allocatable_is_held_within_bounds():
+    from scheduler.snapshot import AMOUNT_CAP
+
+    near_most = "4611686018427387"  # cores: 2^62 milli-CPU, the most a Node may offer
+    objects = [*tas_setup(levels=[BLOCK, RACK]),
+               node("x1", block="b1", rack="r1", hostname=False, cpu=near_most),
+               node("x2", block="b1", rack="r1", hostname=False, cpu=near_most)]
+    snap = flavor_snapshot(objects)
+    assert int(snap.free[0, snap.resources.column["cpu"]]) == AMOUNT_CAP
+    assignment, _ = place(objects, workload("w", count=3, cpu="1000", required=RACK))
+    assert domains(assignment) == [("b1/r1", 3)]
+
+
+def test_an_admitted_workload_asking_beyond_int64_leaves_its_node_full_not_empty():
+    huge = admitted(workload("huge", count=4, cpu="99999999999999999999Ti", required=RACK),
+                    assignments={"main": domains_json([BLOCK, RACK, HOSTNAME], [(["b1", "r1", "x1"], 4)])})
+    objects = [*base(), huge]
+    snap = flavor_snapshot(objects)
+    cpu = snap.resources.column["cpu"]
+    assert int(snap.remaining()[snap.tree.leaves.index_by_id["x1"], cpu]) < 0
+    assignment, _ = place(objects, workload("w", count=2, cpu="1", required=RACK))
+    assert domains(assignment) == [("x2", 2)]
