@@ -14,6 +14,10 @@ from scheduler.errors import InputError
 MAX_INPUT_BYTES_ENV = "TAS_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 256 * 2**20
 MAX_DEPTH = 100
+# YAML aliases let a small file name one value many times; written out (to JSON, to the
+# database) it is that many values. A file whose aliases expand to more than this is
+# refused, as Kubernetes' YAML decoder refuses "excessive aliasing".
+MAX_EXPANDED_VALUES = 2_000_000
 MAX_INT32 = 2**31 - 1
 MIN_INT32 = -(2**31)
 MAX_INT64 = 2**63 - 1
@@ -62,3 +66,50 @@ def nesting_depth_exceeds(doc: object, limit: int = MAX_DEPTH) -> bool:
             return False
         level = deeper
     return True
+
+
+def shared_values_problem(doc: object, *, depth_limit: int = MAX_DEPTH,
+                          expanded_limit: int = MAX_EXPANDED_VALUES) -> str | None:
+    """For a document whose mappings and lists may be shared (YAML aliases), what is wrong
+    with it, or None: "cycle" (a value that contains itself), "deep" (nested more than
+    `depth_limit` levels once aliases are followed) or "expands" (more than
+    `expanded_limit` values once written out). Every shared value is looked at once, so
+    this costs what the file holds, not what it expands to."""
+    if type(doc) is not dict and type(doc) is not list:
+        return None
+    # per value (by id): (levels of nesting below and including it, values it expands to)
+    done: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()
+    stack: list[tuple[object, bool]] = [(doc, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = node.values() if type(node) is dict else node  # type: ignore[union-attr]
+        if children_done:
+            open_.discard(key)
+            depth, size = 1, 1
+            for value in children:
+                below = done.get(id(value)) if type(value) is dict or type(value) is list else None
+                if below is None:
+                    size += 1
+                else:
+                    depth = max(depth, below[0] + 1)
+                    size += below[1]
+            if depth > depth_limit:
+                return "deep"
+            if size > expanded_limit:
+                return "expands"
+            done[key] = (depth, size)
+            continue
+        if key in done:
+            continue
+        if key in open_:
+            return "cycle"
+        open_.add(key)
+        stack.append((node, True))
+        for value in children:
+            if (type(value) is dict or type(value) is list) and id(value) not in done:
+                if id(value) in open_:
+                    return "cycle"
+                stack.append((value, False))
+    return None

@@ -17,11 +17,13 @@ from yaml.nodes import MappingNode, ScalarNode
 from scheduler.errors import InputError
 from scheduler.limits import (
     MAX_DEPTH,
+    MAX_EXPANDED_VALUES,
     MAX_INPUT_BYTES_ENV,
     MAX_INT_DIGITS,
     HugeInt,
     max_input_bytes,
     nesting_depth_exceeds,
+    shared_values_problem,
 )
 
 try:  # libyaml's loader is an order of magnitude faster on large dumps
@@ -130,7 +132,17 @@ def parse_text(text: str, *, file: str) -> list[Any]:
         documents = _parse_documents(text, file=file)
     except RecursionError:
         raise _too_deep(file) from None
-    if any(nesting_depth_exceeds(doc) for doc in documents):
+    if "&" in text and "*" in text:  # YAML anchors and aliases, maybe: values may be shared
+        for doc in documents:
+            problem = shared_values_problem(doc)
+            if problem == "deep":
+                raise _too_deep(file)
+            if problem == "expands":
+                raise InputError(f"its YAML aliases expand to more than {MAX_EXPANDED_VALUES:,} values (excessive "
+                                 "aliasing)", file=file)
+            if problem == "cycle":
+                raise InputError("a YAML alias refers to a value that contains it", file=file)
+    elif any(nesting_depth_exceeds(doc) for doc in documents):
         raise _too_deep(file)
     return documents
 

@@ -86,6 +86,57 @@ def test_nesting_just_past_the_limit_is_refused_after_parsing(tmp_path, capsys):
     assert_refused(*run_cli(capsys, "simulate", path), "nested more than 100 levels")
 
 
+def alias_bomb(levels: int) -> str:
+    """A Workload whose unknown field holds 10^levels values in under a kilobyte of YAML."""
+    lines = ['a0: &a0 ["x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    wl = dump([workload("bomb", count=1)]).rstrip("\n")
+    return wl + "\nbogus:\n" + "\n".join("  " + line for line in lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, capsys):
+    import time
+
+    path = write(tmp_path / "bomb.yaml", dump(tas_setup()) + "---\n" + alias_bomb(9))
+    started = time.monotonic()
+    assert_refused(*run_cli(capsys, "simulate", path), "bomb.yaml", "YAML aliases expand to more than",
+                   "excessive aliasing")
+    assert time.monotonic() - started < 5
+
+
+def test_a_yaml_value_that_contains_itself_is_refused(tmp_path, capsys):
+    text = dump([workload("loop", count=1)]) + "bogus: &loop\n  again: *loop\n"
+    path = write(tmp_path / "loop.yaml", dump(tas_setup()) + "---\n" + text)
+    assert_refused(*run_cli(capsys, "simulate", path), "loop.yaml", "refers to a value that contains it")
+
+
+def test_yaml_aliases_count_their_depth_where_they_are_used(tmp_path, capsys):
+    deep: Any = {}
+    inner = deep
+    for _ in range(60):
+        inner["x"] = {}
+        inner = inner["x"]
+    # 60 levels under an anchor, used 60 levels down: 120 levels once the alias is followed
+    text = yaml.safe_dump({"deep": deep}).replace("deep:\n", "deep: &deep\n", 1)
+    nest = "\n".join("  " * i + "y:" for i in range(60)) + " *deep\n"
+    path = write(tmp_path / "aliased.yaml", text + nest)
+    assert_refused(*run_cli(capsys, "simulate", path), "aliased.yaml", "nested more than 100 levels")
+
+
+def test_yaml_aliases_that_share_a_template_are_read(tmp_path, capsys):
+    # anchors hold within one document: the workloads are the items of one List
+    template = '{name: main, count: 2, template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}'
+    pod_sets = [f"&main {template}", "*main", "*main"]
+    items = "".join(f"- apiVersion: {V1BETA2}\n  kind: Workload\n  metadata: {{name: w{i}, namespace: default}}\n"
+                    f"  spec: {{queueName: lq, podSets: [{p}]}}\n" for i, p in enumerate(pod_sets))
+    path = write(tmp_path / "shared.yaml",
+                 dump([*tas_setup(), *grid(cpu="4")]) + f"---\napiVersion: v1\nkind: List\nitems:\n{items}")
+    code = main(["simulate", path, "--now", "2025-06-01T12:00:00Z", "--cycles", "all"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert sorted(w["status"] for w in json.loads(out)["workloads"]) == ["Admitted"] * 3
+
+
 @pytest.mark.parametrize("suffix", ["json", "yaml"])
 def test_a_5000_digit_pod_count_names_the_field(tmp_path, capsys, suffix):
     wl = workload("train", count=1)
