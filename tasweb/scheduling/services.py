@@ -654,7 +654,9 @@ class PassRecorder:
         rows_update(rows=ungated_rows, fields=POD_UNGATED_FIELDS)
         self.written.pods_ungated += len(ungated_rows)
         for key, ungated in by_workload.items():
-            nodes = sorted({v for p in ungated for v in p.node_selector.values()})
+            # the nodes they go to: the hostname level of the selector the ungater set (its
+            # other levels and the flavor's own labels name no node)
+            nodes = sorted({p.node_selector[HOSTNAME_LABEL] for p in ungated if HOSTNAME_LABEL in p.node_selector})
             self.event(key, EventKind.PODS_UNGATED, message=f"{len(ungated)} pod(s) ungated",
                        details={"pods": [p.name for p in ungated][:200], "nodes": nodes[:200]})
 

@@ -132,7 +132,9 @@ def test_a_failed_node_is_replaced_and_the_pod_moves_to_the_new_node(run_ticks):
     run_ticks(1, config=config)
     assert running_nodes(wl) == after
     assert replaced.scheduling_pass.nodes_replaced == 1
-    assert events(wl, EventKind.PODS_UNGATED).first().scheduling_pass.pods_ungated == 1  # the newest
+    ungated = events(wl, EventKind.PODS_UNGATED).first()  # the newest
+    assert ungated.scheduling_pass.pods_ungated == 1
+    assert ungated.details["nodes"] == sorted(after - before)  # the node the pod went to, nothing else
     check_pass_counts_match_the_history()
 
 
