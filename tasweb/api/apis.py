@@ -219,6 +219,8 @@ class FlavorTreeApi(BaseApi):
                 raise ValidationError(getattr(exc, "message_dict", {"domain": [str(exc)]})) from None
         if not cluster.ResourceFlavor.objects.filter(name=name).exists():
             raise NotFound(f"ResourceFlavor {name!r} not found")
+        if root and not selectors.flavor_has_domain(flavor=name, values=root):
+            raise NotFound(f"ResourceFlavor {name!r} has no domain {'/'.join(root)!r} in its topology")
         renderer = request.accepted_renderer
         if not scope(request).unrestricted:  # the workloads in each domain: those the reader may see
             tree = visible_tree(selectors.flavor_tree(flavor=name, depth=depth, root=root), scope(request))

@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler, set_rollback
 
 from scheduler.errors import InputError
@@ -77,13 +78,26 @@ def error_response(status_code: int, detail: str, code: str) -> JsonResponse:
     return JsonResponse(error_body(detail, code), status=status_code)
 
 
+def _unknown_format(context: dict) -> exceptions.NotAcceptable | None:
+    """DRF answers a `?format=` no renderer serves with Http404, as if the object were
+    missing: it is a 406 naming the formats there are."""
+    request, view = context.get("request"), context.get("view")
+    asked = request.query_params.get(api_settings.URL_FORMAT_OVERRIDE) if request is not None else None
+    if asked is None or view is None:
+        return None
+    formats = [renderer.format for renderer in view.get_renderers()]
+    if asked in formats:
+        return None
+    return exceptions.NotAcceptable(f"format {asked!r} is not served here: use one of {', '.join(formats)}")
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, InputError):
         return Response(input_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(str(exc))
     if isinstance(exc, Http404):
-        exc = exceptions.NotFound(str(exc) or "not found")
+        exc = _unknown_format(context) or exceptions.NotFound(str(exc) or "not found")
     response = exception_handler(exc, context)
     if response is None:
         set_rollback()

@@ -112,6 +112,10 @@ class ReadyFilter(filters.Filter):
 class UTCDateTimeField(IsoDateTimeField):
     """An RFC 3339 time, converted to UTC (the database rejects odd offsets such as -18:08)."""
 
+    default_error_messages = {
+        "invalid": "must be an RFC 3339 time such as 2025-06-01T12:00:00Z (a '+' of an offset is sent as %2B)",
+    }
+
     def clean(self, value):
         value = super().clean(value)
         if value is None:
@@ -119,7 +123,8 @@ class UTCDateTimeField(IsoDateTimeField):
         try:
             return value.astimezone(UTC)
         except (OverflowError, ValueError):
-            raise forms.ValidationError(f"time out of range: {value!r}") from None
+            raise forms.ValidationError(f"time out of range: {value.isoformat()} is outside the years 1 to 9999 "
+                                        "once in UTC") from None
 
 
 class TimeFilter(filters.IsoDateTimeFilter):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as s
 from rest_framework.request import Request
@@ -85,15 +86,19 @@ class ApiV1Api(IndexApi):
 NOT_FOUND_ROUTE = "not-found"
 
 
+@csrf_exempt  # any method: a write to no endpoint is a 404, not a CSRF page
 def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     """Any path under /api/ that no endpoint serves. Like APPEND_SLASH, a GET without the
-    trailing slash of an endpoint is redirected to it."""
-    if not request.path.endswith("/") and request.method in ("GET", "HEAD"):
+    trailing slash of an endpoint is redirected to it; any other method is told the path."""
+    if not request.path.endswith("/"):
         try:
             match = resolve(f"{request.path}/")
         except Resolver404:
             match = None
         if match is not None and match.url_name != NOT_FOUND_ROUTE:
-            query = request.META.get("QUERY_STRING", "")
-            return HttpResponsePermanentRedirect(f"{request.path}/" + (f"?{query}" if query else ""))
+            if request.method in ("GET", "HEAD"):
+                query = request.META.get("QUERY_STRING", "")
+                return HttpResponsePermanentRedirect(f"{request.path}/" + (f"?{query}" if query else ""))
+            return error_response(404, f"no API endpoint at {request.path}: the endpoint is {request.path}/ "
+                                       "(with the trailing slash)", "not_found")
     return error_response(404, f"no API endpoint at {request.path}; GET /api/v1/ lists them", "not_found")

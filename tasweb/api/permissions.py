@@ -22,6 +22,13 @@ def authenticated_with_token(request: Request) -> bool:
         request.successful_authenticator, TokenAuthentication)
 
 
+def method_not_served(request: Request, view) -> bool:
+    """Whether the view has no handler for the request's method: such a request gets its 405
+    from the view (every permission lets it through), not a 401 that would send the client
+    for credentials first."""
+    return getattr(view, request.method.lower(), None) is None
+
+
 class ReadOpenOrAuthenticated(BasePermission):
     """GET/HEAD/OPTIONS: any signed-in user (token or session), or anyone when
     `TAS_API_ANONYMOUS_READ` is on. Other methods: a token."""
@@ -29,6 +36,8 @@ class ReadOpenOrAuthenticated(BasePermission):
     message = "authentication credentials were not provided or are not valid"
 
     def has_permission(self, request: Request, view) -> bool:
+        if method_not_served(request, view):
+            return True
         if request.method in SAFE_METHODS:
             return anonymous_read_allowed() or bool(request.user and request.user.is_authenticated)
         return authenticated_with_token(request)
@@ -41,6 +50,8 @@ class ClusterWideRead(BasePermission):
     message = "reading cluster-wide objects needs permission to list nodes"
 
     def has_permission(self, request: Request, view) -> bool:
+        if method_not_served(request, view):
+            return True
         scope = access_scope(request)
         if scope.may_list_nodes:
             return True
@@ -56,4 +67,4 @@ class TokenRequired(BasePermission):
                "(manage.py tas_api_token USER); a session or a Kubernetes token is not enough")
 
     def has_permission(self, request: Request, view) -> bool:
-        return authenticated_with_token(request)
+        return method_not_served(request, view) or authenticated_with_token(request)

@@ -674,6 +674,17 @@ def _flavor_tree_of(view: EngineView, *, flavor: str, depth: int | None, root: l
     return {**tree, "domains": domains}
 
 
+def flavor_has_domain(*, flavor: str, values: list[str]) -> bool:
+    """Whether the flavor's topology has the domain named by its level values from the root."""
+    view = engine_view()
+
+    def domains() -> frozenset[tuple[str, ...]]:
+        tree = view.remember(("tree", flavor), lambda: _tree(view, flavor))
+        return frozenset(tuple(d["values"]) for d in tree["domains"]) if tree is not None else frozenset()
+
+    return tuple(values) in view.remember(("tree-domains", flavor), domains)
+
+
 def tas_flavor_names() -> list[str]:
     return sorted(engine_view().state.tas_snapshots)
 

@@ -683,6 +683,31 @@ class APIResourceSerializer(s.Serializer):
     verbs = string_list("verbs served")
 
 
+class GroupVersionSerializer(s.Serializer):
+    groupVersion = s.CharField(help_text="visibility.kueue.x-k8s.io/<version>")
+    version = s.CharField(help_text="v1beta2 or v1beta1")
+
+
+class APIGroupSerializer(s.Serializer):
+    kind = s.CharField(help_text="APIGroup")
+    apiVersion = s.CharField(help_text="v1")
+    name = s.CharField(help_text="visibility.kueue.x-k8s.io")
+    versions = GroupVersionSerializer(many=True, help_text="the versions served, the preferred one first")
+    preferredVersion = GroupVersionSerializer()
+
+
+class APIGroupEntrySerializer(s.Serializer):
+    name = s.CharField(help_text="visibility.kueue.x-k8s.io")
+    versions = GroupVersionSerializer(many=True, help_text="the versions served, the preferred one first")
+    preferredVersion = GroupVersionSerializer()
+
+
+class APIGroupListSerializer(s.Serializer):
+    kind = s.CharField(help_text="APIGroupList")
+    apiVersion = s.CharField(help_text="v1")
+    groups = APIGroupEntrySerializer(many=True, help_text="the API groups this service serves")
+
+
 class APIResourceListSerializer(s.Serializer):
     kind = s.CharField(help_text="APIResourceList")
     apiVersion = s.CharField(help_text="v1")

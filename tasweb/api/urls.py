@@ -44,10 +44,13 @@ api_root = [
 # Any version segment: an unknown version is a 404 Status, as Kubernetes answers it
 _VISIBILITY = r"^apis/visibility\.kueue\.x-k8s\.io/(?P<api_version>[^/]+)"
 visibility_urls = [
+    re_path(r"^apis/?$", visibility.APIGroupListApi.as_view(), name="apis-groups"),
+    re_path(r"^apis/visibility\.kueue\.x-k8s\.io/?$", visibility.APIGroupApi.as_view(), name="visibility-group"),
     re_path(rf"{_VISIBILITY}$", visibility.VisibilityDiscoveryApi.as_view(), name="visibility-resources"),
     re_path(rf"{_VISIBILITY}/clusterqueues/(?P<name>[^/]+)/pendingworkloads$",
             visibility.ClusterQueuePendingWorkloadsApi.as_view(), name="visibility-clusterqueue-pending"),
     re_path(rf"{_VISIBILITY}/namespaces/(?P<namespace>[^/]+)/localqueues/(?P<name>[^/]+)/pendingworkloads$",
             visibility.LocalQueuePendingWorkloadsApi.as_view(), name="visibility-localqueue-pending"),
-    re_path(r"^apis/visibility\.kueue\.x-k8s\.io/(?P<rest>.*)$", visibility.not_found, name="visibility-not-found"),
+    # every other path under /apis: the Status of a path the server does not serve
+    re_path(r"^apis/(?P<rest>.*)$", visibility.not_found, name="visibility-not-found"),
 ]

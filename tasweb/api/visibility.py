@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.renderers import JSONRenderer
@@ -52,6 +53,7 @@ def status_body(code: int, reason: str, message: str, details: dict | None = Non
     return body
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
     """Any other path of the visibility API group (an empty queue name, an unknown resource):
     the Status the Kubernetes API server answers for a path it does not serve."""
@@ -104,7 +106,7 @@ class VisibilityApi(APIView):
         """Errors as Kubernetes Status objects, which Kueue's clients decode."""
         response = super().handle_exception(exc)
         reason = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-                  405: "MethodNotAllowed", 429: "TooManyRequests",
+                  405: "MethodNotAllowed", 406: "NotAcceptable", 415: "UnsupportedMediaType", 429: "TooManyRequests",
                   503: "ServiceUnavailable"}.get(response.status_code, "InternalError")
         data = response.data if isinstance(response.data, dict) else {}
         message = data.get("detail") or reason
@@ -114,10 +116,12 @@ class VisibilityApi(APIView):
             response.data = status_body(response.status_code, reason, str(message))
         return response
 
+    versioned = True  # its path names a version of the group
+
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
         reject_null_characters(request, kwargs)
-        if kwargs.get("api_version") not in VERSIONS:
+        if self.versioned and kwargs.get("api_version") not in VERSIONS:
             raise exceptions.NotFound(f"the server could not find the requested resource: {GROUP} has no "
                                       f"version {kwargs.get('api_version')!r} (versions: {', '.join(VERSIONS)})")
 
@@ -209,3 +213,33 @@ class VisibilityDiscoveryApi(VisibilityApi):
                 resource("localqueues/pendingworkloads", "PendingWorkloadsSummary", True, ["get"]),
             ],
         }, status=status.HTTP_200_OK)
+
+
+def _group() -> dict[str, Any]:
+    versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in reversed(VERSIONS)]  # preferred first
+    return {"name": GROUP, "versions": versions, "preferredVersion": versions[0]}
+
+
+@extend_schema(tags=["visibility.kueue.x-k8s.io"])
+class APIGroupListApi(VisibilityApi):
+    """`/apis`: the API groups this service serves (the visibility group), as the Kubernetes
+    API server lists its own for clients that discover them."""
+
+    versioned = False
+
+    @extend_schema(operation_id="apis_groups", responses={200: out.APIGroupListSerializer,
+                                                          **{code: STATUS_RESPONSES[code] for code in (401, 403)}})
+    def get(self, request: Request) -> Response:
+        return Response({"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group()]})
+
+
+@extend_schema(tags=["visibility.kueue.x-k8s.io"])
+class APIGroupApi(VisibilityApi):
+    """`/apis/visibility.kueue.x-k8s.io`: the group's versions, the preferred one first."""
+
+    versioned = False
+
+    @extend_schema(operation_id="visibility_group", responses={200: out.APIGroupSerializer,
+                                                               **{code: STATUS_RESPONSES[code] for code in (401, 403)}})
+    def get(self, request: Request) -> Response:
+        return Response({"kind": "APIGroup", "apiVersion": "v1", **_group()})

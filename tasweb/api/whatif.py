@@ -31,6 +31,7 @@ from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
 from tasweb.api.state import EngineView, engine_view
 from tasweb.cluster import models as cluster
+from tasweb.cluster.models import WAITING_STATUSES
 from tasweb.scheduling.selectors import active_workload_rows, engine_pods
 from tasweb.scheduling.services import feature_gates, kueue_configuration
 
@@ -193,6 +194,8 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
             workloads.append({**wj, "placement": _placement(after, wj), "explanation": explanation})
         else:
             before = stored.get((wr.workload.namespace, wr.workload.name))
+            if not wr.decided and wr.status in WAITING_STATUSES and before in WAITING_STATUSES:
+                continue  # a waiting workload the pass did not get to: nothing new to say of it
             if before is not None and before != wr.status:
                 changes.append({"namespace": wr.workload.namespace, "name": wr.workload.name,
                                 "clusterQueue": wr.cluster_queue or None, "statusBefore": before,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.conf import settings
+from django.core.exceptions import TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 NUL = "\x00"
@@ -29,27 +30,35 @@ def nul_location(request: HttpRequest) -> tuple[str, str] | None:
     return None
 
 
-def bad_request(request: HttpRequest, field: str, message: str) -> HttpResponse:
-    """A 400 in the shape the caller reads: the API's JSON error, a Kubernetes Status for
-    the visibility API, plain text for the dashboard."""
+def bad_request(request: HttpRequest, field: str, message: str,
+                problem: str = "must not contain a NUL character") -> HttpResponse:
+    """A 400 in the shape the caller reads: the API's JSON error (its `errors` saying
+    `problem` of `field`), a Kubernetes Status for the visibility API, plain text for the
+    dashboard."""
     if request.path.startswith("/apis/"):
         return JsonResponse({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                              "message": message, "reason": "BadRequest", "code": 400}, status=400)
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": message, "code": "invalid",
-                             "errors": [{"field": field, "message": "must not contain a NUL character"}]},
+                             "errors": [{"field": field, "message": problem}]},
                             status=400)
     return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 
 class RejectNulMiddleware:
-    """400 for a NUL character in the path or the query string, naming where it is."""
+    """400 for a NUL character in the path or the query string, naming where it is, and for
+    a query string of more parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        found = nul_location(request)
+        try:
+            found = nul_location(request)
+        except TooManyFieldsSent:
+            most = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+            return bad_request(request, "query", f"the query string has more than {most} parameters",
+                               f"must hold at most {most} parameters")
         if found is not None:
             field, where = found
             return bad_request(request, field, f"{where} must not contain a NUL character (%00)")

@@ -219,3 +219,28 @@ def test_brackets_inside_strings_do_not_count_as_nesting(scheduled, token_client
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "[" * 1000, "labels": {"x": "{" * 1000}}}
     response = post(token_client, node)
     assert response.status_code != 400 or "nest deeper" not in response.json()["detail"]
+
+
+def test_a_waiting_workload_the_pass_did_not_get_to_is_not_a_change(scheduled, token_client, monkeypatch):
+    from scheduler.cycle import unchanged_result
+    from scheduler.engine import Engine
+
+    waiting = Workload.objects.get(status="Inadmissible")
+    real = Engine.results_for
+
+    def not_evaluated(engine, keys, outcome):
+        # as when the pass stops before it: the result restates the workload, decided=False
+        results = real(engine, keys, outcome)
+        out = [wr for wr in results if wr.key != waiting.key]
+        if len(out) < len(results):
+            restated = unchanged_result(engine.state, engine.state.workload(waiting.key))
+            restated.status, restated.message = "Pending", ""
+            out.append(restated)
+        return out
+
+    monkeypatch.setattr(Engine, "results_for", not_evaluated)
+    posted = workload_object("elsewhere", count=1, gpus=1)
+    posted["metadata"]["namespace"] = "nobody"
+    body = post(token_client, posted).json()
+    assert body["workloads"][0]["status"] == "Inadmissible"  # no LocalQueue there: nothing else moves
+    assert body["changes"] == []
