@@ -69,6 +69,7 @@ EXPECTED_RUNTIME = "kueue.x-k8s.io/expected-runtime"
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_POD_SETS = 8  # a Workload's PodSets at most (Kueue's CRD)
 _TOLERATION_OPERATORS = {"", "Equal", "Exists", "Gt", "Lt"}
 _TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 _SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
@@ -1015,6 +1016,9 @@ def _parse_pod_set(d: Any, where: Where) -> PodSet:
     if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     name = string(d, "name", where, default="main") or "main"
+    if len(name) > 63 or _DNS_LABEL.fullmatch(name) is None:  # Kueue's PodSetReference
+        raise where.at("name").error(f"must be a lowercase RFC 1123 label (a-z, 0-9 and '-', at most 63 "
+                                     f"characters), got {_shown(name)}")
     pods = count(d, "count", where, default=1)
     min_count = count(d, "minCount", where)
     if min_count is not None and pods is not None and min_count > pods:
@@ -1144,6 +1148,8 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     raw_pod_sets = sequence(spec, "podSets", sw)
     if not raw_pod_sets:
         raise sw.at("podSets").error("must list at least one PodSet")
+    if len(raw_pod_sets) > MAX_POD_SETS:  # Kueue's CRD: the API server refuses more
+        raise sw.at("podSets").error(f"must list at most {MAX_POD_SETS} PodSets, got {len(raw_pod_sets)}")
     pod_sets = [parse_pod_set(ps, sw.at("podSets").at(i)) for i, ps in enumerate(raw_pod_sets)]
     seen: set[str] = set()
     for i, ps in enumerate(pod_sets):

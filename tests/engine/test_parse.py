@@ -113,6 +113,20 @@ class TestWorkloadErrors:
         wl = workload("train", pod_sets=[pod_set("main"), pod_set("main")])
         assert_located(parse_error(wl), "Workload/default/train", "spec.podSets[1].name")
 
+    def test_at_most_8_pod_sets(self):
+        # Kueue's CRD: the API server refuses a Workload of more
+        eight = workload("train", pod_sets=[pod_set(f"ps{i}") for i in range(8)])
+        assert len(parse([eight]).workloads[0].pod_sets) == 8
+        message = parse_error(workload("train", pod_sets=[pod_set(f"ps{i}") for i in range(9)]))
+        assert_located(message, "Workload/default/train", "spec.podSets")
+        assert "at most 8 PodSets, got 9" in message
+
+    @pytest.mark.parametrize("name", ["Workers", "bad name", "under_score", "-lead", "x" * 64])
+    def test_a_pod_set_name_is_a_dns_label(self, name):
+        message = parse_error(workload("train", pod_sets=[pod_set(name)]))
+        assert_located(message, "Workload/default/train", "spec.podSets[0].name")
+        assert "must be a lowercase RFC 1123 label" in message
+
     def test_missing_spec(self):
         wl = workload("train")
         del wl["spec"]
