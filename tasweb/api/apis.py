@@ -25,7 +25,7 @@ from tasweb.api.filters import (
 )
 from tasweb.api.kubeauth import AccessScope, access_scope
 from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
-from tasweb.api.parsers import BoundedJSONParser, YAMLParser
+from tasweb.api.parsers import BoundedJSONParser, YAMLParser, body_length_check
 from tasweb.api.permissions import ClusterWideRead, ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
 from tasweb.api.whatif import what_if
@@ -703,6 +703,8 @@ class WhatIfApi(BaseApi):
                                  "and the field"),
             401: ERRORS[401],
             403: ERRORS[403],
+            411: OpenApiResponse(out.ErrorSerializer, description="the body was sent without a Content-Length "
+                                 "(chunked)"),
             413: OpenApiResponse(out.ErrorSerializer, description="the body is larger than TAS_API_MAX_BODY_BYTES"),
             415: OpenApiResponse(out.ErrorSerializer, description="not JSON or YAML"),
             429: OpenApiResponse(out.ErrorSerializer, description="too many what-if requests; retry later"),
@@ -718,5 +720,6 @@ class WhatIfApi(BaseApi):
                     "requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}}]}})],
     )
     def post(self, request: Request) -> Response:
+        body_length_check(request.META)
         return Response(what_if(body=request.data))
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import BaseParser
 
 from scheduler.errors import InputError
@@ -18,16 +18,31 @@ def max_body_bytes() -> int:
     return int(getattr(settings, "TAS_API_MAX_BODY_BYTES", 2 * 1024 * 1024))
 
 
+class LengthRequired(APIException):
+    status_code = 411
+    default_detail = "the request body needs a Content-Length"
+    default_code = "length_required"
+
+
+def body_length_check(meta: dict) -> None:
+    """Before the body is read: a body sent without a Content-Length (chunked) is a 411, and a
+    Content-Length that is not a number of bytes a 400. Django reads neither, and the body
+    would be taken for an empty one."""
+    declared = meta.get("CONTENT_LENGTH")
+    if declared in (None, ""):
+        if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
+            raise LengthRequired("the request body is sent chunked: send it with a Content-Length")
+    elif not (declared.isascii() and declared.isdigit()):
+        raise ParseError(f"Content-Length must be a number of bytes, got {declared!r}")
+
+
 def read_bounded(stream, parser_context: dict | None) -> bytes:
     """The body, or 413 when it is larger than TAS_API_MAX_BODY_BYTES (declared or actual)."""
     limit = max_body_bytes()
     request = (parser_context or {}).get("request")
     declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-    try:
-        if declared and int(declared) > limit:
-            raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit} bytes")
-    except ValueError:
-        pass
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit} bytes")
     data = stream.read(limit + 1) if stream is not None else b""
     if len(data) > limit:
         raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes")

@@ -244,3 +244,15 @@ def test_a_waiting_workload_the_pass_did_not_get_to_is_not_a_change(scheduled, t
     body = post(token_client, posted).json()
     assert body["workloads"][0]["status"] == "Inadmissible"  # no LocalQueue there: nothing else moves
     assert body["changes"] == []
+
+
+def test_a_body_without_a_content_length_is_a_411_and_a_bad_length_a_400(scheduled, token_client):
+    body = json.dumps(workload_object("chunked", count=1, gpus=1))
+    chunked = token_client.generic("POST", URL, body, content_type="application/json", CONTENT_LENGTH="",
+                                   HTTP_TRANSFER_ENCODING="chunked")
+    assert chunked.status_code == 411, chunked.content
+    assert "Content-Length" in chunked.json()["detail"]
+    for bad in ("abc", "-1"):
+        response = token_client.generic("POST", URL, body, content_type="application/json", CONTENT_LENGTH=bad)
+        assert response.status_code == 400, (bad, response.content)
+        assert f"Content-Length must be a number of bytes, got {bad!r}" in response.json()["detail"]
