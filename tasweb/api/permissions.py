@@ -26,7 +26,8 @@ def method_not_served(request: Request, view) -> bool:
     """Whether the view has no handler for the request's method: such a request gets its 405
     from the view (every permission lets it through), not a 401 that would send the client
     for credentials first."""
-    return getattr(view, request.method.lower(), None) is None
+    method = request.method.lower()
+    return method not in view.http_method_names or getattr(view, method, None) is None
 
 
 class ReadOpenOrAuthenticated(BasePermission):
