@@ -24,7 +24,7 @@ from tasweb.api.filters import (
     domain_path,
 )
 from tasweb.api.kubeauth import AccessScope, access_scope
-from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters
+from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters, single_value
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser, body_length_check
 from tasweb.api.permissions import ClusterWideRead, ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
@@ -210,7 +210,7 @@ class FlavorTreeApi(BaseApi):
     )
     def get(self, request: Request, name: str) -> Response:
         depth = positive_int(request, "depth", 0, 8) or None
-        raw_domain = request.query_params.get("domain")
+        raw_domain = single_value(request, "domain")
         root = None
         if raw_domain:  # empty: no filter, as for the list endpoints' text parameters
             try:
@@ -399,8 +399,8 @@ class LocalQueueListApi(ListApi):
 
     def get_queryset(self) -> QuerySet:
         queryset = cluster.LocalQueue.objects.filter(scope(self.request).workloads_q()).order_by("namespace", "name")
-        namespace = self.request.query_params.get("namespace")
-        cq = self.request.query_params.get("cluster_queue")
+        namespace = single_value(self.request, "namespace")
+        cq = single_value(self.request, "cluster_queue")
         if namespace:
             queryset = queryset.filter(namespace=namespace)
         if cq:
@@ -658,7 +658,7 @@ class ComparisonSummaryApi(BaseApi):
                    responses={200: out.ComparisonSummarySerializer, **error_responses(400, 401, 403)})
     def get(self, request: Request, *args, **kwargs) -> Response:
         queryset = self.filter_queryset(self.get_queryset())
-        bucket = request.query_params.get("bucket") or "hour"
+        bucket = single_value(request, "bucket") or "hour"
         return Response(selectors.comparison_summary(queryset, bucket=bucket))
 
 

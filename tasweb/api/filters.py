@@ -20,6 +20,7 @@ from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import MAX_LEVELS, AdmissionComparison, ComparisonCategory, EventKind, WorkloadEvent
 
 LEVEL_PREFIX = "level."
+REPEATABLE = frozenset({"level", "label"})  # KEY=VALUE pairs, each one more condition
 
 
 def with_label(queryset: QuerySet, key: str, value: str | None) -> QuerySet:
@@ -227,7 +228,24 @@ class ValidatingFilterSet(filters.FilterSet):
                 for name, f in self.filters.items() if name in self.data and rejects_empty(f)
                 and any(value == "" for value in getlist(name))}
 
+    def repeated_values(self) -> dict[str, list[str]]:
+        """Parameters that take one value given more than once (which was meant cannot be
+        told); those that take several are the listed choices and the level and label pairs."""
+        if not hasattr(self.data, "getlist"):
+            return {}
+        out = {}
+        for name, f in self.filters.items():
+            if isinstance(f, filters.MultipleChoiceFilter) or name in REPEATABLE:
+                continue
+            count = len(self.data.getlist(name))
+            if count > 1:
+                out[name] = [f"is given {count} times; it takes one value"]
+        return out
+
     def is_valid(self) -> bool:
+        repeated = self.repeated_values()
+        if repeated:
+            raise ValidationError(repeated)
         empty = self.empty_typed_values()
         if empty:  # before the form's own check, which would call "" an unknown choice
             raise ValidationError(empty)

@@ -49,8 +49,17 @@ def ascii_int(raw: str) -> int:
     return int(raw)
 
 
+def single_value(request: Request, name: str) -> str | None:
+    """The value of a query parameter that takes one, None when it is absent; a 400 when it
+    is given more than once (which value was meant cannot be told)."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise ValidationError({name: [f"is given {len(values)} times; it takes one value"]})
+    return values[0] if values else None
+
+
 def positive_int(request: Request, name: str, default: int, maximum: int | None = None) -> int:
-    raw = request.query_params.get(name)
+    raw = single_value(request, name)
     if raw is None:
         return default
     if raw == "":

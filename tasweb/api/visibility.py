@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.kubeauth import access_scope
-from tasweb.api.pagination import ascii_int, reject_null_characters
+from tasweb.api.pagination import ascii_int, reject_null_characters, single_value
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 from tasweb.cluster import models as cluster
 
@@ -82,7 +82,7 @@ def summary_json(api_version: str, items: list[selectors.PendingWorkload]) -> di
 
 
 def _non_negative(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
+    raw = single_value(request, name)
     if raw is None:
         return default
     if raw == "":

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from tests.api.conftest import RACK as RACK_LEVEL
+
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
 GROUP = "visibility.kueue.x-k8s.io"
@@ -113,3 +115,29 @@ def test_a_time_out_of_range_says_so_in_words(scheduled, client):
     assert "outside the years 1 to 9999" in detail and "datetime.datetime" not in detail
     unencoded = client.get("/api/v1/workloads/?created_after=2024-01-01T00:00:00+01:00").json()["detail"]
     assert "%2B" in unencoded
+
+
+@pytest.mark.parametrize("query", ["page=2&page=1", "page_size=5&page_size=10", "ordering=name&ordering=-name",
+                                   "created_after=2025-01-01T00:00:00Z&created_after=2025-06-01T00:00:00Z",
+                                   "namespace=ml&namespace=other"])
+def test_a_parameter_that_takes_one_value_given_twice_is_a_400(scheduled, client, query):
+    name = query.partition("=")[0]
+    response = client.get(f"/api/v1/workloads/?{query}")
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["detail"] == f"{name}: is given 2 times; it takes one value"
+
+
+def test_parameters_that_take_several_values_still_do(scheduled, client):
+    both = client.get("/api/v1/workloads/?status=Admitted&status=Inadmissible&page_size=500").json()
+    statuses = {w["status"] for w in both["results"]}
+    assert statuses == {"Admitted", "Inadmissible"}
+    assert client.get(f"/api/v1/nodes/?level={RACK_LEVEL}=r1&level={RACK_LEVEL}=r2").status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/api/v1/flavors/tas-gpu/tree/?depth=1&depth=2",
+                                 f"{PENDING}?limit=1&limit=2",
+                                 "/api/v1/comparison/summary/?bucket=day&bucket=hour",
+                                 "/api/v1/localqueues/?namespace=ml&namespace=x"])
+def test_single_value_parameters_outside_the_filters_refuse_repeats_too(scheduled, client, url):
+    response = client.get(url)
+    assert response.status_code == 400, response.content[:300]
