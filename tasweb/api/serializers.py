@@ -688,18 +688,17 @@ class GroupVersionSerializer(s.Serializer):
     version = s.CharField(help_text="v1beta2 or v1beta1")
 
 
-class APIGroupSerializer(s.Serializer):
-    kind = s.CharField(help_text="APIGroup")
-    apiVersion = s.CharField(help_text="v1")
-    name = s.CharField(help_text="visibility.kueue.x-k8s.io")
-    versions = GroupVersionSerializer(many=True, help_text="the versions served, the preferred one first")
-    preferredVersion = GroupVersionSerializer()
-
-
 class APIGroupEntrySerializer(s.Serializer):
     name = s.CharField(help_text="visibility.kueue.x-k8s.io")
     versions = GroupVersionSerializer(many=True, help_text="the versions served, the preferred one first")
     preferredVersion = GroupVersionSerializer()
+
+
+class APIGroupSerializer(APIGroupEntrySerializer):
+    """One group as its own document: an entry of APIGroupList with its kind and apiVersion."""
+
+    kind = s.CharField(help_text="APIGroup")
+    apiVersion = s.CharField(help_text="v1")
 
 
 class APIGroupListSerializer(s.Serializer):
