@@ -16,6 +16,13 @@ from tasweb.core.deadline import deadline
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tasweb.settings")
 
 
+def task_time_limit() -> float:
+    """TAS_TASK_TIME_LIMIT in seconds (0: none), the limit of every task."""
+    from django.conf import settings
+
+    return float(getattr(settings, "TAS_TASK_TIME_LIMIT", 0) or 0)
+
+
 class LimitedTask(Task):
     """Every task of the project: its time limit (TAS_TASK_TIME_LIMIT) is kept by the process
     and thread that run it (tasweb.core.deadline), not by Celery, whose limits the solo pool
@@ -24,10 +31,7 @@ class LimitedTask(Task):
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from django.conf import settings
-
-        limit = float(getattr(settings, "TAS_TASK_TIME_LIMIT", 0) or 0)
-        with deadline(limit, f"the task {self.name}", setting="TAS_TASK_TIME_LIMIT"):
+        with deadline(task_time_limit(), f"the task {self.name}", setting="TAS_TASK_TIME_LIMIT"):
             return super().__call__(*args, **kwargs)
 
 

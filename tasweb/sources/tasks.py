@@ -12,6 +12,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from tasweb.celery import task_time_limit
 from tasweb.sources.kubeapi import KubeConfigError
 from tasweb.sources.mirror import mirror_run
 from tasweb.sources.services import cluster_writes_deliver
@@ -28,7 +29,7 @@ def mirror_window(requested: float | None) -> float:
     """The window of a mirror run: the one asked for (else TAS_MIRROR_WINDOW_SECONDS), at most
     MAX_WINDOW_SECONDS, and ending a margin before the task's time limit."""
     window = min(float(requested or settings.TAS_MIRROR_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
-    limit = float(settings.TAS_TASK_TIME_LIMIT or 0)
+    limit = task_time_limit()
     if limit > 0:
         window = min(window, max(limit - WINDOW_MARGIN_SECONDS, limit / 2))
     return window
