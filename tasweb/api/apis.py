@@ -16,10 +16,15 @@ from rest_framework.throttling import ScopedRateThrottle
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import (
+    ClusterQueueFilter,
+    CohortFilter,
     ComparisonFilter,
     ComparisonSummaryFilter,
     EventFilter,
+    LocalQueueFilter,
     NodeFilter,
+    ResourceFlavorFilter,
+    TopologyFilter,
     WorkloadFilter,
     domain_path,
 )
@@ -112,6 +117,7 @@ class TopologyListApi(ListApi):
 
     permission_classes = CLUSTER_WIDE
     serializer_class = out.TopologySerializer
+    filterset_class = TopologyFilter
 
     def get_queryset(self) -> QuerySet:
         return cluster.Topology.objects.order_by("name")
@@ -157,6 +163,7 @@ class FlavorListApi(ListApi):
 
     permission_classes = CLUSTER_WIDE
     serializer_class = out.ResourceFlavorSerializer
+    filterset_class = ResourceFlavorFilter
 
     def get_queryset(self) -> QuerySet:
         return cluster.ResourceFlavor.objects.order_by("name")
@@ -354,6 +361,7 @@ class ClusterQueueListApi(ListApi):
 
     permission_classes = CLUSTER_WIDE
     serializer_class = out.ClusterQueueSerializer
+    filterset_class = ClusterQueueFilter
 
     def get_queryset(self) -> QuerySet:
         return cluster.ClusterQueue.objects.order_by("name")
@@ -396,23 +404,13 @@ class LocalQueueListApi(ListApi):
     """LocalQueues: the ClusterQueue each submits to and its Workload counts."""
 
     serializer_class = out.LocalQueueSerializer
+    filterset_class = LocalQueueFilter
 
     def get_queryset(self) -> QuerySet:
-        queryset = cluster.LocalQueue.objects.filter(scope(self.request).workloads_q()).order_by("namespace", "name")
-        namespace = single_value(self.request, "namespace")
-        cq = single_value(self.request, "cluster_queue")
-        if namespace:
-            queryset = queryset.filter(namespace=namespace)
-        if cq:
-            queryset = queryset.filter(cluster_queue=cq)
-        return queryset
+        return cluster.LocalQueue.objects.filter(scope(self.request).workloads_q()).order_by("namespace", "name")
 
-    @extend_schema(
-        operation_id="localqueues_list",
-        parameters=[OpenApiParameter("namespace", str, description="LocalQueues of this namespace"),
-                    OpenApiParameter("cluster_queue", str, description="LocalQueues that submit to this "
-                                     "ClusterQueue")],
-        responses={200: out.LocalQueueSerializer(many=True), **LIST_ERRORS})
+    @extend_schema(operation_id="localqueues_list", responses={200: out.LocalQueueSerializer(many=True),
+                                                               **LIST_ERRORS})
     def get(self, request: Request, *args, **kwargs) -> Response:
         return self.list(request, *args, **kwargs)
 
@@ -459,6 +457,7 @@ class CohortListApi(ListApi):
 
     permission_classes = CLUSTER_WIDE
     serializer_class = out.CohortSerializer
+    filterset_class = CohortFilter
 
     def get_queryset(self) -> QuerySet:
         return cluster.Cohort.objects.order_by("name")

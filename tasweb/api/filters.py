@@ -480,3 +480,54 @@ class ComparisonSummaryFilter(ComparisonFilter):
 
     def filter_nothing(self, queryset: QuerySet, name: str, value) -> QuerySet:
         return queryset  # read by the view
+
+
+def _ordering(fields: tuple[tuple[str, str], ...], tiebreak: tuple[str, ...], default: str) -> StableOrderingFilter:
+    names = [name for _, name in fields]
+    return StableOrderingFilter(tiebreak=tiebreak, fields=fields,
+                                help_text=f"sort by {', '.join(names[:-1])} or {names[-1]}; prefix - for descending; "
+                                f"several comma-separated (default: {default})" if len(names) > 1 else
+                                f"sort by {names[0]}; prefix - for descending (default: {default})")
+
+
+class TopologyFilter(ValidatingFilterSet):
+    ordering = _ordering((("name", "name"),), ("name",), "name")
+
+    class Meta:
+        model = cluster.Topology
+        fields: list[str] = []
+
+
+class ResourceFlavorFilter(ValidatingFilterSet):
+    ordering = _ordering((("name", "name"), ("topology_name", "topology")), ("name",), "name")
+
+    class Meta:
+        model = cluster.ResourceFlavor
+        fields: list[str] = []
+
+
+class ClusterQueueFilter(ValidatingFilterSet):
+    ordering = _ordering((("name", "name"), ("cohort", "cohort")), ("name",), "name")
+
+    class Meta:
+        model = cluster.ClusterQueue
+        fields: list[str] = []
+
+
+class LocalQueueFilter(ValidatingFilterSet):
+    namespace = filters.CharFilter(help_text="LocalQueues of this namespace")
+    cluster_queue = filters.CharFilter(help_text="LocalQueues that submit to this ClusterQueue")
+    ordering = _ordering((("namespace", "namespace"), ("name", "name"), ("cluster_queue", "cluster_queue")),
+                         ("namespace", "name"), "namespace,name")
+
+    class Meta:
+        model = cluster.LocalQueue
+        fields: list[str] = []
+
+
+class CohortFilter(ValidatingFilterSet):
+    ordering = _ordering((("name", "name"), ("parent", "parent")), ("name",), "name")
+
+    class Meta:
+        model = cluster.Cohort
+        fields: list[str] = []

@@ -58,3 +58,29 @@ def test_cohorts(scheduled, client):
     assert root["children"] == ["research"] and root["parent"] is None
     assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["cohort"] == "research"
     assert client.get("/api/v1/cohorts/nope/").status_code == 404
+
+
+def test_queue_lists_order_and_refuse_unknown_orderings(scheduled, client):
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "another"}})
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "team-c", "namespace": "ml"}, "spec": {"clusterQueue": "other"}})
+    for name, parent in (("root", ""), ("alpha", "root"), ("zeta", "")):
+        upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name},
+                "spec": {"parentName": parent} if parent else {}})
+    assert names(client.get("/api/v1/localqueues/", {"ordering": "-name"})) == [
+        "ml/team-c", "research/team-b", "ml/team-a"]
+    assert names(client.get("/api/v1/localqueues/", {"ordering": "cluster_queue"})) == [
+        "research/team-b", "ml/team-a", "ml/team-c"]
+    assert names(client.get("/api/v1/localqueues/", {"ordering": "-namespace", "namespace": "ml"})) == [
+        "ml/team-a", "ml/team-c"]  # ties on namespace keep namespace,name
+    assert names(client.get("/api/v1/cohorts/", {"ordering": "-name"})) == ["zeta", "root", "alpha"]
+    assert names(client.get("/api/v1/cohorts/", {"ordering": "-parent"})) == ["alpha", "root", "zeta"]
+    assert names(client.get("/api/v1/clusterqueues/", {"ordering": "-name"})) == ["cluster-queue"]
+    for path in ("localqueues", "cohorts", "clusterqueues"):
+        response = client.get(f"/api/v1/{path}/", {"ordering": "created"})
+        assert response.status_code == 400, path
+        assert "ordering" in response.json()["detail"], response.json()
+        assert client.get(f"/api/v1/{path}/", {"ordering": ["name", "-name"]}).status_code == 400
+    twice = client.get("/api/v1/localqueues/", {"namespace": ["ml", "research"]})
+    assert twice.status_code == 400 and "namespace" in twice.json()["detail"]

@@ -85,3 +85,15 @@ def test_tree_of_a_flavor_without_topology_is_404(scheduled, client):
             "spec": {}})
     assert client.get("/api/v1/flavors/plain/tree/").status_code == 404
     assert client.get("/api/v1/flavors/nope/tree/").status_code == 404
+
+
+def test_topology_and_flavor_lists_order_and_refuse_unknown_orderings(scheduled, client):
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "plain"},
+            "spec": {"nodeLabels": {"node-group": "cpu"}}})
+    assert names(client.get("/api/v1/flavors/", {"ordering": "-name"})) == ["tas-gpu", "plain"]
+    assert names(client.get("/api/v1/flavors/", {"ordering": "-topology"})) == ["tas-gpu", "plain"]
+    assert names(client.get("/api/v1/flavors/", {"ordering": "topology"})) == ["plain", "tas-gpu"]
+    assert names(client.get("/api/v1/topologies/", {"ordering": "-name"})) == ["default"]
+    for path in ("flavors", "topologies"):
+        response = client.get(f"/api/v1/{path}/", {"ordering": "levels"})
+        assert response.status_code == 400 and "ordering" in response.json()["detail"], path
