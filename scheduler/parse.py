@@ -241,6 +241,13 @@ def boolean(d: Any, key: str, where: Where, *, default: bool | None = None) -> b
 _STR_ONLY = {str}
 
 
+def _scalar_text(value: bool | int | float) -> str:
+    """How a YAML scalar read as a boolean or a number was most likely written."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def string_map(d: Any, key: str, where: Where) -> Mapping[str, str]:
     raw = d.get(key)
     if type(raw) is dict and set(map(type, raw)) <= _STR_ONLY and set(map(type, raw.values())) <= _STR_ONLY:
@@ -251,11 +258,10 @@ def string_map(d: Any, key: str, where: Where) -> Mapping[str, str]:
         if not isinstance(k, str):
             raise where.at(key).error(f"keys must be strings, got {k!r}")
         if v is None:
-            v = ""
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        if isinstance(v, int | float):
-            v = str(v)
+            v = ""  # as the API server decodes a null value of a string map
+        if isinstance(v, bool | int | float):  # Kubernetes refuses them too: the value of a string map is text
+            kind = "a boolean" if isinstance(v, bool) else "a number"
+            raise where.at(key).at(k).error(f"must be a string, got {kind}: quote it ('{_scalar_text(v)}')")
         if not isinstance(v, str):
             raise where.at(key).at(k).error(f"must be a string, got {_type_name(v)}")
         out[k] = v

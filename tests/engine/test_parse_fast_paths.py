@@ -69,11 +69,21 @@ def test_condition_times_are_aware_and_shared():
 
 @pytest.mark.parametrize(("labels", "expected"), [
     ({"a": "1", "b": ""}, {"a": "1", "b": ""}),
-    ({"a": 1, "b": True, "c": None}, {"a": "1", "b": "true", "c": ""}),
+    ({"a": "1", "c": None}, {"a": "1", "c": ""}),
     ({}, {}),
 ])
 def test_string_maps(labels, expected):
     assert dict(string_map({"labels": labels}, "labels", Where("w"))) == expected
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (1, "got a number: quote it ('1')"), (2.5, "got a number: quote it ('2.5')"),
+    (True, "got a boolean: quote it ('true')"), (False, "got a boolean: quote it ('false')"),
+])
+def test_string_map_refuses_numbers_and_booleans_as_kubernetes_does(value, said):
+    with pytest.raises(InputError) as caught:
+        string_map({"labels": {"rack": value}}, "labels", Where("Node/n1").at("metadata"))
+    assert str(caught.value) == f"Node/n1: metadata.labels.rack: must be a string, {said}"
 
 
 def test_string_map_errors_name_the_field():
