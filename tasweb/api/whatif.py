@@ -23,16 +23,16 @@ from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.explain import explain_workload
 from scheduler.loader import flatten_objects
+from scheduler.memory import gc_paused
 from scheduler.output import workload_json
-from scheduler.parse import ParsedObjects, Where, object_label, parse_objects, parse_workload
+from scheduler.parse import ParsedObjects, object_label, parse_objects
 from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
 from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
 from tasweb.api.state import EngineView, engine_view
-from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WAITING_STATUSES
-from tasweb.scheduling.selectors import active_workload_rows, engine_pods
+from tasweb.scheduling.selectors import active_workload_rows, engine_pods, engine_workloads
 from tasweb.scheduling.services import feature_gates, kueue_configuration
 
 BODY = "request body"
@@ -105,21 +105,13 @@ def _created(obj: Any, now: datetime) -> Any:
     return {**obj, "metadata": {**metadata, "creationTimestamp": stamp}}
 
 
-def mirror_workloads() -> list:
-    """The mirror's active workloads, parsed anew: a pass changes the objects it is given."""
-    out = []
-    for raw in active_workload_rows().values_list("raw", flat=True).iterator(chunk_size=500):
-        try:
-            out.append(parse_workload(raw, Where(object_label(raw)), decode_assignment))
-        except InputError:
-            continue
-    return out
-
-
 def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
     """The mirror with the posted objects added. Objects a pass never changes (nodes,
     queues, flavors) come from the cached view; workloads and pods are fresh copies."""
-    base = replace(view.parsed, workloads=mirror_workloads(), pods=engine_pods(), origins={})
+    # the mirror's active workloads parsed anew (a pass changes the objects it is given), read as
+    # the scheduler's cold start reads them
+    order: dict[str, int] = {}  # the workloads in the scheduler's order (their row ids), the posted ones after
+    base = replace(view.parsed, workloads=engine_workloads(order=order), pods=engine_pods(), origins={})
     merged = {}
     for f in fields(ParsedObjects):
         if f.name not in LISTS:
@@ -129,7 +121,7 @@ def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
         replaced = {_identity(kind, obj) for obj in extra}
         kept = [obj for obj in getattr(base, f.name) if _identity(kind, obj) not in replaced]
         merged[f.name] = kept + list(extra)
-    return ParsedObjects(**merged, origins=dict(posted.origins))
+    return ParsedObjects(**merged, origins=dict(posted.origins), workload_order=order)
 
 
 def _topology_levels(state: ClusterState, flavors: Mapping[str, str]) -> list[str] | None:
@@ -159,7 +151,12 @@ def _placement(state: ClusterState, wj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
-    now = now or timezone.now()
+    # a what-if parses and plays the whole mirror afresh: a million short-lived objects, next to no cycles
+    with gc_paused():
+        return _what_if(body=body, now=now or timezone.now())
+
+
+def _what_if(*, body: Any, now: datetime) -> dict[str, Any]:
     posted, warnings = posted_objects(body, now=now)
     view = engine_view()
     inputs = merged_inputs(view, posted)
@@ -167,8 +164,9 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
     problems = [p for p in unknown_level_problems(inputs) if p.obj in posted_labels]
     if problems:  # a level no Topology has in what was posted: almost always a typo
         raise problems[0]
+    # what the mirror says of the workloads the pass plays (finished ones it does not)
     stored = dict(((ns, name), status) for ns, name, status in
-                  cluster.Workload.objects.values_list("namespace", "name", "status"))
+                  active_workload_rows().values_list("namespace", "name", "status"))
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
     config = kueue_configuration()[1]

@@ -256,3 +256,22 @@ def test_a_body_without_a_content_length_is_a_411_and_a_bad_length_a_400(schedul
         response = token_client.generic("POST", URL, body, content_type="application/json", CONTENT_LENGTH=bad)
         assert response.status_code == 400, (bad, response.content)
         assert f"Content-Length must be a number of bytes, got {bad!r}" in response.json()["detail"]
+
+
+def test_what_if_admits_what_the_next_pass_admits(scheduled, token_client):
+    """Two waiting workloads equal in priority and creation time, quota for one: the what-if
+    says the next scheduling pass admits the one it does (Kueue's order, ties by namespace and
+    name), whatever order the database returns the rows in."""
+    from tasweb.scheduling.services import scheduling_pass_run
+    from tests.api.conftest import DEMO_NOW, upsert
+
+    for name in ("b-first", "a-second"):
+        upsert(workload_object(name, count=25, gpus=8, level=None, created="2025-06-01T11:59:30Z"))
+    Workload.objects.filter(name="a-second").update(updated_at=DEMO_NOW)  # a new row version: read last
+    posted = workload_object("elsewhere", count=1, gpus=1)
+    posted["metadata"]["namespace"] = "nobody"
+    changes = {c["name"]: c["status"] for c in post(token_client, posted).json()["changes"]}
+    assert changes.get("a-second") == "Admitted" and changes.get("b-first") == "Inadmissible", changes
+    scheduling_pass_run(now=DEMO_NOW)
+    assert dict(Workload.objects.filter(name__in=changes).values_list("name", "status")) == {
+        "a-second": "Admitted", "b-first": "Inadmissible"}
