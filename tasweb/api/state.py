@@ -5,13 +5,17 @@ Building a `ClusterState` for 10,000 nodes and thousands of active workloads tak
 reading a cheap *mirror version* takes a millisecond. The version is one query: for every
 mirrored table its latest `updated_at` (every write path, `save()`, `bulk_create()`, COPY
 and the resync's `update()`, sets that column; the large tables index it), a note of the
-latest deletion, the latest SchedulingPass, and the feature gates. An insert or update
+latest deletion, and the feature gates; nothing in it scans a table (with 100,000 stored
+workloads, counting rows cost more than the answers it guards). An insert or update
 moves a `max(updated_at)`, a delete adds a row to `cluster_mirror_deletion` (a trigger on
-every mirrored table, cluster migration 0003), a pass adds a row, so any change the engine
-could see gives a new version and the next request rebuilds; requests in between share one
-immutable view. Nothing in it scans a table: with 100,000 stored workloads, counting rows
-cost more than the answers it guards. (SQLite, the embedded default, has no such trigger
-and counts each table's rows instead.)
+every mirrored table, cluster migration 0003), so any change the engine could see gives a
+new version and the next request rebuilds; requests in between share one immutable view. A
+scheduling pass moves it only through what it writes to the mirror (the workloads it
+admits, evicts or explains): one that changes nothing, as most do while the cluster is
+quiet (one every TAS_SCHEDULER_BEAT_SECONDS), leaves the view as it is -- rebuilding it
+takes seconds at 100,000 workloads. What a pass writes elsewhere (the stop records of
+why-pending) is read per request and keys what is remembered of it. (SQLite, the embedded
+default, has no deletion trigger and counts each table's rows instead.)
 
 A long transaction that commits a row whose `updated_at` (or deletion note) is older than
 one committed meanwhile could leave the version unchanged; `TAS_API_STATE_MAX_AGE`
@@ -35,7 +39,6 @@ from scheduler.memory import gc_paused
 from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import ParsedObjects
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.models import SchedulingPass
 from tasweb.scheduling.selectors import engine_inputs
 from tasweb.scheduling.services import engine_settings_key, feature_gates, kueue_configuration
 
@@ -68,7 +71,6 @@ def mirror_version() -> tuple:
         parts.append(f"(SELECT MAX({quote('updated_at')}) FROM {table})")
     if connection.vendor == "postgresql":
         parts.append(f"(SELECT MAX({quote('id')}) FROM {quote(DELETION_LOG)})")
-    parts.append(f"(SELECT MAX({quote('id')}) FROM {quote(SchedulingPass._meta.db_table)})")
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts))
         row = cursor.fetchone()

@@ -105,6 +105,23 @@ def test_mirror_version_moves_on_insert_update_and_delete_only(scheduled):
     assert state.mirror_version() != deleted
 
 
+def test_a_pass_moves_the_mirror_version_only_by_what_it_writes(scheduled):
+    """A pass that changes nothing (most, in a quiet cluster) keeps the web's view: rebuilding
+    it costs seconds on a large cluster. One that admits a workload moves the version."""
+    from tasweb.scheduling.services import scheduling_pass_run
+    from tests.api.conftest import DEMO_NOW
+
+    view = state.engine_view()
+    scheduling_pass_run(now=DEMO_NOW)
+    assert state.mirror_version() == view.version
+    assert state.engine_view() is view
+    upsert(workload_object("fits", count=1, gpus=1))
+    scheduling_pass_run(now=DEMO_NOW)  # admits it: its row is written
+    assert Workload.objects.get(name="fits").status == "Admitted"
+    after = state.engine_view()
+    assert after is not view and after.workloads["ml/fits"].is_admitted
+
+
 def test_deletion_log_keeps_only_its_last_rows(scheduled):
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO cluster_mirror_deletion (id) SELECT generate_series(1850, 1950)")
