@@ -3,7 +3,8 @@ answer, on the cluster `bench_scheduler_state.py` seeds (50,000 nodes, 100,000 w
 30,000 of them running).
 
     .venv/bin/python benchmarks/bench_what_if.py [--seeded NAME] [--posted 1] [--repeat 3]
-                                                 [--database tas_bench_what_if] [--json FILE]
+                                                 [--finish 100] [--database tas_bench_what_if]
+                                                 [--json FILE]
 
 With `--seeded NAME` it starts from the kept seeded copy `bench_scheduler_state.py --seeded
 NAME` made (seeding it, and keeping it, if there is none with these settings). One scheduling
@@ -11,9 +12,10 @@ pass runs first, as the service's scheduler would have, so that the mirror's sta
 engine's. Then `what_if()` -- what the endpoint calls -- for `--posted` new Workloads of the
 seed's shapes:
 
-1. right after that pass: the web process's view of the mirror is built first (the first
-   request after any pass does that);
-2. `--repeat` times with the view kept (nothing changed in the mirror meanwhile).
+1. the first request of the process: the web's view of the mirror is built;
+2. `--repeat` times with the view as it is (nothing changed in the mirror meanwhile);
+3. after `--finish` running workloads finished and a scheduling pass admitted others in
+   their place: the view is brought up to date from the change log first.
 
 Each line splits the time into the view, reading the mirror's workloads and pods afresh,
 building the engine, the pass and the rest (explanations, the answer), and gives the
@@ -35,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scheduler_state import (
     NOW,
+    PASS_STEP,
     BenchSettings,
+    finish_workloads,
     seed_in_child,
     seeded_copy_description,
     seeded_copy_info,
@@ -44,17 +48,23 @@ from benchdb import bench_database, python_speed_probe, seeded_copy_keep
 
 
 class Stages:
-    """Seconds spent in the named functions of one what-if, by patching them for the run."""
+    """Seconds spent in the named functions of one what-if, by patching them for the run; a
+    call within another one timed (building the view builds an engine) counts for the outer."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.depth = 0
 
     def wrap(self, name: str, fn: Callable) -> Callable:
         def timed(*args, **kwargs):
+            if self.depth:
+                return fn(*args, **kwargs)
+            self.depth += 1
             started = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.depth -= 1
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
         return timed
 
@@ -119,14 +129,16 @@ def main() -> None:
     ap.add_argument("--database", default="tas_bench_what_if")
     ap.add_argument("--posted", type=int, default=1, help="Workloads posted in one what-if")
     ap.add_argument("--repeat", type=int, default=3, help="what-ifs with the view kept")
+    ap.add_argument("--finish", type=int, default=100, help="running workloads that finish before the last what-if")
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
     args = ap.parse_args()
-    if args.posted < 1 or args.repeat < 0:
-        raise SystemExit("need --posted >= 1 and --repeat >= 0")
+    if args.posted < 1 or args.repeat < 0 or not 0 <= args.finish <= BenchSettings().admit:
+        raise SystemExit(f"need --posted >= 1, --repeat >= 0 and 0 <= --finish <= {BenchSettings().admit}")
     settings = BenchSettings().check()
     kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
     with bench_database(args.database, template=args.seeded if kept else None):
-        if kept is None:
+        info = kept
+        if info is None:
             print("seeding (bench_scheduler_state.py's cluster) ...", flush=True)
             info = seed_in_child(settings)
             if args.seeded:
@@ -141,8 +153,13 @@ def main() -> None:
         body = body[0] if len(body) == 1 else body
         probe = python_speed_probe()
         print(f"what-if of {args.posted} Workload(s) on 50,000 nodes and 100,000 workloads:")
-        runs = [one_what_if("after a pass (view built)", body)]
-        runs += [one_what_if(f"view kept ({i + 1})", body) for i in range(args.repeat)]
+        runs = [one_what_if("first request (view built)", body)]
+        runs += [one_what_if(f"view as it is ({i + 1})", body) for i in range(args.repeat)]
+        if args.finish:
+            finish_workloads(info.finishing[:args.finish], NOW + PASS_STEP)
+            record = scheduling_pass_run(now=NOW + PASS_STEP)
+            print(f"  {args.finish} running workloads finished, a pass admitted {record.admitted}")
+            runs.append(one_what_if("after them (view followed)", body))
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
         if args.json:
             Path(args.json).write_text(json.dumps({"posted": args.posted, "runs": runs, "python_probe_s": probe},

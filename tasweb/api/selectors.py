@@ -473,18 +473,20 @@ def cluster_queue_quota(*, name: str) -> list[dict[str, Any]] | None:
     """The ClusterQueue's resource groups with nominal quota, limits and current usage, as the
     engine counts them; None when the engine cannot read the ClusterQueue."""
     view = engine_view()
-    cq = view.state.cluster_queues.get(name)
-    if cq is None:
-        return None
-    return _quota_groups(view, name, cq.resource_groups, view.state.quota_usage.get(name, {}))
+    with view.lock:  # the view is brought up to date under it
+        cq = view.state.cluster_queues.get(name)
+        if cq is None:
+            return None
+        return _quota_groups(view, name, cq.resource_groups, view.state.quota_usage.get(name, {}))
 
 
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:
     view = engine_view()
-    cohort = view.state.cohorts.get(name)
-    if cohort is None:
-        return None
-    return _quota_groups(view, name, cohort.resource_groups, None)
+    with view.lock:
+        cohort = view.state.cohorts.get(name)
+        if cohort is None:
+            return None
+        return _quota_groups(view, name, cohort.resource_groups, None)
 
 
 # ---------------------------------------------------------------- visibility (Kueue's pendingworkloads)
@@ -686,7 +688,9 @@ def flavor_has_domain(*, flavor: str, values: list[str]) -> bool:
 
 
 def tas_flavor_names() -> list[str]:
-    return sorted(engine_view().state.tas_snapshots)
+    view = engine_view()
+    with view.lock:
+        return sorted(view.state.tas_snapshots)
 
 
 # ---------------------------------------------------------------- why pending

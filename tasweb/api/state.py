@@ -1,29 +1,37 @@
-"""The engine's view of the mirrored cluster, built once per mirror version and kept in the
-web process.
+"""The engine's view of the mirrored cluster, kept in the web process: built once, then
+brought up to date from the mirror's change log, as the scheduler keeps its state.
 
-Building a `ClusterState` for 10,000 nodes and thousands of active workloads takes seconds;
-reading a cheap *mirror version* takes a millisecond. The version is one query: for every
-mirrored table its latest `updated_at` (every write path, `save()`, `bulk_create()`, COPY
-and the resync's `update()`, sets that column; the large tables index it), a note of the
-latest deletion, and the feature gates; nothing in it scans a table (with 100,000 stored
-workloads, counting rows cost more than the answers it guards). An insert or update
-moves a `max(updated_at)`, a delete adds a row to `cluster_mirror_deletion` (a trigger on
-every mirrored table, cluster migration 0003), so any change the engine could see gives a
-new version and the next request rebuilds; requests in between share one immutable view. A
-scheduling pass moves it only through what it writes to the mirror (the workloads it
-admits, evicts or explains): one that changes nothing, as most do while the cluster is
-quiet (one every TAS_SCHEDULER_BEAT_SECONDS), leaves the view as it is -- rebuilding it
-takes seconds at 100,000 workloads. What a pass writes elsewhere (the stop records of
-why-pending) is read per request and keys what is remembered of it. (SQLite, the embedded
-default, has no deletion trigger and counts each table's rows instead.)
+Building a `ClusterState` for 50,000 nodes and 100,000 workloads takes seconds; reading a
+cheap *mirror version* takes a millisecond, and applying a few changes a few more. The
+version is one query: for every mirrored table its latest `updated_at` (every write path,
+`save()`, `bulk_create()`, COPY and the resync's `update()`, sets that column; the large
+tables index it), a note of the latest deletion, and the feature gates; nothing in it scans
+a table (with 100,000 stored workloads, counting rows cost more than the answers it
+guards). An insert or update moves a `max(updated_at)`, a delete adds a row to
+`cluster_mirror_deletion` (a trigger on every mirrored table, cluster migration 0003), so
+any change the engine could see gives a new version; the next request then applies the
+changes the change log noted since the view's position (`runtime_catch_up`, the
+scheduler's own) and requests in between share the view as it is. A scheduling pass moves
+the version only through what it writes to the mirror (the workloads it admits, evicts or
+explains): one that changes nothing, as most do while the cluster is quiet (one every
+TAS_SCHEDULER_BEAT_SECONDS), leaves the view as it is. What a pass writes elsewhere (the
+stop records of why-pending) is read per request and keys what is remembered of it.
+
+The view is built afresh when it cannot follow: at the first request, when the feature
+gates or Kueue's Configuration changed, when a mirrored table was emptied, while the
+change log misses triggers, and when it was not brought up to date for half of
+TAS_CHANGE_LOG_FOLLOWER_SECONDS (the scheduler prunes what it applied after that long).
+(SQLite, the embedded default, has no deletion trigger and counts each table's rows
+instead.)
 
 A long transaction that commits a row whose `updated_at` (or deletion note) is older than
-one committed meanwhile could leave the version unchanged; `TAS_API_STATE_MAX_AGE`
-(seconds) bounds how long a view is trusted anyway.
+one committed meanwhile could leave the version unchanged; after `TAS_API_STATE_MAX_AGE`
+seconds the change log is read anyway.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -37,12 +45,12 @@ from django.db import connection
 from scheduler.cluster import ClusterState
 from scheduler.memory import gc_paused
 from scheduler.model import Workload as EngineWorkload
-from scheduler.parse import ParsedObjects
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.selectors import engine_inputs
+from tasweb.scheduling.runtime import SchedulerRuntime, follower_seconds, runtime_build, runtime_catch_up
 from tasweb.scheduling.services import engine_settings_key, feature_gates, kueue_configuration
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 MIRRORED_MODELS = (
     cluster.Node,
@@ -79,19 +87,28 @@ def mirror_version() -> tuple:
 
 @dataclass(eq=False)
 class EngineView:
-    """One immutable engine state of the mirror. Readers that let the engine change it for a
-    moment (the why-pending search removes workloads' usage and puts it back) hold `lock`."""
+    """The engine state of the mirror at `version`, shared by the requests of this process.
+    Between versions it is brought up to date from the change log, under `lock`; readers that
+    let the engine change it for a moment (the why-pending search removes workloads' usage
+    and puts it back) hold `lock` too, and so do `remember`'s computations."""
 
     version: tuple
-    built_at: float
-    parsed: ParsedObjects
-    state: ClusterState
-    workloads: dict[str, EngineWorkload]
+    checked_at: float  # when the version was last read and the state brought up to it
+    runtime: SchedulerRuntime  # the state and its position in the mirror's change log
     lock: threading.RLock = field(default_factory=threading.RLock)
     memo: OrderedDict = field(default_factory=OrderedDict)
+    caught_up: int = 0  # times brought up to date since it was built
+
+    @property
+    def state(self) -> ClusterState:
+        return self.runtime.engine.state
+
+    @property
+    def workloads(self) -> dict[str, EngineWorkload]:
+        return self.state.workload_map
 
     def remember(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """`compute()` once per view and key; the answer cannot change until the mirror does."""
+        """`compute()` once per version and key; the answer cannot change until the mirror does."""
         with self.lock:
             if key in self.memo:
                 self.memo.move_to_end(key)
@@ -112,29 +129,59 @@ def _max_age() -> float:
 
 
 def _fresh(view: EngineView | None, version: tuple) -> bool:
-    return view is not None and view.version == version and time.monotonic() - view.built_at < _max_age()
+    return view is not None and view.version == version and time.monotonic() - view.checked_at < _max_age()
 
 
 def build_view(version: tuple) -> EngineView:
-    with gc_paused():  # hundreds of thousands of objects made, next to no cycles
-        parsed = engine_inputs()
-        state = ClusterState(parsed, feature_gates(), lambda _message: None, config=kueue_configuration()[1])
-    return EngineView(version=version, built_at=time.monotonic(), parsed=parsed, state=state,
-                      workloads={w.key: w for w in state.workloads})
+    runtime = runtime_build(gates_text=engine_settings_key(), gates=feature_gates(), config=kueue_configuration()[1],
+                            freeze=False, what="the web's engine view")
+    return EngineView(version=version, checked_at=time.monotonic(), runtime=runtime)
+
+
+def _why_not_follow(view: EngineView, version: tuple) -> str:
+    """Why the view cannot be brought up to `version` from the change log ("" if it can)."""
+    runtime = view.runtime
+    if runtime.gates != version[-1]:
+        return "feature gates or Kueue Configuration changed"
+    if runtime.unnoted:
+        return "the change log misses triggers"
+    if time.monotonic() - runtime.applied_at > follower_seconds() / 2:
+        return "not caught up for longer than the change log keeps what the scheduler applied"
+    return ""
+
+
+def _catch_up(view: EngineView, version: tuple) -> bool:
+    """Bring the view up to `version` from the change log; False when it must be built afresh."""
+    reason = _why_not_follow(view, version)
+    if not reason:
+        with view.lock:
+            reason = runtime_catch_up(view.runtime, freeze=False)
+            if not reason:
+                view.version, view.checked_at = version, time.monotonic()
+                view.memo.clear()
+                view.caught_up += 1
+                return True
+    logger.info("the web's engine view: building it afresh (%s)", reason)
+    return False
 
 
 def engine_view() -> EngineView:
-    """The engine state of the mirror as it is now: the cached one while the version holds."""
+    """The engine state of the mirror as it is now: the process's view while the mirror's
+    version holds; when it moved, the same view brought up to date from the change log (a
+    few milliseconds for a few changes, where building it afresh takes seconds on a large
+    cluster), or a new one where that cannot be done."""
     global _current
     version = mirror_version()
     view = _current
     if _fresh(view, version):
         return view
-    with _build_lock:  # one build at a time; the others wait and share it
+    with _build_lock:  # one update at a time; the others wait and share it
         view = _current
         if _fresh(view, version):
             return view
-        view = build_view(version)
+        if view is None or not _catch_up(view, version):
+            with gc_paused():  # hundreds of thousands of objects made, next to no cycles
+                view = build_view(version)
         _current = view
         return view
 

@@ -105,13 +105,27 @@ def _created(obj: Any, now: datetime) -> Any:
     return {**obj, "metadata": {**metadata, "creationTimestamp": stamp}}
 
 
+def view_definitions(state: ClusterState) -> ParsedObjects:
+    """The objects of the view a pass never changes in place (a pass on a state built from
+    them leaves them as they are): nodes, Topologies, flavors, queues, Cohorts, checks and
+    priority classes."""
+    return ParsedObjects(
+        nodes=list(state.nodes.values()), topologies=list(state.topologies.values()),
+        flavors=list(state.flavors.values()), cluster_queues=list(state.cluster_queues.values()),
+        local_queues=list(state.local_queues.values()), cohorts=list(state.cohorts.values()),
+        admission_checks=list(state.admission_checks.values()),
+        priority_classes=list(state.priority_classes.values()), namespaces=dict(state.namespaces))
+
+
 def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
     """The mirror with the posted objects added. Objects a pass never changes (nodes,
-    queues, flavors) come from the cached view; workloads and pods are fresh copies."""
+    queues, flavors) come from the process's view; workloads and pods are fresh copies."""
     # the mirror's active workloads parsed anew (a pass changes the objects it is given), read as
     # the scheduler's cold start reads them
     order: dict[str, int] = {}  # the workloads in the scheduler's order (their row ids), the posted ones after
-    base = replace(view.parsed, workloads=engine_workloads(order=order), pods=engine_pods(), origins={})
+    with view.lock:
+        definitions = view_definitions(view.state)
+    base = replace(definitions, workloads=engine_workloads(order=order), pods=engine_pods())
     merged = {}
     for f in fields(ParsedObjects):
         if f.name not in LISTS:
@@ -121,7 +135,8 @@ def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
         replaced = {_identity(kind, obj) for obj in extra}
         kept = [obj for obj in getattr(base, f.name) if _identity(kind, obj) not in replaced]
         merged[f.name] = kept + list(extra)
-    return ParsedObjects(**merged, origins=dict(posted.origins), workload_order=order)
+    return ParsedObjects(**merged, namespaces={**base.namespaces, **posted.namespaces}, origins=dict(posted.origins),
+                         workload_order=order)
 
 
 def _topology_levels(state: ClusterState, flavors: Mapping[str, str]) -> list[str] | None:

@@ -29,11 +29,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Q
+from django.utils import timezone
 
 from scheduler.config import Configuration
 from scheduler.engine import Engine
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_GAP_SECONDS = 300.0  # how long an unseen change-log id is waited for
 DEFAULT_RETENTION_SECONDS = 3600.0  # change-log rows older than this are pruned
+DEFAULT_FOLLOWER_SECONDS = 1800.0  # applied change-log rows are kept this long for the other processes
 MAX_GAP_RANGES = 256  # beyond this many holes, rebuilding is cheaper than asking for each
 MANY_CHANGES = 5000  # changes applied with the garbage collector paused, as at the build
 DEFAULT_FULL_COLLECTION_SECONDS = 600.0  # how often the frozen objects are collected once
@@ -100,27 +102,30 @@ def _latest_pass() -> int | None:
 
 
 @contextlib.contextmanager
-def _made_to_keep(many: bool = True) -> Iterator[None]:
+def _made_to_keep(many: bool = True, *, freeze: bool = True) -> Iterator[None]:
     """When `many`: no cyclic garbage collection while the objects made within are made, and
-    those left afterwards out of later collections (they are the long-lived state). They are
-    frozen before collections resume: the first allocation after would otherwise start a
-    collection of everything made meanwhile."""
+    (with `freeze`) those left afterwards out of later collections (they are the long-lived
+    state). They are frozen before collections resume: the first allocation after would
+    otherwise start a collection of everything made meanwhile."""
     enabled = many and gc.isenabled()
     if enabled:
         gc.disable()
     try:
         yield
     finally:
-        if many:
+        if many and freeze:
             gc.freeze()
         if enabled:
             gc.enable()
 
 
-def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration | None = None) -> SchedulerRuntime:
+def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration | None = None,
+                  freeze: bool = True, what: str = "scheduler state") -> SchedulerRuntime:
     """The cold start: the engine from every table of the mirror. The change-log position is
     read first, so a change committed while the tables are read is applied again later
-    (applying a change twice changes nothing)."""
+    (applying a change twice changes nothing). `freeze`: leave the objects made out of the
+    garbage collector's later collections (the scheduler process, which collects them
+    itself between passes); `what` names the state in the log."""
     started = time.perf_counter()
     unnoted = _missing_triggers()
     cursor = _latest_change()
@@ -129,7 +134,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     # them again and again while they are built (half the time), and at every collection
     # after. It waits until they are built, and then leaves them out of its collections.
     statuses: dict[str, tuple[str, str]] = {}
-    with _made_to_keep():
+    with _made_to_keep(freeze=freeze):
         parsed = engine_inputs(versions, statuses)
         engine = Engine.from_parsed(parsed, gates, config=config)
         # what the database says of each waiting workload is the answer already given (thousands
@@ -142,7 +147,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
             engine.answered[key] = (status, shape)
     runtime = SchedulerRuntime(engine=engine, gates=gates_text, cursor=cursor, versions=versions,
                                last_pass=_latest_pass(), unnoted=unnoted)
-    logger.info("scheduler state built from the mirror: %d nodes, %d workloads, %d pods in %.2fs",
+    logger.info("%s built from the mirror: %d nodes, %d workloads, %d pods in %.2fs", what,
                 len(engine.state.nodes), len(engine.state.workload_map), len(engine.state.pod_map()),
                 time.perf_counter() - started)
     return runtime
@@ -242,24 +247,31 @@ def runtime_for_pass(*, gates_text: str, gates: FeatureGates, config: Configurat
         reason = _needs_rebuild(runtime, gates_text)
         if not reason:
             assert runtime is not None
-            changes = _pending_changes(runtime)
-            rereads = [cluster.MirrorChange(kind=kind, namespace=key.partition("/")[0] if "/" in key else "",
-                                            name=key.rpartition("/")[2]) for kind, key in sorted(runtime.rereads)]
-            many = len(changes) + len(rereads) >= MANY_CHANGES
-            with _made_to_keep(many):  # as at the build
-                changed = changed_objects([*changes, *rereads])
-                runtime.rereads = set()
-                if changed.reset:
-                    reason = "a mirrored table was emptied"
-                else:
-                    runtime_apply(runtime, changed)
-                    _advance(runtime, changes)
-                    runtime.applied_at = time.monotonic()
+            reason = runtime_catch_up(runtime)
         if reason:
             logger.info("scheduler state: building it from the mirror (%s)", reason)
             runtime = runtime_build(gates_text=gates_text, gates=gates, config=config)
         _runtime = runtime
         return runtime
+
+
+def runtime_catch_up(runtime: SchedulerRuntime, *, freeze: bool = True) -> str:
+    """Apply to the runtime's engine the changes noted since its position (and the objects it
+    was asked to read again); "" once done, else why it cannot be, and must be built afresh
+    (a mirrored table was emptied). `freeze` as for `runtime_build`, when many changed."""
+    changes = _pending_changes(runtime)
+    rereads = [cluster.MirrorChange(kind=kind, namespace=key.partition("/")[0] if "/" in key else "",
+                                    name=key.rpartition("/")[2]) for kind, key in sorted(runtime.rereads)]
+    many = len(changes) + len(rereads) >= MANY_CHANGES
+    with _made_to_keep(many, freeze=freeze):  # as at the build
+        changed = changed_objects([*changes, *rereads])
+        runtime.rereads = set()
+        if changed.reset:
+            return "a mirrored table was emptied"
+        runtime_apply(runtime, changed)
+        _advance(runtime, changes)
+        runtime.applied_at = time.monotonic()
+    return ""
 
 
 def runtime_committed(runtime: SchedulerRuntime, scheduling_pass: SchedulingPass, *,
@@ -309,15 +321,24 @@ def runtime_current() -> SchedulerRuntime | None:
     return _runtime
 
 
-def change_log_prune(*, before: datetime | None = None) -> int:
-    """Drop change-log rows every runtime has applied or that are older than the retention."""
+def follower_seconds() -> float:
+    """How long a change stays in the log after this process's runtime applied it, for the
+    other processes that follow the log (the web processes' views, `tasweb.api.state`): one
+    that has not caught up for half as long builds its state afresh instead."""
+    return float(getattr(settings, "TAS_CHANGE_LOG_FOLLOWER_SECONDS", DEFAULT_FOLLOWER_SECONDS))
+
+
+def change_log_prune(*, before: datetime | None = None, now: datetime | None = None) -> int:
+    """Drop change-log rows older than the retention (`before`), and those this process's
+    runtime applied once the followers had time to apply them too (`follower_seconds`)."""
     runtime = _runtime
     query = Q()
     if before is not None:
         query |= Q(at__lt=before)
     if runtime is not None:
         low = min([runtime.cursor + 1, *(g.low for g in runtime.gaps)])
-        query |= Q(id__lt=low)
+        followed = (now or timezone.now()) - timedelta(seconds=follower_seconds())
+        query |= Q(id__lt=low) & (Q(at__lt=followed) | Q(at__isnull=True))
     if not query:
         return 0
     deleted, _ = cluster.MirrorChange.objects.filter(query).delete()
@@ -327,7 +348,9 @@ def change_log_prune(*, before: datetime | None = None) -> int:
 __all__ = [
     "SchedulerRuntime",
     "change_log_prune",
+    "follower_seconds",
     "runtime_build",
+    "runtime_catch_up",
     "runtime_committed",
     "runtime_current",
     "runtime_discard",

@@ -92,14 +92,15 @@ def test_pagination(scheduled, client):
         assert refused.status_code == 400 and "must be a whole number" in str(refused.json()), written
 
 
-def test_engine_view_is_reused_until_the_mirror_changes(scheduled, client):
+def test_engine_view_is_reused_until_the_mirror_changes_then_brought_up_to_date(scheduled, client):
     client.get("/api/v1/flavors/tas-gpu/tree/")
     view = state.engine_view()
     client.get("/api/v1/workloads/ml/job-moe-too-big/why-pending/")
-    assert state.engine_view() is view  # nothing changed: the same view
+    assert state.engine_view() is view and view.memo  # nothing changed: the same view, what it remembers
     upsert(workload_object("new-one"))
     fresh = state.engine_view()
-    assert fresh is not view and "ml/new-one" in fresh.workloads
+    # the same view, the change applied from the change log; what it remembered is forgotten
+    assert fresh is view and view.caught_up == 1 and "ml/new-one" in fresh.workloads and not view.memo
     assert client.get("/api/v1/workloads/ml/new-one/why-pending/").json()["pending"] is True
 
 
