@@ -30,7 +30,7 @@ from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
 from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
-from tasweb.api.state import EngineView, engine_view
+from tasweb.api.state import engine_view
 from tasweb.cluster.models import WAITING_STATUSES
 from tasweb.scheduling.selectors import active_workload_rows, engine_pods, engine_workloads
 from tasweb.scheduling.services import feature_gates, kueue_configuration
@@ -117,16 +117,9 @@ def view_definitions(state: ClusterState) -> ParsedObjects:
         priority_classes=list(state.priority_classes.values()), namespaces=dict(state.namespaces))
 
 
-def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
-    """The mirror with the posted objects added. Objects a pass never changes (nodes,
-    queues, flavors) come from the process's view; workloads and pods are fresh copies."""
-    # the mirror's active workloads parsed anew (a pass changes the objects it is given), read as
-    # the scheduler's cold start reads them
-    order: dict[str, int] = {}  # the workloads in the scheduler's order (their row ids), the posted ones after
-    with view.lock:
-        definitions = view_definitions(view.state)
-    base = replace(definitions, workloads=engine_workloads(order=order), pods=engine_pods())
-    merged = {}
+def merged(base: ParsedObjects, posted: ParsedObjects, order: dict[str, int] | None = None) -> ParsedObjects:
+    """`base` with the posted objects added, replacing those of the same kind and name."""
+    lists = {}
     for f in fields(ParsedObjects):
         if f.name not in LISTS:
             continue
@@ -134,9 +127,19 @@ def merged_inputs(view: EngineView, posted: ParsedObjects) -> ParsedObjects:
         extra = getattr(posted, f.name)
         replaced = {_identity(kind, obj) for obj in extra}
         kept = [obj for obj in getattr(base, f.name) if _identity(kind, obj) not in replaced]
-        merged[f.name] = kept + list(extra)
-    return ParsedObjects(**merged, namespaces={**base.namespaces, **posted.namespaces}, origins=dict(posted.origins),
-                         workload_order=order)
+        lists[f.name] = kept + list(extra)
+    return ParsedObjects(**lists, namespaces={**base.namespaces, **posted.namespaces}, origins=dict(posted.origins),
+                         workload_order=dict(order or {}))
+
+
+def merged_inputs(definitions: ParsedObjects, posted: ParsedObjects) -> ParsedObjects:
+    """The mirror with the posted objects added. Objects a pass never changes (nodes,
+    queues, flavors) are the process's view's `definitions`; workloads and pods are fresh
+    copies, the workloads parsed anew (a pass changes the objects it is given) and read as
+    the scheduler's cold start reads them, in its order (their row ids; the posted ones after)."""
+    order: dict[str, int] = {}
+    base = replace(definitions, workloads=engine_workloads(order=order), pods=engine_pods())
+    return merged(base, posted, order)
 
 
 def _topology_levels(state: ClusterState, flavors: Mapping[str, str]) -> list[str] | None:
@@ -174,19 +177,24 @@ def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
 def _what_if(*, body: Any, now: datetime) -> dict[str, Any]:
     posted, warnings = posted_objects(body, now=now)
     view = engine_view()
-    inputs = merged_inputs(view, posted)
-    posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
-    problems = [p for p in unknown_level_problems(inputs) if p.obj in posted_labels]
-    if problems:  # a level no Topology has in what was posted: almost always a typo
+    with view.lock:
+        definitions = view_definitions(view.state)
+    # a level no Topology has in what was posted: almost always a typo, refused before the
+    # mirror's workloads are read
+    problems = unknown_level_problems(merged(definitions, posted))
+    if problems:
         raise problems[0]
+    inputs = merged_inputs(definitions, posted)
+    posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
     # what the mirror says of the workloads the pass plays (finished ones it does not)
     stored = dict(((ns, name), status) for ns, name, status in
                   active_workload_rows().values_list("namespace", "name", "status"))
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
     config = kueue_configuration()[1]
-    for problem in unknown_level_problems(inputs):
-        warnings.append(str(problem))
+    for problem in unknown_level_problems(inputs):  # those of the mirror's workloads
+        if problem.obj not in posted_labels:
+            warnings.append(str(problem))
     engine = Engine.from_parsed(inputs, feature_gates(), warnings.append, config=config)
     result = PassResult()
     outcome = engine.run_pass(now, cycles=None, result=result)

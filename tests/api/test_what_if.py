@@ -275,3 +275,21 @@ def test_what_if_admits_what_the_next_pass_admits(scheduled, token_client):
     scheduling_pass_run(now=DEMO_NOW)
     assert dict(Workload.objects.filter(name__in=changes).values_list("name", "status")) == {
         "a-second": "Admitted", "b-first": "Inadmissible"}
+
+
+def test_a_level_typo_is_refused_before_the_mirror_is_read(scheduled, token_client, monkeypatch):
+    import tasweb.api.whatif as whatif
+
+    def not_now(**_kwargs):
+        raise AssertionError("the mirror's workloads were read for a what-if refused anyway")
+
+    monkeypatch.setattr(whatif, "engine_workloads", not_now)
+    response = post(token_client, workload_object("typo", level="cloud.example.com/topology-rak"))
+    assert response.status_code == 400
+    assert "topology-rak" in response.json()["detail"] and "Workload/ml/typo" in response.json()["detail"]
+    # a posted Topology with that level makes it a level: the what-if goes on
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "other"},
+                "spec": {"levels": [{"nodeLabel": "cloud.example.com/topology-rak"}]}}
+    monkeypatch.undo()
+    body = post(token_client, [topology, workload_object("typo", level="cloud.example.com/topology-rak")]).json()
+    assert body["workloads"][0]["name"] == "typo"
