@@ -150,17 +150,24 @@ def _why_not_follow(view: EngineView, version: tuple) -> str:
     return ""
 
 
-def _catch_up(view: EngineView, version: tuple) -> bool:
-    """Bring the view up to `version` from the change log; False when it must be built afresh."""
+def _catch_up(view: EngineView, version: tuple) -> bool | None:
+    """Bring the view up to `version` from the change log: True once done, False when it must
+    be built afresh, None when another thread of this process is reading it (it is served as
+    it is, and a later request brings it up to date: waiting here for a reader that may itself
+    be asking for the view, while holding the build lock, could wait for ever)."""
     reason = _why_not_follow(view, version)
     if not reason:
-        with view.lock:
+        if not view.lock.acquire(blocking=False):
+            return None
+        try:
             reason = runtime_catch_up(view.runtime, freeze=False)
             if not reason:
                 view.version, view.checked_at = version, time.monotonic()
                 view.memo.clear()
                 view.caught_up += 1
                 return True
+        finally:
+            view.lock.release()
     logger.info("the web's engine view: building it afresh (%s)", reason)
     return False
 
@@ -179,7 +186,11 @@ def engine_view() -> EngineView:
         view = _current
         if _fresh(view, version):
             return view
-        if view is None or not _catch_up(view, version):
+        followed = _catch_up(view, version) if view is not None else False
+        if followed is None:
+            assert view is not None
+            return view
+        if not followed:
             with gc_paused():  # hundreds of thousands of objects made, next to no cycles
                 view = build_view(version)
         _current = view

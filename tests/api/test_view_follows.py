@@ -110,3 +110,28 @@ def test_applied_changes_stay_in_the_log_for_the_views(scheduled):
     rt.change_log_prune(now=timezone.now() + timedelta(seconds=rt.follower_seconds() + 1))
     # gone, but for the notes of the pass's own writes, which the scheduler applies next pass
     assert not MirrorChange.objects.filter(name="new-one", id__lte=rt.runtime_current().cursor).exists()
+
+
+def test_a_view_another_thread_is_reading_is_served_as_it_is(scheduled):
+    """Bringing the view up to date waits for no reader (one that asked for the view while
+    reading would wait for ever): the request gets the view as it is, a later one updates it."""
+    import threading
+
+    view = state.engine_view()
+    reading, done = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with view.lock:
+            reading.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        reading.wait(10)
+        upsert(workload_object("new-one"))
+        assert state.engine_view() is view and view.caught_up == 0 and "ml/new-one" not in view.workloads
+    finally:
+        done.set()
+        thread.join()
+    assert state.engine_view() is view and view.caught_up == 1 and "ml/new-one" in view.workloads
