@@ -229,14 +229,15 @@ def fewer_pods_suggestion(levels: list[LevelFit], params: _Params, mode: str) ->
 
 
 def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest, placer: Placer,
-                             params: _Params, assumed: dict) -> Suggestion | None:
+                             params: _Params, assumed: dict, shared: Shared | None = None) -> Suggestion | None:
     """The fewest admitted workloads whose finishing would let the PodSet fit."""
     tree = placer.tree
     level = params.requested_level if params.required else 0
     capacity = placer.counts.state
     domains = sorted(tree.level_domains(level), key=lambda d: -capacity[d])[:MAX_DOMAINS_TRIED]
     best: list[Workload] | None = None
-    running = _RunningWorkloads(state, snap)  # shared by the domains tried
+    # shared by the domains tried (and by the workloads explained on the same state)
+    running = shared.running(state, snap) if shared is not None else _RunningWorkloads(state, snap)
     for d in domains:
         path = tree.values_of[d]
         chosen = freeing_workloads(state, snap, req, path, assumed, running=running)
@@ -350,6 +351,22 @@ class _RunningWorkloads:
         self.snap.usage_changed(leaves)  # what placement keeps of the old usage is stale
 
 
+class Shared:
+    """What the explanations of many workloads on one state, unchanged meanwhile (what-if's
+    posted workloads, after its pass), compute once: the running workloads of each TAS flavor
+    and their usage, which every free-capacity search would otherwise list again from all
+    the workloads of the state."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, _RunningWorkloads] = {}
+
+    def running(self, state: ClusterState, snap: TASFlavorSnapshot) -> _RunningWorkloads:
+        found = self._running.get(snap.name)
+        if found is None or found.state is not state or found.snap is not snap:
+            found = self._running[snap.name] = _RunningWorkloads(state, snap)
+        return found
+
+
 def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest,
                       path: tuple[str, ...], assumed: dict, *,
                       running: _RunningWorkloads | None = None) -> list[Workload] | None:
@@ -376,7 +393,7 @@ def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodS
 
 
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
-                    assumed: dict) -> tuple[PodSetExplanation, TASPodSetRequest]:
+                    assumed: dict, shared: Shared | None = None) -> tuple[PodSetExplanation, TASPodSetRequest]:
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
@@ -397,7 +414,7 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
         return out, req
     for suggestion in (higher_level_suggestion(out.levels, params, mode),
                        fewer_pods_suggestion(out.levels, params, mode),
-                       free_capacity_suggestion(state, snap, req, placer, params, assumed)):
+                       free_capacity_suggestion(state, snap, req, placer, params, assumed, shared)):
         if suggestion is not None:
             out.suggestions.append(suggestion)
     return out, req
@@ -427,10 +444,12 @@ def preemption_suggestion(targets: list[Target], *, fair_sharing: bool = False) 
                       {"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
 
 
-def explain_workload(state: ClusterState, wl: Workload, *, stop: StopRecord | None = None) -> WorkloadExplanation:
+def explain_workload(state: ClusterState, wl: Workload, *, stop: StopRecord | None = None,
+                     shared: Shared | None = None) -> WorkloadExplanation:
     """Why `wl` waits: the scheduler's record `stop` of where it stopped it, with the details
-    computed on `state`; without one (no cycle decided on it yet), computed from scratch."""
-    out = compute_explanation(state, wl)
+    computed on `state`; without one (no cycle decided on it yet), computed from scratch.
+    Explaining many workloads on a state that does not change meanwhile, pass one `shared`."""
+    out = compute_explanation(state, wl, shared)
     if stop is None:
         return not_evaluated(out, wl)
     return with_record(out, stop)
@@ -475,7 +494,7 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
     return out
 
 
-def compute_explanation(state: ClusterState, wl: Workload) -> WorkloadExplanation:
+def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None = None) -> WorkloadExplanation:
     """Why `wl` would not be admitted on the cluster `state` describes, computed from scratch
     (`fits` when quota and topology have room for it as they are)."""
     cq = state.cluster_queue_for(wl)
@@ -509,7 +528,7 @@ def compute_explanation(state: ClusterState, wl: Workload) -> WorkloadExplanatio
                                                   flavor=next(iter(psf.flavors.values()), "")))
             continue
         snap = state.tas_snapshots[snap_name]
-        explanation, req = explain_pod_set(state, snap, psf, assumed)
+        explanation, req = explain_pod_set(state, snap, psf, assumed, shared)
         out.pod_sets.append(explanation)
         if explanation.fits:
             assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
@@ -530,6 +549,7 @@ __all__ = [
     "NodeExclusions",
     "PodSetExplanation",
     "QuotaLine",
+    "Shared",
     "Suggestion",
     "WorkloadExplanation",
     "compute_explanation",

@@ -21,7 +21,7 @@ from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
 from scheduler.engine import Engine
 from scheduler.errors import InputError
-from scheduler.explain import explain_workload
+from scheduler.explain import Shared, explain_workload
 from scheduler.loader import flatten_objects
 from scheduler.memory import gc_paused
 from scheduler.output import workload_json
@@ -205,12 +205,13 @@ def _what_if(*, body: Any, now: datetime) -> dict[str, Any]:
     # explained by where the pass stopped it, details counted on the cluster as the pass left it
     after = engine.state
     workloads, changes = [], []
+    shared = Shared()  # the state does not change while the posted workloads are explained
     for wr in result.workloads:
         if wr.key in posted_keys:
             wj = workload_json(wr)
             explanation = None
             if wr.workload.admission is None:
-                explanation = explanation_json(explain_workload(after, wr.workload,
+                explanation = explanation_json(explain_workload(after, wr.workload, shared=shared,
                                                                 stop=engine.stop_record(wr.key, now)))
             workloads.append({**wj, "placement": _placement(after, wj), "explanation": explanation})
         else:
