@@ -162,6 +162,9 @@ def _catch_up(view: EngineView, version: tuple) -> bool | None:
         try:
             reason = runtime_catch_up(view.runtime, freeze=False)
             if not reason:
+                # the queues take what changed (as a pass would first): they would otherwise hold
+                # on to every workload deleted since, and the cache to the list of changes
+                view.runtime.engine.sync(None)
                 view.version, view.checked_at = version, time.monotonic()
                 view.memo.clear()
                 view.caught_up += 1

@@ -135,3 +135,15 @@ def test_a_view_another_thread_is_reading_is_served_as_it_is(scheduled):
         done.set()
         thread.join()
     assert state.engine_view() is view and view.caught_up == 1 and "ml/new-one" in view.workloads
+
+
+def test_the_views_queues_let_go_of_deleted_workloads(scheduled):
+    view = state.engine_view()
+    upsert(workload_object("short-lived"))
+    state.engine_view()
+    queues = view.runtime.engine.queues
+    assert "ml/short-lived" in queues.assigned
+    Workload.objects.filter(name="short-lived").delete()
+    assert state.engine_view() is view and view.caught_up == 2
+    assert "ml/short-lived" not in queues.assigned and "ml/short-lived" not in view.workloads
+    assert not view.state.changes.any()  # nothing piles up between requests
