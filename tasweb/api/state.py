@@ -43,7 +43,6 @@ from django.conf import settings
 from django.db import connection
 
 from scheduler.cluster import ClusterState
-from scheduler.memory import gc_paused
 from scheduler.model import Workload as EngineWorkload
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.runtime import SchedulerRuntime, follower_seconds, runtime_build, runtime_catch_up
@@ -194,8 +193,7 @@ def engine_view() -> EngineView:
             assert view is not None
             return view
         if not followed:
-            with gc_paused():  # hundreds of thousands of objects made, next to no cycles
-                view = build_view(version)
+            view = build_view(version)  # with the garbage collector paused, as the scheduler builds its state
         _current = view
         return view
 
