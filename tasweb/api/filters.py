@@ -482,52 +482,29 @@ class ComparisonSummaryFilter(ComparisonFilter):
         return queryset  # read by the view
 
 
-def _ordering(fields: tuple[tuple[str, str], ...], tiebreak: tuple[str, ...], default: str) -> StableOrderingFilter:
-    names = [name for _, name in fields]
-    return StableOrderingFilter(tiebreak=tiebreak, fields=fields,
-                                help_text=f"sort by {', '.join(names[:-1])} or {names[-1]}; prefix - for descending; "
-                                f"several comma-separated (default: {default})" if len(names) > 1 else
-                                f"sort by {names[0]}; prefix - for descending (default: {default})")
+def ordered_filterset(name: str, model: type, fields: tuple[tuple[str, str], ...], *,
+                      tiebreak: tuple[str, ...] = ("name",), **filters_: filters.Filter) -> type[ValidatingFilterSet]:
+    """A filter set of `model`'s list: `ordering` by `fields` ((model field, parameter
+    value) pairs; the first, or `tiebreak`, is the default order), and `filters_`."""
+    names = [value for _, value in fields]
+    default = ",".join(tiebreak)
+    listed = f"{', '.join(names[:-1])} or {names[-1]}; prefix - for descending; several comma-separated" \
+        if len(names) > 1 else f"{names[0]}; prefix - for descending"
+    ordering = StableOrderingFilter(tiebreak=tiebreak, fields=fields,
+                                    help_text=f"sort by {listed} (default: {default})")
+    meta = type("Meta", (), {"model": model, "fields": []})
+    return type(name, (ValidatingFilterSet,), {**filters_, "ordering": ordering, "Meta": meta,
+                                               "__module__": __name__})
 
 
-class TopologyFilter(ValidatingFilterSet):
-    ordering = _ordering((("name", "name"),), ("name",), "name")
-
-    class Meta:
-        model = cluster.Topology
-        fields: list[str] = []
-
-
-class ResourceFlavorFilter(ValidatingFilterSet):
-    ordering = _ordering((("name", "name"), ("topology_name", "topology")), ("name",), "name")
-
-    class Meta:
-        model = cluster.ResourceFlavor
-        fields: list[str] = []
-
-
-class ClusterQueueFilter(ValidatingFilterSet):
-    ordering = _ordering((("name", "name"), ("cohort", "cohort")), ("name",), "name")
-
-    class Meta:
-        model = cluster.ClusterQueue
-        fields: list[str] = []
-
-
-class LocalQueueFilter(ValidatingFilterSet):
-    namespace = filters.CharFilter(help_text="LocalQueues of this namespace")
-    cluster_queue = filters.CharFilter(help_text="LocalQueues that submit to this ClusterQueue")
-    ordering = _ordering((("namespace", "namespace"), ("name", "name"), ("cluster_queue", "cluster_queue")),
-                         ("namespace", "name"), "namespace,name")
-
-    class Meta:
-        model = cluster.LocalQueue
-        fields: list[str] = []
-
-
-class CohortFilter(ValidatingFilterSet):
-    ordering = _ordering((("name", "name"), ("parent", "parent")), ("name",), "name")
-
-    class Meta:
-        model = cluster.Cohort
-        fields: list[str] = []
+TopologyFilter = ordered_filterset("TopologyFilter", cluster.Topology, (("name", "name"),))
+ResourceFlavorFilter = ordered_filterset("ResourceFlavorFilter", cluster.ResourceFlavor,
+                                         (("name", "name"), ("topology_name", "topology")))
+ClusterQueueFilter = ordered_filterset("ClusterQueueFilter", cluster.ClusterQueue,
+                                       (("name", "name"), ("cohort", "cohort")))
+LocalQueueFilter = ordered_filterset(
+    "LocalQueueFilter", cluster.LocalQueue,
+    (("namespace", "namespace"), ("name", "name"), ("cluster_queue", "cluster_queue")), tiebreak=("namespace", "name"),
+    namespace=filters.CharFilter(help_text="LocalQueues of this namespace"),
+    cluster_queue=filters.CharFilter(help_text="LocalQueues that submit to this ClusterQueue"))
+CohortFilter = ordered_filterset("CohortFilter", cluster.Cohort, (("name", "name"), ("parent", "parent")))
