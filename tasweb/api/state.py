@@ -19,8 +19,10 @@ stop records of why-pending) is read per request and keys what is remembered of 
 
 The view is built afresh when it cannot follow: at the first request, when the feature
 gates or Kueue's Configuration changed, when a mirrored table was emptied, while the
-change log misses triggers, and when it was not brought up to date for half of
-TAS_CHANGE_LOG_FOLLOWER_SECONDS (the scheduler prunes what it applied after that long).
+change log misses triggers, when it was not brought up to date for half of
+TAS_CHANGE_LOG_FOLLOWER_SECONDS (the scheduler prunes what it applied after that long),
+and when too many changes it skipped are still not visible (the scheduler's own rules,
+`runtime_untrusted`, less the one about passes: the web runs none).
 (SQLite, the embedded default, has no deletion trigger and counts each table's rows
 instead.)
 
@@ -45,7 +47,13 @@ from django.db import connection
 from scheduler.cluster import ClusterState
 from scheduler.model import Workload as EngineWorkload
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.runtime import SchedulerRuntime, follower_seconds, runtime_build, runtime_catch_up
+from tasweb.scheduling.runtime import (
+    SchedulerRuntime,
+    follower_seconds,
+    runtime_build,
+    runtime_catch_up,
+    runtime_untrusted,
+)
 from tasweb.scheduling.services import engine_settings_key, feature_gates, kueue_configuration
 
 T = TypeVar("T")
@@ -137,24 +145,14 @@ def build_view(version: tuple) -> EngineView:
     return EngineView(version=version, checked_at=time.monotonic(), runtime=runtime)
 
 
-def _why_not_follow(view: EngineView, version: tuple) -> str:
-    """Why the view cannot be brought up to `version` from the change log ("" if it can)."""
-    runtime = view.runtime
-    if runtime.gates != version[-1]:
-        return "feature gates or Kueue Configuration changed"
-    if runtime.unnoted:
-        return "the change log misses triggers"
-    if time.monotonic() - runtime.applied_at > follower_seconds() / 2:
-        return "not caught up for longer than the change log keeps what the scheduler applied"
-    return ""
-
-
 def _catch_up(view: EngineView, version: tuple) -> bool | None:
     """Bring the view up to `version` from the change log: True once done, False when it must
     be built afresh, None when another thread of this process is reading it (it is served as
     it is, and a later request brings it up to date: waiting here for a reader that may itself
     be asking for the view, while holding the build lock, could wait for ever)."""
-    reason = _why_not_follow(view, version)
+    # the version's last part is the engine's settings; the scheduler keeps what it applied
+    # in the change log for the followers as long as follower_seconds()
+    reason = runtime_untrusted(view.runtime, version[-1], kept_seconds=follower_seconds(), decides=False)
     if not reason:
         if not view.lock.acquire(blocking=False):
             return None

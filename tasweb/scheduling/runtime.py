@@ -221,20 +221,28 @@ def runtime_apply(runtime: SchedulerRuntime, changed: ChangedObjects) -> None:
     runtime.changes_applied += len(changed.deletes) + len(changed.upserts)
 
 
-def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
-    if runtime is None:
-        return "first pass of this process"
+def runtime_untrusted(runtime: SchedulerRuntime, gates_text: str, *, kept_seconds: float, decides: bool) -> str:
+    """Why the runtime cannot be brought up to date from the change log and must be built
+    afresh ("" if it can). `kept_seconds`: how long the log keeps the changes it would read;
+    `decides`: its process runs passes (a pass another process ran decided what this one's
+    memory does not hold)."""
     if runtime.gates != gates_text:
         return "feature gates or Kueue Configuration changed"
     if runtime.unnoted:
         return "the change log misses triggers"
-    if _latest_pass() != runtime.last_pass:
+    if decides and _latest_pass() != runtime.last_pass:
         return "another process ran a pass"
-    if time.monotonic() - runtime.applied_at > _retention_seconds() / 2:
-        return "idle longer than the change log is kept"
+    if time.monotonic() - runtime.applied_at > kept_seconds / 2:
+        return "idle longer than the change log keeps what it would read"
     if len(runtime.gaps) > MAX_GAP_RANGES:
         return "too many changes not visible yet"
     return ""
+
+
+def _needs_rebuild(runtime: SchedulerRuntime | None, gates_text: str) -> str:
+    if runtime is None:
+        return "first pass of this process"
+    return runtime_untrusted(runtime, gates_text, kept_seconds=_retention_seconds(), decides=True)
 
 
 def runtime_for_pass(*, gates_text: str, gates: FeatureGates, config: Configuration | None = None
@@ -355,4 +363,5 @@ __all__ = [
     "runtime_current",
     "runtime_discard",
     "runtime_for_pass",
+    "runtime_untrusted",
 ]

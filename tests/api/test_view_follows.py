@@ -147,3 +147,13 @@ def test_the_views_queues_let_go_of_deleted_workloads(scheduled):
     assert state.engine_view() is view and view.caught_up == 2
     assert "ml/short-lived" not in queues.assigned and "ml/short-lived" not in view.workloads
     assert not view.state.changes.any()  # nothing piles up between requests
+
+
+def test_a_view_with_too_many_holes_in_what_it_read_is_built_afresh(scheduled):
+    """As the scheduler's state: past MAX_GAP_RANGES change-log ids not visible yet, asking for
+    each costs more than building afresh."""
+    view = state.engine_view()
+    view.runtime.gaps = [rt.Gap(i, i, time.monotonic()) for i in range(1, rt.MAX_GAP_RANGES + 2)]
+    upsert(workload_object("new-one"))
+    fresh = state.engine_view()
+    assert fresh is not view and "ml/new-one" in fresh.workloads
