@@ -24,6 +24,12 @@ class LengthRequired(APIException):
     default_code = "length_required"
 
 
+def declared_length(meta: dict) -> int | None:
+    """The Content-Length the request declares, None when it declares none or not a number."""
+    declared = meta.get("CONTENT_LENGTH")
+    return int(declared) if declared and declared.isascii() and declared.isdigit() else None
+
+
 def body_length_check(meta: dict) -> None:
     """Before the body is read: a body sent without a Content-Length (chunked) is a 411, and a
     Content-Length that is not a number of bytes a 400. Django reads neither, and the body
@@ -32,7 +38,7 @@ def body_length_check(meta: dict) -> None:
     if declared in (None, ""):
         if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
             raise LengthRequired("the request body is sent chunked: send it with a Content-Length")
-    elif not (declared.isascii() and declared.isdigit()):
+    elif declared_length(meta) is None:
         raise ParseError(f"Content-Length must be a number of bytes, got {declared!r}")
 
 
@@ -40,9 +46,9 @@ def read_bounded(stream, parser_context: dict | None) -> bytes:
     """The body, or 413 when it is larger than TAS_API_MAX_BODY_BYTES (declared or actual)."""
     limit = max_body_bytes()
     request = (parser_context or {}).get("request")
-    declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit} bytes")
+    declared = declared_length(request.META) if request is not None else None
+    if declared is not None and declared > limit:
+        raise PayloadTooLarge(f"request body is {declared} bytes; the limit is {limit} bytes")
     data = stream.read(limit + 1) if stream is not None else b""
     if len(data) > limit:
         raise PayloadTooLarge(f"request body is larger than the limit of {limit} bytes")
