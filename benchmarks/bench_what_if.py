@@ -14,18 +14,24 @@ seed's shapes:
 
 1. the first request of the process: the web's view of the mirror is built;
 2. `--repeat` times with the view as it is (nothing changed in the mirror meanwhile);
-3. after `--finish` running workloads finished and a scheduling pass admitted others in
-   their place: the view is brought up to date from the change log first.
+3. once more that way, then played in the web process itself (`TAS_WHAT_IF_FORK` off);
+4. after `--finish` running workloads finished and a scheduling pass admitted others in
+   their place (the view is brought up to date from the change log first), both ways.
 
-Each line splits the time into the view, reading the mirror's workloads and pods afresh,
-building the engine, the pass and the rest (explanations, the answer), and gives the
-answer's size. The request's own HTTP and JSON layers are left out.
+A what-if forked (the default) plays its pass in a child of the web process, on its
+copy-on-write image of the view's engine; one played in the process reads the mirror's
+workloads and pods afresh and builds an engine. Each line splits the time into its stages
+(the view; the child; or reading the workloads and pods, building the engine, the pass)
+and the rest (explanations, the answer), and gives the answer's size. Where both ways ran,
+it says whether their answers are the same. The request's own HTTP and JSON layers are left
+out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -73,12 +79,14 @@ class Stages:
         import scheduler.engine as engine_module
         import tasweb.api.whatif as whatif
 
-        saved = {name: getattr(whatif, name) for name in ("engine_view", "engine_workloads", "engine_pods")}
+        saved = {name: getattr(whatif, name) for name in ("engine_view", "engine_workloads", "engine_pods",
+                                                           "forked_answer")}
         from_parsed, run_pass = engine_module.Engine.from_parsed, engine_module.Engine.run_pass
         try:
             whatif.engine_view = self.wrap("view", saved["engine_view"])
             whatif.engine_workloads = self.wrap("workloads", saved["engine_workloads"])
             whatif.engine_pods = self.wrap("pods", saved["engine_pods"])
+            whatif.forked_answer = self.wrap("child", saved["forked_answer"])
             engine_module.Engine.from_parsed = classmethod(self.wrap("engine", from_parsed.__func__))
             engine_module.Engine.run_pass = self.wrap("pass", run_pass)
             yield self
@@ -105,9 +113,13 @@ def posted_workloads(count: int) -> list[dict[str, Any]]:
     return out
 
 
-def one_what_if(label: str, body: Any) -> dict[str, Any]:
+def one_what_if(label: str, body: Any, *, fork: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One what-if, forked (`TAS_WHAT_IF_FORK`) or played in this process; its figures and answer."""
+    from django.conf import settings
+
     from tasweb.api.whatif import what_if
 
+    settings.TAS_WHAT_IF_FORK = fork
     stages = Stages()
     started = time.perf_counter()
     with stages.watching():
@@ -115,12 +127,24 @@ def one_what_if(label: str, body: Any) -> dict[str, Any]:
     total = time.perf_counter() - started
     size = len(json.dumps(answer, default=str))
     rest = total - sum(stages.seconds.values())
-    parts = ", ".join(f"{name} {stages.seconds.get(name, 0.0):5.2f}" for name in
-                      ("view", "workloads", "pods", "engine", "pass"))
-    print(f"  {label:<28} {total:6.2f} s = {parts}, rest {rest:5.2f}; answer {size / 1e6:.2f} MB, "
-          f"{len(answer['changes'])} changes, statuses {sorted({w['status'] for w in answer['workloads']})}")
-    return {"label": label, "seconds": total, "stages": stages.seconds, "rest": rest, "bytes": size,
-            "changes": len(answer["changes"])}
+    names = ("view", "child") if fork else ("view", "workloads", "pods", "engine", "pass")
+    parts = ", ".join(f"{name} {stages.seconds.get(name, 0.0):5.2f}" for name in names)
+    label = f"{label}, {'forked' if fork else 'in-process'}"
+    print(f"  {label:<44} {total:6.2f} s = {parts}, rest {rest:5.2f}; answer {size / 1e6:.2f} MB, "
+          f"{len(answer['changes'])} changes, statuses {sorted({w['status'] for w in answer['workloads']})}",
+          flush=True)
+    return {"label": label, "forked": fork, "seconds": total, "stages": stages.seconds, "rest": rest,
+            "bytes": size, "changes": len(answer["changes"])}, answer
+
+
+def both_ways(label: str, body: Any) -> list[dict[str, Any]]:
+    """The what-if forked, then in this process: the figures of both, and whether they agree."""
+    forked, forked_answer = one_what_if(label, body, fork=True)
+    in_process, answer = one_what_if(label, body, fork=False)
+    same = forked_answer == answer
+    print(f"  {'':<44} the same answer both ways: {'yes' if same else 'NO'}", flush=True)
+    forked["same_answer"] = in_process["same_answer"] = same
+    return [forked, in_process]
 
 
 def main() -> None:
@@ -153,17 +177,21 @@ def main() -> None:
         body = body[0] if len(body) == 1 else body
         probe = python_speed_probe()
         print(f"what-if of {args.posted} Workload(s) on 50,000 nodes and 100,000 workloads:")
-        runs = [one_what_if("first request (view built)", body)]
-        runs += [one_what_if(f"view as it is ({i + 1})", body) for i in range(args.repeat)]
+        runs = [one_what_if("first request (view built)", body, fork=True)[0]]
+        runs += [one_what_if(f"view as it is ({i + 1})", body, fork=True)[0] for i in range(args.repeat)]
+        runs += both_ways("view as it is", body)
         if args.finish:
             finish_workloads(info.finishing[:args.finish], NOW + PASS_STEP)
             record = scheduling_pass_run(now=NOW + PASS_STEP)
             print(f"  {args.finish} running workloads finished, a pass admitted {record.admitted}")
-            runs.append(one_what_if("after them (view followed)", body))
+            runs += both_ways("after them (view followed)", body)
+        child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"peak RSS of a forked child (MiB, ru_maxrss, copy-on-write pages shared with the web process "
+              f"counted in full): {child_peak:.0f}")
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
         if args.json:
-            Path(args.json).write_text(json.dumps({"posted": args.posted, "runs": runs, "python_probe_s": probe},
-                                                  indent=2))
+            Path(args.json).write_text(json.dumps({"posted": args.posted, "runs": runs, "python_probe_s": probe,
+                                                   "child_peak_rss_mib": child_peak}, indent=2))
             print(f"figures written to {args.json}")
 
 

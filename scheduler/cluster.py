@@ -289,6 +289,13 @@ class ClusterState:
             self._refresh_snapshots()
         return self._snapshots
 
+    def warn_unusable_flavors(self) -> None:
+        """Say again what building the state said of TAS flavors whose Topology is missing, for
+        a copy of a state whose build warnings went unheard (their next refresh names them)."""
+        self._dirty_flavors.update(name for name, f in self.flavors.items()
+                                   if f.is_tas and self.topologies.get(f.topology_name or "") is None)
+        self.tas_snapshots  # noqa: B018 -- the refresh warns
+
     @property
     def quota(self) -> QuotaTree:
         """Quota and usage of ClusterQueues and Cohorts, filled by workloads holding a reservation."""

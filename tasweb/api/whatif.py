@@ -9,11 +9,19 @@ would change (admitted alongside it, or preempted for it).
 
 from __future__ import annotations
 
+import gc
+import logging
+import os
+import pickle
+import signal
+import threading
+import traceback
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL
@@ -27,16 +35,17 @@ from scheduler.memory import gc_paused
 from scheduler.output import workload_json
 from scheduler.parse import ParsedObjects, object_label, parse_objects
 from scheduler.replacement import annotate_failures
-from scheduler.results import PassResult
+from scheduler.results import Answers, PassResult
 from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
-from tasweb.api.state import engine_view
+from tasweb.api.state import EngineView, engine_view
 from tasweb.cluster.models import WAITING_STATUSES
 from tasweb.scheduling.selectors import active_workload_rows, engine_pods, engine_workloads
 from tasweb.scheduling.services import feature_gates, kueue_configuration
 
 BODY = "request body"
 MAX_OBJECTS = 5_000
+logger = logging.getLogger(__name__)
 
 
 def _identity(kind: str, obj: Any) -> tuple[str, str, str]:
@@ -169,7 +178,7 @@ def _placement(state: ClusterState, wj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def what_if(*, body: Any, now: datetime | None = None) -> dict[str, Any]:
-    # a what-if parses and plays the whole mirror afresh: a million short-lived objects, next to no cycles
+    # a what-if plays the whole mirror: a million short-lived objects, next to no cycles
     with gc_paused():
         return _what_if(body=body, now=now or timezone.now())
 
@@ -184,50 +193,173 @@ def _what_if(*, body: Any, now: datetime) -> dict[str, Any]:
     problems = unknown_level_problems(merged(definitions, posted))
     if problems:
         raise problems[0]
-    inputs = merged_inputs(definitions, posted)
-    posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
     # what the mirror says of the workloads the pass plays (finished ones it does not)
     stored = dict(((ns, name), status) for ns, name, status in
                   active_workload_rows().values_list("namespace", "name", "status"))
+    if fork_what_if():
+        answer = forked_answer(view, posted, stored, now)
+        if answer is not None:
+            return {**answer, "warnings": warnings + answer["warnings"]}
+    engine, built = fresh_engine(definitions, posted)
+    answer = play(engine, posted, stored, now, built)
+    return {**answer, "warnings": warnings + answer["warnings"]}
+
+
+def fresh_engine(definitions: ParsedObjects, posted: ParsedObjects) -> tuple[Engine, list[str]]:
+    """An engine built afresh from the mirror's objects and the posted ones, and what its
+    build warned of: the levels the mirror's workloads name that no Topology has, then the
+    engine's own warnings."""
+    inputs = merged_inputs(definitions, posted)
+    warnings = _mirror_level_warnings(unknown_level_problems(inputs), posted)
+    engine = Engine.from_parsed(inputs, feature_gates(), warnings.append, config=kueue_configuration()[1])
+    engine.state.tas_snapshots  # noqa: B018 -- its warnings before the pass's
+    return engine, warnings
+
+
+def followed_engine(engine: Engine, posted: ParsedObjects) -> tuple[Engine, list[str]]:
+    """The view's `engine` (a copy of its own: this changes it) with the posted objects
+    applied as changes, as `fresh_engine` would build it, and the same warnings."""
+    state = engine.state
+    engine.answered, engine.decisions = Answers(), {}  # a fresh engine has given no answers yet
+    built: list[str] = []
+    state.warn = built.append
+    for name in APPLY_ORDER:
+        for obj in getattr(posted, name):
+            engine.upsert(obj)
+        if name == "priority_classes":
+            state.namespaces.update(posted.namespaces)
+    order = state.order
+    mirrored = ParsedObjects(topologies=list(state.topologies.values()),
+                             workloads=sorted(state.workload_map.values(), key=lambda wl: order[wl.key]))
+    warnings = _mirror_level_warnings(unknown_level_problems(mirrored), posted)
+    state.warn_unusable_flavors()
+    engine.sync(None)  # the posted workloads are queued as a cold start queues its own
+    return engine, warnings + built
+
+
+# the order in which `ClusterState.load` takes the kinds (Namespaces after the priority classes)
+APPLY_ORDER = ("topologies", "flavors", "cohorts", "cluster_queues", "local_queues", "admission_checks",
+               "priority_classes", "nodes", "pods", "workloads")
+
+
+def _mirror_level_warnings(problems: list[InputError], posted: ParsedObjects) -> list[str]:
+    """The mirror's workloads' level problems (the posted ones' were refused already)."""
+    posted_labels = {f"Workload/{w.namespace}/{w.name}" for w in posted.workloads}
+    return [str(problem) for problem in problems if problem.obj not in posted_labels]
+
+
+def play(engine: Engine, posted: ParsedObjects, stored: Mapping[tuple[str, str], str], now: datetime,
+         warnings: list[str]) -> dict[str, Any]:
+    """The pass on `engine` and the answer: each posted Workload in the order posted, the
+    mirror's workloads it changes in the mirror's order, the posted workloads' events and
+    `warnings` with those of the pass after them."""
     # cycles=None: as many scheduling cycles as it takes until nothing more is admitted, so the
     # answer is where the workload lands, not only whether it heads its queue this cycle
-    config = kueue_configuration()[1]
-    for problem in unknown_level_problems(inputs):  # those of the mirror's workloads
-        if problem.obj not in posted_labels:
-            warnings.append(str(problem))
-    engine = Engine.from_parsed(inputs, feature_gates(), warnings.append, config=config)
     result = PassResult()
+    engine.state.warn = warnings.append
     outcome = engine.run_pass(now, cycles=None, result=result)
     result.workloads = engine.results_for(engine.state.workload_map, outcome)
     annotate_failures(result.workloads, outcome.replacement_failures)
-    posted_keys = {w.key for w in posted.workloads}
+    posted_order = {w.key: i for i, w in enumerate(posted.workloads)}
     # the engine after the pass: placements name its nodes; a posted workload it did not admit is
     # explained by where the pass stopped it, details counted on the cluster as the pass left it
     after = engine.state
     workloads, changes = [], []
     shared = Shared()  # the state does not change while the posted workloads are explained
     for wr in result.workloads:
-        if wr.key in posted_keys:
+        if wr.key in posted_order:
             wj = workload_json(wr)
             explanation = None
             if wr.workload.admission is None:
                 explanation = explanation_json(explain_workload(after, wr.workload, shared=shared,
                                                                 stop=engine.stop_record(wr.key, now)))
-            workloads.append({**wj, "placement": _placement(after, wj), "explanation": explanation})
+            workloads.append((posted_order[wr.key], {**wj, "placement": _placement(after, wj),
+                                                     "explanation": explanation}))
         else:
             before = stored.get((wr.workload.namespace, wr.workload.name))
             if not wr.decided and wr.status in WAITING_STATUSES and before in WAITING_STATUSES:
                 continue  # a waiting workload the pass did not get to: nothing new to say of it
             if before is not None and before != wr.status:
-                changes.append({"namespace": wr.workload.namespace, "name": wr.workload.name,
-                                "clusterQueue": wr.cluster_queue or None, "statusBefore": before,
-                                "status": wr.status, "message": wr.message})
+                changes.append((after.order.get(wr.key, -1), {
+                    "namespace": wr.workload.namespace, "name": wr.workload.name,
+                    "clusterQueue": wr.cluster_queue or None, "statusBefore": before,
+                    "status": wr.status, "message": wr.message}))
     return {
-        "workloads": workloads,
-        "changes": changes,
+        "workloads": [wj for _, wj in sorted(workloads, key=lambda item: item[0])],
+        "changes": [change for _, change in sorted(changes, key=lambda item: item[0])],
         "events": [{"key": e.key, "type": e.type, "reason": e.reason, "message": e.message}
-                   for e in result.events if e.key in posted_keys],
+                   for e in result.events if e.key in posted_order],
         "warnings": warnings,
         "objects": {LISTS[f.name]: len(getattr(posted, f.name)) for f in fields(ParsedObjects)
                     if f.name in LISTS and getattr(posted, f.name)},
     }
+
+
+# ------------------------------------------------------------------ the pass in a forked child
+
+_fork_lock = threading.Lock()  # one child per process at a time: each may copy much of the view
+# gunicorn's worker handles these; a child of the worker takes them as a plain process does
+_WORKER_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGABRT", "SIGWINCH")
+
+
+def fork_what_if() -> bool:
+    return bool(getattr(settings, "TAS_WHAT_IF_FORK", True)) and hasattr(os, "fork")
+
+
+def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple[str, str], str],
+                  now: datetime) -> dict[str, Any] | None:
+    """The what-if's answer from a child process forked from this one: the child applies the
+    posted objects to its copy-on-write image of the view's engine (which is the mirror as it
+    is now) and plays the pass there, so that nothing is read from the mirror or built, and
+    the view itself stays as it is. None when the child failed (logged): the caller then
+    plays the pass in this process."""
+    with _fork_lock:
+        read_end, write_end = os.pipe()
+        with view.lock:  # no other thread changes the view while it is copied
+            pid = os.fork()
+        if pid == 0:
+            _play_in_child(read_end, write_end, view, posted, stored, now)  # does not return
+        os.close(write_end)
+        try:
+            payload = _read_to_end(read_end)
+        finally:
+            os.close(read_end)
+            _, status = os.waitpid(pid, 0)
+    try:
+        ok, value = pickle.loads(payload) if payload else (
+            False, f"it exited with code {os.waitstatus_to_exitcode(status)} and sent nothing")
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+        ok, value = False, f"its answer could not be read: {exc}"
+    if ok:
+        return value
+    logger.error("what-if: the pass forked from the web's engine view failed; played here instead. %s", value)
+    return None
+
+
+def _read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _play_in_child(read_end: int, write_end: int, view: EngineView, posted: ParsedObjects,
+                   stored: Mapping[tuple[str, str], str], now: datetime) -> None:
+    """The child: play, send (True, answer) or (False, why) back, exit without any cleanup
+    (the parent's database connections and files are not this process's to close)."""
+    code = 1
+    try:
+        os.close(read_end)
+        for name in _WORKER_SIGNALS:
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        gc.disable()  # nothing to collect that matters before this process exits
+        try:
+            engine, warnings = followed_engine(view.runtime.engine, posted)
+            data = pickle.dumps((True, play(engine, posted, stored, now, warnings)), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # whatever it is, the parent plays the pass itself
+            data = pickle.dumps((False, traceback.format_exc()))
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(data)
+        code = 0
+    finally:
+        os._exit(code)

@@ -375,6 +375,10 @@ TAS_ETA_ARRIVALS_WINDOW_SECONDS = env_float("TAS_ETA_ARRIVALS_WINDOW_SECONDS", 0
 # the engine's copy-on-write image, at this CPU niceness: the worker is free for the next
 # pass at once. Off: the estimate runs in the worker, between passes.
 TAS_ETA_FORK = env_bool("TAS_ETA_FORK", True)
+# A what-if plays its pass in a child forked from the web worker, on the copy-on-write image
+# of the worker's engine view (seconds saved on a large mirror: nothing is read or built
+# again). Off: the mirror is read and an engine built for each what-if, in the worker.
+TAS_WHAT_IF_FORK = env_bool("TAS_WHAT_IF_FORK", True)
 # How a prediction and its range are made: "samples" (TAS_ETA_SAMPLES plays, each with every
 # runtime and the expected arrivals drawn at random: the median of their times, the range
 # between their 10th and 90th percentiles), "plays" (a play per runtime level: low, median,

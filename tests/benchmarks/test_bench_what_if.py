@@ -1,5 +1,6 @@
 """benchmarks/bench_what_if.py, run tiny: the Workloads it posts are new copies of waiting
-ones, every stage of a what-if is timed, and the functions it times are put back after."""
+ones, every stage of a what-if is timed, forked and in the process, the two answers are compared,
+and the functions it times are put back after."""
 
 from __future__ import annotations
 
@@ -29,14 +30,21 @@ def test_a_timed_what_if_of_posted_copies(capsys) -> None:
     body = bench.posted_workloads(3)
     assert [w["metadata"]["name"] for w in body] == ["what-if-0", "what-if-1", "what-if-2"]
     assert all("status" not in w and w["kind"] == "Workload" for w in body)
-    originals = (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, engine_module.Engine.run_pass)
+    originals = (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer,
+                 engine_module.Engine.run_pass)
 
-    run = bench.one_what_if("tiny", body)
-    assert set(run["stages"]) == {"view", "workloads", "pods", "engine", "pass"}
-    assert run["seconds"] >= sum(run["stages"].values()) and run["rest"] >= 0
-    assert run["bytes"] > 0
-    assert "tiny" in capsys.readouterr().out
-    assert (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods,
+    runs = bench.both_ways("tiny", body)
+    forked, in_process = runs
+    assert forked["forked"] and not in_process["forked"]
+    assert set(forked["stages"]) == {"view", "child"}
+    assert set(in_process["stages"]) == {"view", "workloads", "pods", "engine", "pass"}
+    assert all(run["same_answer"] for run in runs)
+    for run in runs:
+        assert run["seconds"] >= sum(run["stages"].values()) and run["rest"] >= 0
+        assert run["bytes"] > 0
+    out = capsys.readouterr().out
+    assert "tiny, forked" in out and "tiny, in-process" in out and "the same answer both ways: yes" in out
+    assert (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer,
             engine_module.Engine.run_pass) == originals
     with pytest.raises(SystemExit, match="fewer than --posted"):
         bench.posted_workloads(10_000)
