@@ -9,12 +9,15 @@ would change (admitted alongside it, or preempted for it).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import pickle
+import selectors
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import fields, replace
@@ -298,6 +301,9 @@ def play(engine: Engine, posted: ParsedObjects, stored: Mapping[tuple[str, str],
 # ------------------------------------------------------------------ the pass in a forked child
 
 _fork_lock = threading.Lock()  # one child per process at a time: each may copy much of the view
+# a child still playing after this long is stuck (one pass at 100,000 workloads takes seconds):
+# it is stopped and the pass played in the process (gunicorn's own timeout is TAS_WEB_TIMEOUT, 120 s)
+CHILD_SECONDS = 60.0
 # gunicorn's worker handles these; a child of the worker takes them as a plain process does
 _WORKER_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGABRT", "SIGWINCH")
 
@@ -321,13 +327,16 @@ def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple
             _play_in_child(read_end, write_end, view, posted, stored, now)  # does not return
         os.close(write_end)
         try:
-            payload = _read_to_end(read_end)
+            payload = _read_to_end(read_end, pid, time.monotonic() + CHILD_SECONDS)
         finally:
             os.close(read_end)
             _, status = os.waitpid(pid, 0)
     try:
-        ok, value = pickle.loads(payload) if payload else (
-            False, f"it exited with code {os.waitstatus_to_exitcode(status)} and sent nothing")
+        if payload is None:
+            ok, value = False, f"it was still playing after {CHILD_SECONDS:g}s and was stopped"
+        else:
+            ok, value = pickle.loads(payload) if payload else (
+                False, f"it exited with code {os.waitstatus_to_exitcode(status)} and sent nothing")
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
         ok, value = False, f"its answer could not be read: {exc}"
     if ok:
@@ -336,11 +345,22 @@ def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple
     return None
 
 
-def _read_to_end(fd: int) -> bytes:
+def _read_to_end(fd: int, pid: int, deadline: float) -> bytes | None:
+    """What the child sends until it closes the pipe; None if that is not by `deadline` (the
+    child, stuck, is killed)."""
     chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
 
 
 def _play_in_child(read_end: int, write_end: int, view: EngineView, posted: ParsedObjects,

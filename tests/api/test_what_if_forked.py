@@ -181,3 +181,23 @@ def test_a_child_that_fails_is_logged_and_the_pass_played_here(mirrored, setting
     with caplog.at_level(logging.ERROR, logger="tasweb.api.whatif"):
         assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
     assert "broken in the child" in caplog.text and "played here instead" in caplog.text
+
+
+def test_a_stuck_child_is_stopped_and_the_pass_played_here(mirrored, settings, monkeypatch, caplog):
+    import time
+
+    settings.TAS_WHAT_IF_FORK = False
+    body = workload_object("fits", count=2, gpus=1)
+    expected = whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW)
+    settings.TAS_WHAT_IF_FORK = True
+
+    def stuck(*_args, **_kwargs):
+        time.sleep(30)
+
+    monkeypatch.setattr(whatif, "followed_engine", stuck)
+    monkeypatch.setattr(whatif, "CHILD_SECONDS", 0.5)
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="tasweb.api.whatif"):
+        assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
+    assert time.monotonic() - started < 10  # the child was not waited for
+    assert "still playing after 0.5s and was stopped" in caplog.text
