@@ -289,6 +289,13 @@ class ClusterState:
             self._refresh_snapshots()
         return self._snapshots
 
+    def derive(self) -> None:
+        """Compute now what is otherwise computed when first used after a change (the TAS
+        snapshots, the quota tree): once for the copies of this state made by forking the
+        process, instead of once in each of them."""
+        self.tas_snapshots  # noqa: B018
+        self.quota  # noqa: B018
+
     def warn_unusable_flavors(self) -> None:
         """Say again what building the state said of TAS flavors whose Topology is missing, for
         a copy of a state whose build warnings went unheard (their next refresh names them)."""

@@ -322,6 +322,7 @@ def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple
     with _fork_lock:
         read_end, write_end = os.pipe()
         with view.lock:  # no other thread changes the view while it is copied
+            view.state.derive()  # kept in the view for the next what-ifs' children
             pid = os.fork()
         if pid == 0:
             _play_in_child(read_end, write_end, view, posted, stored, now)  # does not return
