@@ -71,6 +71,12 @@ def mirrored(scheduled) -> list[dict]:
     return scheduled
 
 
+def cordoned(objects: list[dict], name: str) -> dict:
+    node = copy.deepcopy(next(o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == name))
+    node["spec"] = {**node.get("spec", {}), "unschedulable": True}
+    return node
+
+
 def with_failed_node(name: str, node: str) -> dict:
     """A mirrored admitted workload as it is once Kueue noted one of its nodes failed: its
     second pass looks for a replacement."""
@@ -98,6 +104,8 @@ BODIES = {
     "Namespaces the ClusterQueue does not select": lambda objs: [
         namespace("ml", {"team": "b"}), cluster_queue(objs, selector={"matchLabels": {"team": "a"}}),
         workload_object("not-selected", count=1, gpus=1)],
+    "mirrored nodes cordoned, and a workload for their rack": lambda objs: [
+        cordoned(objs, f"b2-r4-n{i}") for i in range(1, 5)] + [workload_object("beside", count=4, gpus=8)],
     "an admitted workload whose node failed": lambda objs: with_failed_node("job-bert-finetune", "b1-r1-n5"),
     "many workloads at once": lambda objs: [
         workload_object(f"batch-{i}", count=1 + i % 5, gpus=1 + i % 8, priority=i % 3,
@@ -147,6 +155,9 @@ def test_the_bodies_cover_what_they_are_named_for(mirrored, settings, monkeypatc
     assert spare["status"] == "Admitted" and spare["placement"][0]["domains"][0]["node"] == "spare-1"
     assert status["Namespaces the ClusterQueue does not select"] == ["Inadmissible"]
     assert len(said["many workloads at once"]["workloads"]) == 24
+    beside = said["mirrored nodes cordoned, and a workload for their rack"]["workloads"][0]
+    assert beside["status"] == "Admitted" and beside["placement"][0]["domains"]
+    assert not any(d["node"].startswith("b2-r4-") for p in beside["placement"] for d in p["domains"])
     # its second pass ran in this pass (its rack has no node to spare: it is evicted)
     replaced = said["an admitted workload whose node failed"]["workloads"][0]
     assert replaced["status"] == "Evicted" and "unhealthy node(s): b1-r1-n5" in replaced["message"]
