@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -122,19 +123,56 @@ def one_what_if(label: str, body: Any, *, fork: bool) -> tuple[dict[str, Any], d
     settings.TAS_WHAT_IF_FORK = fork
     stages = Stages()
     started = time.perf_counter()
-    with stages.watching():
+    with stages.watching(), child_memory():
         answer = what_if(body=body, now=NOW)
     total = time.perf_counter() - started
+    private = answer.pop(PRIVATE_KEY, None)
     size = len(json.dumps(answer, default=str))
     rest = total - sum(stages.seconds.values())
     names = ("view", "child") if fork else ("view", "workloads", "pods", "engine", "pass")
     parts = ", ".join(f"{name} {stages.seconds.get(name, 0.0):5.2f}" for name in names)
     label = f"{label}, {'forked' if fork else 'in-process'}"
     print(f"  {label:<44} {total:6.2f} s = {parts}, rest {rest:5.2f}; answer {size / 1e6:.2f} MB, "
-          f"{len(answer['changes'])} changes, statuses {sorted({w['status'] for w in answer['workloads']})}",
-          flush=True)
+          f"{len(answer['changes'])} changes, statuses {sorted({w['status'] for w in answer['workloads']})}"
+          + (f"; the child's own memory {private:.0f} MiB" if private is not None else ""), flush=True)
     return {"label": label, "forked": fork, "seconds": total, "stages": stages.seconds, "rest": rest,
-            "bytes": size, "changes": len(answer["changes"])}, answer
+            "bytes": size, "changes": len(answer["changes"]), "child_private_mib": private}, answer
+
+
+PRIVATE_KEY = "_child_private_mib"
+
+
+@contextmanager
+def child_memory():
+    """While within, a forked what-if's answer carries what its child wrote of its own memory
+    (Private_Clean + Private_Dirty of /proc/self/smaps_rollup, in MiB: the pages it copied from
+    the web process, what a container's memory limit counts again), taken out by `one_what_if`."""
+    import tasweb.api.whatif as whatif
+
+    play = whatif.play
+
+    def measured(*args, **kwargs):
+        answer = play(*args, **kwargs)
+        if os.getpid() != parent:
+            answer[PRIVATE_KEY] = private_mib()
+        return answer
+
+    parent = os.getpid()
+    whatif.play = measured
+    try:
+        yield
+    finally:
+        whatif.play = play
+
+
+def private_mib() -> float | None:
+    try:
+        text = Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return None
+    private = ("Private_Clean:", "Private_Dirty:")
+    kib = sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(private))
+    return kib / 1024
 
 
 def both_ways(label: str, body: Any) -> list[dict[str, Any]]:

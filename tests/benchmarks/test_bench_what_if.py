@@ -30,7 +30,7 @@ def test_a_timed_what_if_of_posted_copies(capsys) -> None:
     body = bench.posted_workloads(3)
     assert [w["metadata"]["name"] for w in body] == ["what-if-0", "what-if-1", "what-if-2"]
     assert all("status" not in w and w["kind"] == "Workload" for w in body)
-    originals = (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer,
+    originals = (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer, whatif.play,
                  engine_module.Engine.run_pass)
 
     runs = bench.both_ways("tiny", body)
@@ -39,12 +39,13 @@ def test_a_timed_what_if_of_posted_copies(capsys) -> None:
     assert set(forked["stages"]) == {"view", "child"}
     assert set(in_process["stages"]) == {"view", "workloads", "pods", "engine", "pass"}
     assert all(run["same_answer"] for run in runs)
+    assert forked["child_private_mib"] > 0 and in_process["child_private_mib"] is None  # kept out of the answers
     for run in runs:
         assert run["seconds"] >= sum(run["stages"].values()) and run["rest"] >= 0
         assert run["bytes"] > 0
     out = capsys.readouterr().out
     assert "tiny, forked" in out and "tiny, in-process" in out and "the same answer both ways: yes" in out
-    assert (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer,
+    assert (whatif.engine_view, whatif.engine_workloads, whatif.engine_pods, whatif.forked_answer, whatif.play,
             engine_module.Engine.run_pass) == originals
     with pytest.raises(SystemExit, match="fewer than --posted"):
         bench.posted_workloads(10_000)
