@@ -132,12 +132,28 @@ def _generate(generator: dict, objects: list[dict]) -> None:
 
 def _merge(target: Any, patch: Any) -> Any:
     if isinstance(patch, list):
-        raise NotImplementedError("the fallback renderer merges no lists in patches")
+        return _merge_named(target, patch)
     if not isinstance(patch, dict) or not isinstance(target, dict):
         return copy.deepcopy(patch)
     out = dict(target)
     for key, value in patch.items():
         out[key] = _merge(out.get(key), value)
+    return out
+
+
+def _merge_named(target: Any, patch: list) -> list:
+    """A strategic merge of a list whose items are named (containers, volumes, ports, env):
+    each patch item merged into the target's item of its name, new names appended. Other
+    lists (whose strategy depends on the field's schema) the fallback does not render."""
+    if not isinstance(target, list) or not all(isinstance(i, dict) and "name" in i for i in [*target, *patch]):
+        raise NotImplementedError("the fallback renderer merges only lists of named items in patches")
+    out = [copy.deepcopy(item) for item in target]
+    index = {item["name"]: i for i, item in enumerate(out)}
+    for item in patch:
+        if item["name"] in index:
+            out[index[item["name"]]] = _merge(out[index[item["name"]]], item)
+        else:
+            out.append(copy.deepcopy(item))
     return out
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -41,6 +43,13 @@ def sign_in_path(tmp_path_factory) -> Path:
     """The control overlay with the kubernetes-sign-in component, as a user's overlay adds it."""
     return composed(tmp_path_factory.mktemp("sign-in"), resources=[DEPLOY / "overlays" / "control"],
                     components=[DEPLOY / "components" / "kubernetes-sign-in"])
+
+
+@pytest.fixture(scope="module")
+def large_cluster_path(tmp_path_factory) -> Path:
+    """The observe overlay with the large-cluster component."""
+    return composed(tmp_path_factory.mktemp("large-cluster"), resources=[DEPLOY / "overlays" / "observe"],
+                    components=[DEPLOY / "components" / "large-cluster"])
 
 
 def overlay(name: str) -> list[dict]:
@@ -96,17 +105,18 @@ def test_every_object_is_a_valid_kubernetes_object(name):
         api.close()
 
 
-def test_the_sign_in_component_renders_valid_objects(sign_in_path):
+@pytest.mark.parametrize("component", ["sign_in_path", "large_cluster_path"])
+def test_the_components_render_valid_objects(component, request):
     api = client.ApiClient()
     try:
-        for obj in rendered(sign_in_path):
+        for obj in rendered(request.getfixturevalue(component)):
             model = api._ApiClient__deserialize(copy.deepcopy(obj), model_class_name(obj))
             assert api.sanitize_for_serialization(model) == obj
     finally:
         api.close()
 
 
-def test_the_fallback_renderer_renders_as_kustomize_does(sign_in_path):
+def test_the_fallback_renderer_renders_as_kustomize_does(sign_in_path, large_cluster_path):
     """So that the tests mean the same where no kubectl is installed."""
     command = kustomize_command()
     if command is None:
@@ -115,13 +125,24 @@ def test_the_fallback_renderer_renders_as_kustomize_does(sign_in_path):
     def normal(objects: list[dict]) -> list[str]:
         return sorted(json.dumps(obj, sort_keys=True) for obj in objects)
 
-    for path in [*(DEPLOY / "overlays" / name for name in OVERLAYS), sign_in_path]:
+    for path in [*(DEPLOY / "overlays" / name for name in OVERLAYS), sign_in_path, large_cluster_path]:
         assert normal(build(path)) == normal(render_with(command, path)), path
 
 
 def test_the_fallback_renderer_refuses_what_it_does_not_know(tmp_path):
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [], "namePrefix": "x-"}))
     with pytest.raises(NotImplementedError, match="namePrefix"):
+        build(tmp_path)
+    # a list whose items have no name: its merge strategy depends on the field's schema
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"template": {"spec": {"containers": [{"name": "c", "args": ["a"]}]}}}}
+    patch = copy.deepcopy(deployment)
+    patch["spec"]["template"]["spec"]["containers"][0]["args"] = ["b"]
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump(deployment))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(patch))
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({"resources": ["d.yaml"],
+                                                                  "patches": [{"path": "p.yaml"}]}))
+    with pytest.raises(NotImplementedError, match="named items"):
         build(tmp_path)
 
 
@@ -366,12 +387,38 @@ def test_the_sign_in_component_adds_the_review_rights_and_turns_it_on(sign_in_pa
     assert deployments["scheduler"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
+def unhashed(obj: Any) -> Any:
+    """`obj` with the generated settings' name without its hash (it changes with any setting)."""
+    return json.loads(re.sub(r'"tas-settings-[a-z0-9]{10}"', '"tas-settings"', json.dumps(obj)))
+
+
+def test_the_large_cluster_component_gives_web_room_for_its_views(large_cluster_path):
+    objects, base = unhashed(rendered(large_cluster_path)), unhashed(overlay("observe"))
+    assert settings_of(objects)["WEB_CONCURRENCY"] == "2" and settings_of(base)["WEB_CONCURRENCY"] == "3"
+    web = {c["name"]: c for c in containers(app_deployments(objects)["web"])}
+    base_web = {c["name"]: c for c in containers(app_deployments(base)["web"])}
+    assert web["web"]["resources"] == {"requests": {"cpu": base_web["web"]["resources"]["requests"]["cpu"],
+                                                    "memory": "2Gi"},
+                                       "limits": {"cpu": base_web["web"]["resources"]["limits"]["cpu"],
+                                                  "memory": "4Gi"}}
+    # the rest as it was: the init container, the other Deployments, the other settings
+    assert web["migrate"] == base_web["migrate"]
+    assert {k: v for k, v in web["web"].items() if k != "resources"} == {
+        k: v for k, v in base_web["web"].items() if k != "resources"}
+    for name, deployment in app_deployments(objects).items():
+        if name != "web":
+            assert containers(deployment) == containers(app_deployments(base)[name]), name
+    assert {k: v for k, v in settings_of(objects).items() if k != "WEB_CONCURRENCY"} == {
+        k: v for k, v in settings_of(base).items() if k != "WEB_CONCURRENCY"}
+
+
 def test_the_readme_commands_name_what_exists():
     readme = (PROJECT_ROOT / "README.md").read_text()
     for name in OVERLAYS:
         assert f"kubectl apply -k deploy/overlays/{name}" in readme
     assert "kubectl -n tas-system port-forward svc/tas-web 8000:80" in readme
     assert "deploy/components/kubernetes-sign-in" in readme and "TAS_AUTH=kubernetes" in readme
+    assert "deploy/components/large-cluster" in readme
     for line in readme.splitlines():
         if line.strip().startswith("kubectl apply -k "):
             target = shlex.split(line)[3]
