@@ -331,7 +331,10 @@ def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple
             payload = _read_to_end(read_end, pid, time.monotonic() + CHILD_SECONDS)
         finally:
             os.close(read_end)
-            _, status = os.waitpid(pid, 0)
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped already (SIGCHLD ignored): its answer says how it went
+                status = 0
     try:
         if payload is None:
             ok, value = False, f"it was still playing after {CHILD_SECONDS:g}s and was stopped"

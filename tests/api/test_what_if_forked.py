@@ -212,3 +212,16 @@ def test_a_stuck_child_is_stopped_and_the_pass_played_here(mirrored, settings, m
         assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
     assert time.monotonic() - started < 10  # the child was not waited for
     assert "still playing after 0.5s and was stopped" in caplog.text
+
+
+def test_a_process_that_ignores_its_children_still_gets_the_answer(mirrored, settings, monkeypatch):
+    """Where SIGCHLD is ignored, the kernel reaps the child itself: waiting for it fails."""
+    import signal
+
+    body = workload_object("fits", count=2, gpus=1)
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        fresh, forked = answers(body, settings, monkeypatch)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert forked == fresh and forked["workloads"][0]["status"] == "Admitted"
