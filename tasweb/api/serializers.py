@@ -630,8 +630,10 @@ class PassEventSerializer(s.Serializer):
 
 
 class WhatIfSerializer(s.Serializer):
-    workloads = WhatIfWorkloadSerializer(many=True, help_text="the posted Workloads after the pass")
-    changes = WhatIfChangeSerializer(many=True, help_text="mirrored Workloads whose status the pass would change")
+    workloads = WhatIfWorkloadSerializer(many=True,
+                                         help_text="the posted Workloads after the pass, in the order posted")
+    changes = WhatIfChangeSerializer(many=True, help_text="mirrored Workloads whose status the pass would change, "
+                                     "in the order they entered the mirror")
     events = PassEventSerializer(many=True, help_text="events the pass would emit for the posted Workloads")
     warnings = string_list("objects skipped and other warnings")
     objects = s.DictField(child=s.IntegerField(), help_text="kind -> number of posted objects read")
