@@ -23,3 +23,11 @@ def _seconds(name: str, default: int) -> int:
 
 timeout = _seconds("TAS_WEB_TIMEOUT", 120)
 graceful_timeout = min(timeout, 30)  # how long a restart waits for requests in flight
+
+
+def post_worker_init(worker) -> None:
+    """Each worker keeps its engine view of the mirror current in a thread of its own, from
+    the start (tasweb.api.state.view_keeper_start; TAS_API_VIEW_KEEP_SECONDS=0 turns it off)."""
+    from tasweb.api.state import view_keeper_start
+
+    view_keeper_start()

@@ -26,6 +26,11 @@ and when too many changes it skipped are still not visible (the scheduler's own 
 (SQLite, the embedded default, has no deletion trigger and counts each table's rows
 instead.)
 
+In a gunicorn worker a thread of its own keeps the view (`view_keeper_start`, started by
+gunicorn.conf.py): it builds it at start and brings it up to date every
+TAS_API_VIEW_KEEP_SECONDS, so that neither the first request nor one after a quiet spell
+waits seconds for a build on a large cluster.
+
 A long transaction that commits a row whose `updated_at` (or deletion note) is older than
 one committed meanwhile could leave the version unchanged; after `TAS_API_STATE_MAX_AGE`
 seconds the change log is read anyway.
@@ -42,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 from scheduler.cluster import ClusterState
 from scheduler.model import Workload as EngineWorkload
@@ -201,6 +206,40 @@ def engine_view_reset() -> None:
     global _current
     with _build_lock:
         _current = None
+
+
+def keep_seconds() -> float:
+    return float(getattr(settings, "TAS_API_VIEW_KEEP_SECONDS", 60.0))
+
+
+def view_keeper_start(seconds: float | None = None, *, stop: threading.Event | None = None
+                      ) -> threading.Thread | None:
+    """Keep this process's view in a thread of its own: built now, so that the first request
+    finds it (seconds on a large cluster), then brought up to date every `seconds`
+    (TAS_API_VIEW_KEEP_SECONDS; 0: no thread) whether requests come or not, so that it never
+    falls out of the change log's window and is built afresh for the next visitor. What the
+    engine computes on first use (the TAS snapshots, the quota tree) is computed too. Each
+    gunicorn worker starts one (gunicorn.conf.py); `stop`, when set, ends it."""
+    seconds = keep_seconds() if seconds is None else seconds
+    if seconds <= 0:
+        return None
+    thread = threading.Thread(target=_keep, args=(seconds, stop or threading.Event()), name="tas-engine-view",
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def _keep(seconds: float, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            view = engine_view()
+            with view.lock:
+                view.state.derive()
+        except Exception:
+            logger.exception("the web's engine view could not be brought up to date; trying again in %.0fs", seconds)
+        finally:
+            connections.close_all()  # this thread's own: it sleeps until the next time
+        stop.wait(seconds)
 
 
 def remembered(key: Hashable, compute: Callable[[EngineView], Any]) -> Any:

@@ -356,6 +356,15 @@ TAS_SCHEDULER_PASS_TIME_LIMIT = env_int("TAS_SCHEDULER_PASS_TIME_LIMIT", 30)
 # The scheduler process leaves its long-lived state out of garbage collections and collects
 # it in full this often (seconds).
 TAS_SCHEDULER_FULL_COLLECTION_SECONDS = env_int("TAS_SCHEDULER_FULL_COLLECTION_SECONDS", 600)
+# The mirror's change log (tasweb/scheduling/runtime.py): how long an id not visible yet is
+# looked for again (a write still in its transaction), how long the scheduler keeps what it
+# has not applied, and how long it keeps what it applied for the web processes' engine views
+# (a view not brought up to date for half as long is built afresh).
+TAS_SCHEDULER_CHANGE_GAP_SECONDS = env_float("TAS_SCHEDULER_CHANGE_GAP_SECONDS", 300.0)
+TAS_SCHEDULER_CHANGE_RETENTION_SECONDS = env_float("TAS_SCHEDULER_CHANGE_RETENTION_SECONDS", 3600.0)
+TAS_CHANGE_LOG_FOLLOWER_SECONDS = env_float("TAS_CHANGE_LOG_FOLLOWER_SECONDS", 1800.0)
+# Comparisons with Kueue's admissions (observe mode) older than this are pruned.
+TAS_COMPARISON_RETENTION_SECONDS = env_float("TAS_COMPARISON_RETENTION_SECONDS", 7 * 24 * 3600.0)
 # Predicted start times (tasweb/scheduling/estimates.py): after each pass the scheduler plays
 # the queue forward from the state the pass left, for at most TAS_ETA_BUDGET_SECONDS of wall
 # clock and TAS_ETA_HORIZON_SECONDS ahead; runtimes are learned from the finished workloads,
@@ -414,6 +423,7 @@ TAS_KUBE_CONTEXT = env_str("TAS_KUBE_CONTEXT")
 TAS_KUBE_IN_CLUSTER = env_str("TAS_KUBE_IN_CLUSTER")
 TAS_MIRROR_WINDOW_SECONDS = env_int("TAS_MIRROR_WINDOW_SECONDS", 300)
 TAS_MIRROR_LOCK_TTL_SECONDS = env_int("TAS_MIRROR_LOCK_TTL_SECONDS", 60)
+TAS_MIRROR_PAGE_SIZE = env_int("TAS_MIRROR_PAGE_SIZE", 500)  # objects per list request
 if TAS_CLUSTER_SOURCE == "kubernetes":
     if REDIS_URL:
         CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(
@@ -459,6 +469,13 @@ TAS_API_MAX_PAGE_SIZE = env_int("TAS_API_MAX_PAGE_SIZE", 500)
 # Lists count their matches exactly up to this many rows; beyond it the count is a lower
 # bound (counting 100,000 rows on every page costs more than the page itself).
 TAS_API_EXACT_COUNT_LIMIT = env_int("TAS_API_EXACT_COUNT_LIMIT", 10_000)
+# The engine's view of the mirror each web process keeps (tasweb/api/state.py): how long the
+# mirror's version is trusted before the change log is read anyway, and how often a thread
+# of each gunicorn worker brings the view up to date when no request does (0: only requests
+# do; the first request then builds it, and one after TAS_CHANGE_LOG_FOLLOWER_SECONDS / 2
+# without any builds it afresh: seconds on a large cluster).
+TAS_API_STATE_MAX_AGE = env_float("TAS_API_STATE_MAX_AGE", 300.0)
+TAS_API_VIEW_KEEP_SECONDS = env_float("TAS_API_VIEW_KEEP_SECONDS", 60.0)
 
 # Who may read: `local` (the service's own users, sessions and tokens) or `kubernetes`
 # (also a Kubernetes bearer token, checked with a TokenReview, each namespace's workloads

@@ -179,3 +179,35 @@ def test_check_deploy_is_clean_with_the_compose_environment(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "no issues" in proc.stdout
+
+
+def test_every_setting_the_code_reads_can_be_set_from_the_environment():
+    """A `TAS_*` setting the code reads with getattr(settings, ...) is one the base settings
+    read from the environment, as the README's tables promise: one only the code's default
+    backs would ignore the variable set for it."""
+    import re
+
+    read = set()
+    for folder in ("tasweb", "scheduler"):
+        for path in (PROJECT_ROOT / folder).rglob("*.py"):
+            read |= set(re.findall(r'getattr\(settings, "(TAS_[A-Z0-9_]+)"', path.read_text()))
+    base = (PROJECT_ROOT / "tasweb" / "settings" / "base.py").read_text()
+    from_environment = set(re.findall(r'^(TAS_[A-Z0-9_]+) = env_\w+\("\1"', base, flags=re.M))
+    dict_settings = {"TAS_SIMULATOR"}  # a settings file's dict; its fields have TAS_SIM_* variables
+    assert read - from_environment - dict_settings == set()
+
+
+def test_every_variable_the_readme_lists_is_read():
+    import re
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    listed = {name for row in readme.splitlines() if row.startswith("| `")
+              for name in re.findall(r"`((?:TAS|DJANGO)_[A-Z0-9_]+)`", row.split("|")[1])}
+    sources = "".join(path.read_text() for folder in ("tasweb", "scheduler")
+                      for path in (PROJECT_ROOT / folder).rglob("*.py"))
+    sources += (PROJECT_ROOT / "gunicorn.conf.py").read_text()
+    simulator_fields = set(re.findall(r"^    (\w+): ", (PROJECT_ROOT / "tasweb/simulator/config.py").read_text(),
+                                      flags=re.M))
+    unread = {name for name in listed if f'"{name}"' not in sources
+              and not (name.startswith("TAS_SIM_") and name[len("TAS_SIM_"):].lower() in simulator_fields)}
+    assert listed and unread == set()
