@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 
 import pytest
 
@@ -179,39 +180,29 @@ def test_the_view_is_left_as_it_was(mirrored, settings):
     assert not Workload.objects.filter(name="urgent").exists()
 
 
-def test_a_child_that_fails_is_logged_and_the_pass_played_here(mirrored, settings, monkeypatch, caplog):
+def broken(*_args, **_kwargs):
+    raise RuntimeError("broken in the child")
+
+
+def stuck(*_args, **_kwargs):
+    time.sleep(30)
+
+
+@pytest.mark.parametrize(("child", "said"), [(broken, "broken in the child"),
+                                             (stuck, "still playing after 0.5s and was stopped")])
+def test_a_child_that_fails_or_hangs_is_logged_and_the_pass_played_here(mirrored, settings, monkeypatch, caplog,
+                                                                         child, said):
     settings.TAS_WHAT_IF_FORK = False
     body = workload_object("fits", count=2, gpus=1)
     expected = whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW)
     settings.TAS_WHAT_IF_FORK = True
-
-    def broken(*_args, **_kwargs):
-        raise RuntimeError("broken in the child")
-
-    monkeypatch.setattr(whatif, "followed_engine", broken)
-    with caplog.at_level(logging.ERROR, logger="tasweb.api.whatif"):
-        assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
-    assert "broken in the child" in caplog.text and "played here instead" in caplog.text
-
-
-def test_a_stuck_child_is_stopped_and_the_pass_played_here(mirrored, settings, monkeypatch, caplog):
-    import time
-
-    settings.TAS_WHAT_IF_FORK = False
-    body = workload_object("fits", count=2, gpus=1)
-    expected = whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW)
-    settings.TAS_WHAT_IF_FORK = True
-
-    def stuck(*_args, **_kwargs):
-        time.sleep(30)
-
-    monkeypatch.setattr(whatif, "followed_engine", stuck)
+    monkeypatch.setattr(whatif, "followed_engine", child)
     monkeypatch.setattr(whatif, "CHILD_SECONDS", 0.5)
     started = time.monotonic()
     with caplog.at_level(logging.ERROR, logger="tasweb.api.whatif"):
         assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
-    assert time.monotonic() - started < 10  # the child was not waited for
-    assert "still playing after 0.5s and was stopped" in caplog.text
+    assert time.monotonic() - started < 10  # a stuck child is not waited for
+    assert said in caplog.text and "played here instead" in caplog.text
 
 
 def test_a_process_that_ignores_its_children_still_gets_the_answer(mirrored, settings, monkeypatch):
