@@ -1,0 +1,170 @@
+"""The scheduler process's memory at scale with the start-time estimates running: what its
+container's limit must hold (deploy/base/scheduler.yaml gives it 3 GiB).
+
+    .venv/bin/python benchmarks/bench_scheduler_memory.py [--seeded NAME] [--database tas_bench_memory]
+                                                          [--repeat 2] [--json FILE]
+
+On the cluster `bench_scheduler_state.py` seeds (50,000 nodes, 100,000 workloads, 30,000
+running; `--seeded NAME` starts from its kept copy, seeding it if there is none), as the
+scheduler's worker runs: a pass builds the state, a pass applies its own writes, 1,000
+running workloads finish and a pass admits 1,000 others. After that pass, and `--repeat`
+times, the start-time estimate runs as the service runs it (`estimate_after_pass`): forked
+off the process that holds the engine, its plays forked again where they fit. While it runs,
+a thread reads /proc every 20 ms for the process and all its descendants and sums their
+proportional set sizes (Pss: a page shared by n processes counts 1/n in each, so the sum is
+the memory they hold together, what a container's memory cgroup charges, page cache aside).
+
+It prints, per estimate, the wall time from the fork to the child's exit, the peak of the
+tree's summed Pss, the process's own Pss before it, and the most children seen at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scheduler_state import (
+    NOW,
+    PASS_STEP,
+    BenchSettings,
+    finish_workloads,
+    seed_in_child,
+    seeded_copy_description,
+    seeded_copy_info,
+)
+from benchdb import bench_database, python_speed_probe, seeded_copy_keep
+
+SAMPLE_SECONDS = 0.02
+LIMIT_MIB = 3 * 1024  # deploy/base/scheduler.yaml
+
+
+def pss_mib(pid: int) -> float | None:
+    """The process's proportional set size, or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except (OSError, ProcessLookupError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                out.append(child)
+                todo.append(child)
+    return out
+
+
+class TreeSampler:
+    """The peak, over its samples, of the summed Pss of this process and its descendants."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0.0
+        self.most_children = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            children = descendants(me)
+            total = sum(mib for mib in map(pss_mib, [me, *children]) if mib is not None)
+            self.peak_mib = max(self.peak_mib, total)
+            self.most_children = max(self.most_children, len(children))
+            self.samples += 1
+            self._stop.wait(SAMPLE_SECONDS)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def one_estimate(label: str) -> dict[str, Any]:
+    from tasweb.scheduling.estimates import estimate_after_pass, estimate_child_wait
+
+    before = pss_mib(os.getpid()) or 0.0
+    started = time.perf_counter()
+    with TreeSampler() as sampler:
+        outcome = estimate_after_pass()
+        if outcome == "forked" and not estimate_child_wait(600):
+            raise SystemExit("the estimate's child ran for more than 10 minutes")
+    seconds = time.perf_counter() - started
+    print(f"  {label:<34} {outcome:<8} {seconds:6.2f} s; Pss of the process {before:6.0f} MiB, of the tree at "
+          f"its peak {sampler.peak_mib:6.0f} MiB (limit {LIMIT_MIB}), {sampler.most_children} children at most "
+          f"({sampler.samples} samples)", flush=True)
+    return {"label": label, "outcome": outcome, "seconds": seconds, "process_pss_mib": before,
+            "tree_peak_pss_mib": sampler.peak_mib, "most_children": sampler.most_children}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeded", metavar="NAME", help="start from this kept seeded copy (made, and kept, if missing)")
+    ap.add_argument("--database", default="tas_bench_memory")
+    ap.add_argument("--repeat", type=int, default=2, help="estimates after the first")
+    ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
+    args = ap.parse_args()
+    if args.repeat < 0:
+        raise SystemExit("need --repeat >= 0")
+    if not Path("/proc/self/smaps_rollup").exists():
+        raise SystemExit("this benchmark reads /proc/PID/smaps_rollup (Linux 4.14 or later)")
+    settings = BenchSettings().check()
+    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
+    with bench_database(args.database, template=args.seeded if kept else None):
+        info = kept
+        if info is None:
+            print("seeding (bench_scheduler_state.py's cluster) ...", flush=True)
+            info = seed_in_child(settings)
+            if args.seeded:
+                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
+        from django.conf import settings as django_settings
+
+        from tasweb.scheduling.services import scheduling_pass_run
+
+        if not django_settings.TAS_ETA_ENABLED or not django_settings.TAS_ETA_FORK:
+            raise SystemExit("TAS_ETA_ENABLED and TAS_ETA_FORK must be on: this measures the forked estimate")
+        started = time.perf_counter()
+        scheduling_pass_run(now=NOW)
+        scheduling_pass_run(now=NOW)
+        finish_workloads(info.finishing[:settings.admit], NOW + PASS_STEP)
+        record = scheduling_pass_run(now=NOW + PASS_STEP)
+        print(f"  the state built, {record.admitted} admitted by the last pass: {time.perf_counter() - started:.1f} s")
+        probe = python_speed_probe()
+        print("the start-time estimate after a pass, on 50,000 nodes and 100,000 workloads:")
+        runs = [one_estimate("after the pass")]
+        runs += [one_estimate(f"again ({i + 1})") for i in range(args.repeat)]
+        print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"runs": runs, "python_probe_s": probe, "limit_mib": LIMIT_MIB},
+                                                  indent=2))
+            print(f"figures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
