@@ -78,9 +78,11 @@ def descendants(pid: int) -> list[int]:
 
 
 class TreeSampler:
-    """The peak, over its samples, of the summed Pss of this process and its descendants."""
+    """The peak, over its samples, of the summed Pss of a process (this one by default) and
+    its descendants."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: int | None = None) -> None:
+        self.root = root or os.getpid()
         self.peak_mib = 0.0
         self.most_children = 0
         self.samples = 0
@@ -88,10 +90,9 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._run, name="pss-sampler", daemon=True)
 
     def _run(self) -> None:
-        me = os.getpid()
         while not self._stop.is_set():
-            children = descendants(me)
-            total = sum(mib for mib in map(pss_mib, [me, *children]) if mib is not None)
+            children = descendants(self.root)
+            total = sum(mib for mib in map(pss_mib, [self.root, *children]) if mib is not None)
             self.peak_mib = max(self.peak_mib, total)
             self.most_children = max(self.most_children, len(children))
             self.samples += 1
