@@ -196,9 +196,10 @@ def _what_if(*, body: Any, now: datetime) -> dict[str, Any]:
     problems = unknown_level_problems(merged(definitions, posted))
     if problems:
         raise problems[0]
-    # what the mirror says of the workloads the pass plays (finished ones it does not)
+    # what the mirror says of the workloads the pass plays (finished ones it does not), in no
+    # order (sorting 100,000 rows by name took half the read)
     stored = dict(((ns, name), status) for ns, name, status in
-                  active_workload_rows().values_list("namespace", "name", "status"))
+                  active_workload_rows().order_by().values_list("namespace", "name", "status"))
     if fork_what_if():
         answer = forked_answer(view, posted, stored, now)
         if answer is not None:
