@@ -109,6 +109,9 @@ class EngineView:
     runtime: SchedulerRuntime  # the state and its position in the mirror's change log
     lock: threading.RLock = field(default_factory=threading.RLock)
     memo: OrderedDict = field(default_factory=OrderedDict)
+    # computed parts kept across versions, each holding what it was computed from, to be
+    # checked by its reader (the dashboard's display frames)
+    kept: dict = field(default_factory=dict)
     caught_up: int = 0  # times brought up to date since it was built
 
     @property

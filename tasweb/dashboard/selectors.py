@@ -28,6 +28,7 @@ from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import counts_as_non_tas_usage
+from scheduler.model import ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
@@ -189,32 +190,68 @@ def _flag_counts(tree: TopologyTree, leaf_flags: np.ndarray) -> list[np.ndarray]
     return counts
 
 
-def _display_snapshot(view: EngineView, flavor: str) -> TASFlavorSnapshot | None:
+@dataclass(frozen=True, eq=False)
+class DisplayFrame:
+    """What a flavor's display takes from its nodes and definitions alone: the tree of every
+    node of the flavor (Ready or not, cordoned or not), numbers in names in numeric order,
+    and the nodes' conditions. It is kept across versions of the view while `basis`, the
+    engine's own snapshot of the flavor, is the same object: the engine builds that afresh
+    whenever a node of the flavor, the flavor or its Topology changes."""
+
+    basis: TASFlavorSnapshot | None  # None: the engine has none (TAS off), nothing is kept
+    flavor: ResourceFlavor
+    topology: Topology
+    tree: TopologyTree
+    leaf_flags: np.ndarray
+    leaf_taints: list[str]
+    flag_counts: list[np.ndarray]
+    nodes_without_levels: int
+
+
+def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
     state = view.state
     rf = state.flavors.get(flavor)
     topology = state.topologies.get(rf.topology_name or "") if rf is not None and rf.is_tas else None
-    if topology is None:
+    if rf is None or topology is None:
         return None
-    nodes = [n for n in state.nodes.values() if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
+    basis = state.tas_snapshots.get(flavor)
+    kept = view.kept.get(("display-frame", flavor))
+    if kept is not None and basis is not None and kept.basis is basis and kept.flavor is rf \
+            and kept.topology is topology:
+        return kept
+    of_flavor = [n for n in state.nodes.values() if all(n.labels.get(k) == v for k, v in rf.node_labels.items())]
+    nodes = [n for n in of_flavor if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
     # numbers in names compared as numbers (b2 before b10): for people, not for placement
-    snap = TASFlavorSnapshot(rf, topology, TopologyTree(topology.levels, nodes, path_order=natural_path_order))
+    tree = TopologyTree(topology.levels, nodes, path_order=natural_path_order)
+    leaf_flags, leaf_taints = _leaf_conditions(tree)
+    frame = DisplayFrame(basis=basis, flavor=rf, topology=topology, tree=tree, leaf_flags=leaf_flags,
+                         leaf_taints=leaf_taints, flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
+                         nodes_without_levels=len(of_flavor) - len(nodes))
+    if basis is not None:
+        view.kept[("display-frame", flavor)] = frame
+    return frame
+
+
+def _display_snapshot(view: EngineView, frame: DisplayFrame) -> TASFlavorSnapshot:
+    """The flavor's capacity and usage on every node of its display tree: what bound pods
+    outside Kueue use, and what admitted workloads hold as the engine counts it (its
+    charges), on NotReady and cordoned nodes too."""
+    state = view.state
+    snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
     snap.add_non_tas_usages((p.node_name, p.spec.requests) for p in state.pods if counts_as_non_tas_usage(p))
-    # what admitted workloads hold, as the engine counts it (ClusterState.add_workload_tas_usage),
-    # on NotReady and cordoned nodes too
-    for wl in state.workloads:
-        if not wl.has_quota_reservation or wl.is_finished or wl.admission is None:
-            continue
-        for psa in wl.admission.pod_set_assignments:
-            ps = wl.pod_set(psa.name)
-            if ps is not None and psa.topology_assignment is not None and state.tas_flavor_of(psa) == flavor:
-                snap.add_assignment_usage(psa.topology_assignment, ps.spec.requests)
+    flavor = frame.flavor.name
+    for charge in state.charges.values():
+        for tc in charge.tas:
+            if tc.flavor == flavor:
+                snap.add_assignment_usage(tc.assignment, tc.requests)
     return snap
 
 
 def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
-    snap = _display_snapshot(view, flavor)
-    if snap is None:
+    frame = _display_frame(view, flavor)
+    if frame is None:
         return None
+    snap = _display_snapshot(view, frame)
     tree = snap.tree
     names = list(snap.resources.names)
     resources = tuple(sorted(names, key=resource_order))
@@ -224,17 +261,12 @@ def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
     def matrices(attribute: str) -> list[np.ndarray]:
         return [getattr(t, attribute)[:, columns].astype(np.float64) for t in totals]
 
-    leaf_flags, leaf_taints = _leaf_conditions(tree)
-    rf = view.state.flavors[flavor]
-    of_flavor = sum(1 for n in view.state.nodes.values()
-                    if all(n.labels.get(k) == v for k, v in rf.node_labels.items()))
     return FlavorCapacity(
         flavor=flavor, topology=snap.topology_name, levels=tuple(snap.level_keys), resources=resources, tree=tree,
         allocatable=matrices("allocatable"), tas_usage=matrices("tas_usage"), other_usage=matrices("non_tas_usage"),
-        flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
-        leaf_flags=leaf_flags, leaf_taints=leaf_taints,
+        flag_counts=frame.flag_counts, leaf_flags=frame.leaf_flags, leaf_taints=frame.leaf_taints,
         workloads={path: sorted(keys) for path, keys in api.domain_workloads(view, snap).items()},
-        nodes_without_levels=of_flavor - sum(len(g) for g in tree.leaf_nodes),
+        nodes_without_levels=frame.nodes_without_levels,
     )
 
 

@@ -127,3 +127,58 @@ def test_units_and_stored_values():
     assert selectors.stored_value("cpu", "1500m") == 1500
     assert selectors.stored_value("memory", "2Gi") == 2 * 2**30
     assert selectors.stored_value("cpu", None) is None
+
+
+def capacity_fields(cap: selectors.FlavorCapacity) -> dict:
+    """Every field of a display snapshot, arrays as lists, the tree as its levels."""
+    out = {}
+    for name in ("flavor", "topology", "levels", "resources", "leaf_taints", "workloads", "nodes_without_levels"):
+        out[name] = getattr(cap, name)
+    for name in ("allocatable", "tas_usage", "other_usage", "flag_counts"):
+        out[name] = [m.tolist() for m in getattr(cap, name)]
+    out["leaf_flags"] = cap.leaf_flags.tolist()
+    out["tree"] = [(level.key, level.values) for level in cap.tree.levels]
+    out["leaf_nodes"] = [[n.name for n in group] for group in cap.tree.leaf_nodes]
+    return out
+
+
+def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change(cluster):
+    """The display's tree and node conditions are kept while the engine's snapshot of the
+    flavor stands (workloads and pods change only the usage); a node change makes them anew.
+    After each change the display equals one computed on a view built afresh."""
+    from tasweb.api import state
+    from tasweb.cluster.models import Pod, Workload
+    from tasweb.cluster.services import object_upsert
+    from tasweb.scheduling.services import scheduling_pass_run
+    from tests.dashboard.conftest import NOW, cordon, node_update, not_ready, workload_object
+
+    def frame():
+        return state.engine_view().kept.get(("display-frame", "tas-gpu"))
+
+    def assert_as_fresh():
+        view = state.engine_view()
+        fresh = state.build_view(state.mirror_version())
+        assert capacity_fields(view.remember(("test", view.caught_up),
+                                             lambda: selectors._flavor_capacity(view, "tas-gpu"))) == \
+            capacity_fields(selectors._flavor_capacity(fresh, "tas-gpu"))
+
+    selectors.flavor_capacity(flavor="tas-gpu")
+    first = frame()
+    assert first is not None
+    steps = [
+        ("a workload admitted by a pass", False, lambda: (
+            object_upsert(kind="Workload", obj=workload_object("research", "late", count=1, gpus=2)),
+            scheduling_pass_run(now=NOW))),
+        ("a pod deleted", False, lambda: Pod.objects.filter(pk=Pod.objects.order_by("id").first().pk).delete()),
+        ("a workload deleted", False, lambda: Workload.objects.filter(name="train-block").delete()),
+        ("a node NotReady", True, lambda: node_update("b1-r1-n1", not_ready)),
+        ("a node cordoned", True, lambda: node_update("b1-r2-n2", cordon)),
+        ("a pass after them", False, lambda: scheduling_pass_run(now=NOW)),
+    ]
+    for what, anew, change in steps:
+        before = frame()
+        change()
+        selectors.flavor_capacity(flavor="tas-gpu")
+        assert (frame() is not before) == anew, what
+        assert_as_fresh()
+    assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == NOT_READY
