@@ -749,18 +749,23 @@ def can_be_partially_admitted(wl: Workload) -> bool:
     return any(ps.min_count is not None and ps.min_count < ps.count for ps in wl.pod_sets)
 
 
+def unchanged_status(wl: Workload) -> str:
+    """The status of a workload the pass left as it was (that of `unchanged_result`)."""
+    evicted = wl.condition("Evicted")
+    if wl.is_finished:
+        return FINISHED
+    if evicted is not None and evicted.status == "True" and (wl.has_quota_reservation or not wl.active):
+        return EVICTED  # still holding its quota until its pods are gone (or deactivated for good)
+    if wl.has_quota_reservation:
+        return ADMITTED if wl.is_admitted else QUOTA_RESERVED
+    return PENDING
+
+
 def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
     """A workload the pass left as it was: report its current state."""
     cq = state.cluster_queue_for(wl)
     evicted = wl.condition("Evicted")
-    if wl.is_finished:
-        status = FINISHED
-    elif evicted is not None and evicted.status == "True" and (wl.has_quota_reservation or not wl.active):
-        status = EVICTED  # still holding its quota until its pods are gone (or deactivated for good)
-    elif wl.has_quota_reservation:
-        status = ADMITTED if wl.is_admitted else QUOTA_RESERVED
-    else:
-        status = PENDING
+    status = unchanged_status(wl)
     pod_sets = []
     for ps in wl.pod_sets:
         psa = wl.admission.assignment_for(ps.name) if wl.admission else None

@@ -30,7 +30,8 @@ from django.utils import timezone
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
-from scheduler.engine import Engine
+from scheduler.cycle import unchanged_result, unchanged_status
+from scheduler.engine import Engine, PassOutcome
 from scheduler.errors import InputError
 from scheduler.explain import Shared, explain_workload
 from scheduler.loader import flatten_objects
@@ -38,7 +39,7 @@ from scheduler.memory import gc_paused
 from scheduler.output import workload_json
 from scheduler.parse import ParsedObjects, object_label, parse_objects
 from scheduler.replacement import annotate_failures
-from scheduler.results import Answers, PassResult
+from scheduler.results import Answers, PassResult, WorkloadResult
 from scheduler.simulate import unknown_level_problems
 from tasweb.api.selectors import explanation_json
 from tasweb.api.state import EngineView, engine_view
@@ -262,15 +263,15 @@ def play(engine: Engine, posted: ParsedObjects, stored: Mapping[tuple[str, str],
     result = PassResult()
     engine.state.warn = warnings.append
     outcome = engine.run_pass(now, cycles=None, result=result)
-    result.workloads = engine.results_for(engine.state.workload_map, outcome)
-    annotate_failures(result.workloads, outcome.replacement_failures)
     posted_order = {w.key: i for i, w in enumerate(posted.workloads)}
     # the engine after the pass: placements name its nodes; a posted workload it did not admit is
     # explained by where the pass stopped it, details counted on the cluster as the pass left it
     after = engine.state
+    told = _told(after, outcome, posted_order, stored)
+    annotate_failures(told, outcome.replacement_failures)
     workloads, changes = [], []
     shared = Shared()  # the state does not change while the posted workloads are explained
-    for wr in result.workloads:
+    for wr in told:
         if wr.key in posted_order:
             wj = workload_json(wr)
             explanation = None
@@ -297,6 +298,24 @@ def play(engine: Engine, posted: ParsedObjects, stored: Mapping[tuple[str, str],
         "objects": {LISTS[f.name]: len(getattr(posted, f.name)) for f in fields(ParsedObjects)
                     if f.name in LISTS and getattr(posted, f.name)},
     }
+
+
+def _told(state: ClusterState, outcome: PassOutcome, posted: Mapping[str, int],
+          stored: Mapping[tuple[str, str], str]) -> list[WorkloadResult]:
+    """The results an answer may tell of: every posted workload's, and those of the mirror's
+    workloads the pass decided on or whose status is not what the mirror says. Of the others
+    (nearly all of 100,000) only the status is worked out, not a whole result."""
+    out = []
+    for key, wl in state.workload_map.items():
+        wr = outcome.decided.get(key)
+        if wr is None:
+            if key not in posted:
+                before = stored.get((wl.namespace, wl.name))
+                if before is None or before == unchanged_status(wl):
+                    continue
+            wr = unchanged_result(state, wl)
+        out.append(wr)
+    return out
 
 
 # ------------------------------------------------------------------ the pass in a forked child

@@ -222,23 +222,18 @@ def test_brackets_inside_strings_do_not_count_as_nesting(scheduled, token_client
 
 
 def test_a_waiting_workload_the_pass_did_not_get_to_is_not_a_change(scheduled, token_client, monkeypatch):
-    from scheduler.cycle import unchanged_result
     from scheduler.engine import Engine
 
     waiting = Workload.objects.get(status="Inadmissible")
-    real = Engine.results_for
+    real = Engine.run_pass
 
-    def not_evaluated(engine, keys, outcome):
-        # as when the pass stops before it: the result restates the workload, decided=False
-        results = real(engine, keys, outcome)
-        out = [wr for wr in results if wr.key != waiting.key]
-        if len(out) < len(results):
-            restated = unchanged_result(engine.state, engine.state.workload(waiting.key))
-            restated.status, restated.message = "Pending", ""
-            out.append(restated)
-        return out
+    def not_evaluated(engine, now, **kwargs):
+        # as when the pass stops before it: no decision, its result restates it (Pending)
+        outcome = real(engine, now, **kwargs)
+        outcome.decided.pop(waiting.key, None)
+        return outcome
 
-    monkeypatch.setattr(Engine, "results_for", not_evaluated)
+    monkeypatch.setattr(Engine, "run_pass", not_evaluated)
     posted = workload_object("elsewhere", count=1, gpus=1)
     posted["metadata"]["namespace"] = "nobody"
     body = post(token_client, posted).json()

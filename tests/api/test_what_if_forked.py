@@ -216,3 +216,22 @@ def test_a_process_that_ignores_its_children_still_gets_the_answer(mirrored, set
     finally:
         signal.signal(signal.SIGCHLD, previous)
     assert forked == fresh and forked["workloads"][0]["status"] == "Admitted"
+
+
+def test_the_lean_results_give_the_answer_every_result_gives(mirrored, settings, monkeypatch):
+    """What-if makes a whole result only for the workloads it may tell of; made for all of
+    them, as the pass's own results are, the answer is the same."""
+    from scheduler.cycle import unchanged_result
+
+    def every(state, outcome, _posted, _stored):
+        return [outcome.decided.get(key) or unchanged_result(state, wl) for key, wl in state.workload_map.items()]
+
+    settings.TAS_WHAT_IF_FORK = False
+    for what in ("a priority one that preempts", "more quota: waiting workloads admitted",
+                 "an admitted workload whose node failed", "many workloads at once"):
+        body = BODIES[what](mirrored)
+        lean = whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW)
+        with monkeypatch.context() as patched:
+            patched.setattr(whatif, "_told", every)
+            assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == lean, what
+        assert lean["changes"] or what == "many workloads at once", what
