@@ -31,16 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scheduler_state import (
-    NOW,
-    PASS_STEP,
-    BenchSettings,
-    finish_workloads,
-    seed_in_child,
-    seeded_copy_description,
-    seeded_copy_info,
-)
-from benchdb import bench_database, python_speed_probe, seeded_copy_keep
+from bench_scheduler_state import NOW, PASS_STEP, BenchSettings, add_seeded_arguments, finish_workloads, seeded_database
+from benchdb import python_speed_probe
 
 SAMPLE_SECONDS = 0.02
 LIMIT_MIB = 3 * 1024  # deploy/base/scheduler.yaml
@@ -126,8 +118,7 @@ def one_estimate(label: str) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeded", metavar="NAME", help="start from this kept seeded copy (made, and kept, if missing)")
-    ap.add_argument("--database", default="tas_bench_memory")
+    add_seeded_arguments(ap, "tas_bench_memory")
     ap.add_argument("--repeat", type=int, default=2, help="estimates after the first")
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
     args = ap.parse_args()
@@ -136,14 +127,7 @@ def main() -> None:
     if not Path("/proc/self/smaps_rollup").exists():
         raise SystemExit("this benchmark reads /proc/PID/smaps_rollup (Linux 4.14 or later)")
     settings = BenchSettings().check()
-    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
-    with bench_database(args.database, template=args.seeded if kept else None):
-        info = kept
-        if info is None:
-            print("seeding (bench_scheduler_state.py's cluster) ...", flush=True)
-            info = seed_in_child(settings)
-            if args.seeded:
-                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
+    with seeded_database(args.database, args.seeded, settings) as info:
         from django.conf import settings as django_settings
 
         from tasweb.scheduling.services import scheduling_pass_run

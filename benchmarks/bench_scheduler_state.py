@@ -551,6 +551,35 @@ def seed_in_child(settings: BenchSettings) -> SeedInfo:
     return SeedInfo.from_json(payload)
 
 
+def add_seeded_arguments(ap: argparse.ArgumentParser, database: str) -> None:
+    """--seeded and --database, for a benchmark run on this script's cluster (`seeded_database`)."""
+    ap.add_argument("--seeded", metavar="NAME", help="start from this kept seeded copy (made, and kept, if missing)")
+    ap.add_argument("--database", default=database)
+
+
+@contextlib.contextmanager
+def seeded_database(database: str, seeded: str | None, settings: BenchSettings, *, keep: bool = False
+                    ) -> Iterator[SeedInfo]:
+    """`database`, set up for Django, holding the cluster `settings` describe: a copy of the
+    kept database `seeded` when this code seeded it with these settings, else seeded now
+    (and a copy kept as `seeded`, when named); dropped afterwards unless `keep`."""
+    kept = seeded_copy_info(seeded, settings) if seeded else None
+    with bench_database(database, keep=keep, template=seeded if kept else None):
+        if kept is not None:
+            print(f"  started from {seeded}, seeded as asked earlier: {kept.counts}")
+            yield kept
+            return
+        print(f"seed {settings.simulator_shape()} and {settings.workloads} workloads "
+              f"({settings.admitted} admitted):", flush=True)
+        started = time.perf_counter()
+        info = seed_in_child(settings)
+        print(f"  seeded in {time.perf_counter() - started:.1f} s: {info.counts}")
+        if seeded:
+            seeded_copy_keep(database, seeded, seeded_copy_description(settings, info))
+            print(f"  kept a copy of the seeded database as {seeded}")
+        yield info
+
+
 # ---------------------------------------------------------------- changes between passes
 
 
@@ -984,20 +1013,7 @@ def main() -> None:
                              node_changes=args.node_changes, running_pods=args.running_pods).check()
 
     os.environ["TAS_CLUSTER_SOURCE"] = "simulator"  # we decide (control mode), as with the simulator
-    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
-    with bench_database(args.database, keep=args.keep, template=args.seeded if kept else None):
-        if kept is not None:
-            info = kept
-            print(f"  started from {args.seeded}, seeded as asked earlier: {info.counts}")
-        else:
-            print(f"seed {settings.simulator_shape()} and {settings.workloads} workloads "
-                  f"({settings.admitted} admitted):", flush=True)
-            started = time.perf_counter()
-            info = seed_in_child(settings)
-            print(f"  seeded in {time.perf_counter() - started:.1f} s: {info.counts}")
-            if args.seeded:
-                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
-                print(f"  kept a copy of the seeded database as {args.seeded}")
+    with seeded_database(args.database, args.seeded, settings, keep=args.keep) as info:
         for line in describe_mix(info):
             print(line)
         probe_before = python_speed_probe()

@@ -30,8 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scheduler_memory import TreeSampler, descendants, pss_mib
-from bench_scheduler_state import NOW, BenchSettings, seed_in_child, seeded_copy_description, seeded_copy_info
-from benchdb import ROOT, bench_database, python_speed_probe, seeded_copy_keep
+from bench_scheduler_state import NOW, BenchSettings, add_seeded_arguments, seeded_database
+from benchdb import ROOT, python_speed_probe
 
 LIMIT_MIB = 4 * 1024  # deploy/components/large-cluster/web-memory.yaml
 BUILT = "the web's engine view built from the mirror"
@@ -62,8 +62,7 @@ def post(url: str, token: str, body: Any) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeded", metavar="NAME", help="start from this kept seeded copy (made, and kept, if missing)")
-    ap.add_argument("--database", default="tas_bench_web_memory")
+    add_seeded_arguments(ap, "tas_bench_web_memory")
     ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of one what-if per worker at once")
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
@@ -73,13 +72,7 @@ def main() -> None:
     if not Path("/proc/self/smaps_rollup").exists():
         raise SystemExit("this benchmark reads /proc/PID/smaps_rollup (Linux 4.14 or later)")
     settings = BenchSettings().check()
-    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
-    with bench_database(args.database, template=args.seeded if kept else None):
-        if kept is None:
-            print("seeding (bench_scheduler_state.py's cluster) ...", flush=True)
-            info = seed_in_child(settings)
-            if args.seeded:
-                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
+    with seeded_database(args.database, args.seeded, settings):
         from bench_what_if import posted_workloads
         from django.contrib.auth import get_user_model
         from rest_framework.authtoken.models import Token

@@ -42,16 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scheduler_state import (
-    NOW,
-    PASS_STEP,
-    BenchSettings,
-    finish_workloads,
-    seed_in_child,
-    seeded_copy_description,
-    seeded_copy_info,
-)
-from benchdb import bench_database, python_speed_probe, seeded_copy_keep
+from bench_scheduler_state import NOW, PASS_STEP, BenchSettings, add_seeded_arguments, finish_workloads, seeded_database
+from benchdb import python_speed_probe
 
 
 class Stages:
@@ -187,8 +179,7 @@ def both_ways(label: str, body: Any) -> list[dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeded", metavar="NAME", help="start from this kept seeded copy (made, and kept, if missing)")
-    ap.add_argument("--database", default="tas_bench_what_if")
+    add_seeded_arguments(ap, "tas_bench_what_if")
     ap.add_argument("--posted", type=int, default=1, help="Workloads posted in one what-if")
     ap.add_argument("--repeat", type=int, default=3, help="what-ifs with the view kept")
     ap.add_argument("--finish", type=int, default=100, help="running workloads that finish before the last what-if")
@@ -197,14 +188,7 @@ def main() -> None:
     if args.posted < 1 or args.repeat < 0 or not 0 <= args.finish <= BenchSettings().admit:
         raise SystemExit(f"need --posted >= 1, --repeat >= 0 and 0 <= --finish <= {BenchSettings().admit}")
     settings = BenchSettings().check()
-    kept = seeded_copy_info(args.seeded, settings) if args.seeded else None
-    with bench_database(args.database, template=args.seeded if kept else None):
-        info = kept
-        if info is None:
-            print("seeding (bench_scheduler_state.py's cluster) ...", flush=True)
-            info = seed_in_child(settings)
-            if args.seeded:
-                seeded_copy_keep(args.database, args.seeded, seeded_copy_description(settings, info))
+    with seeded_database(args.database, args.seeded, settings) as info:
         from tasweb.scheduling.services import scheduling_pass_run
 
         started = time.perf_counter()

@@ -341,9 +341,15 @@ def forked_answer(view: EngineView, posted: ParsedObjects, stored: Mapping[tuple
     plays the pass in this process."""
     with _fork_lock:
         read_end, write_end = os.pipe()
-        with view.lock:  # no other thread changes the view while it is copied
-            view.state.derive()  # kept in the view for the next what-ifs' children
-            pid = os.fork()
+        try:
+            with view.lock:  # no other thread changes the view while it is copied
+                view.state.derive()  # kept in the view for the next what-ifs' children
+                pid = os.fork()
+        except OSError as exc:  # out of memory or processes
+            os.close(read_end)
+            os.close(write_end)
+            logger.error("what-if: could not fork the web process (%s); the pass is played here", exc)
+            return None
         if pid == 0:
             _play_in_child(read_end, write_end, view, posted, stored, now)  # does not return
         os.close(write_end)

@@ -235,3 +235,21 @@ def test_the_lean_results_give_the_answer_every_result_gives(mirrored, settings,
             patched.setattr(whatif, "_told", every)
             assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == lean, what
         assert lean["changes"] or what == "many workloads at once", what
+
+
+def test_a_fork_refused_by_the_system_plays_the_pass_here(mirrored, settings, monkeypatch, caplog):
+    import errno
+    import os
+
+    settings.TAS_WHAT_IF_FORK = False
+    body = workload_object("fits", count=2, gpus=1)
+    expected = whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW)
+    settings.TAS_WHAT_IF_FORK = True
+
+    def refused():
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", refused)
+    with caplog.at_level(logging.ERROR, logger="tasweb.api.whatif"):
+        assert whatif.what_if(body=copy.deepcopy(body), now=DEMO_NOW) == expected
+    assert "could not fork the web process" in caplog.text and "Cannot allocate memory" in caplog.text
