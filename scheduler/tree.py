@@ -217,6 +217,15 @@ class TopologyTree:
         local = self.levels[level].index_by_id.get(domain)
         return None if local is None else self.offsets[level] + local
 
+    def domain_index(self, path: Sequence[str]) -> int | None:
+        """Index within its level of the domain named by a path of values from the root."""
+        if not path or len(path) > self.depth:
+            return None
+        if len(path) == self.depth:
+            leaf = self.leaf_for_values(path)
+            return leaf if leaf is not None and self.leaves.values[leaf] == tuple(path) else None
+        return self.levels[len(path) - 1].index_by_id.get(domain_id(path))
+
     def leaf_for_values(self, values: Sequence[str]) -> int | None:
         """The leaf an assignment domain names: by hostname, or by its full path of values."""
         if not values or not self.levels:

@@ -602,7 +602,9 @@ class _QuantityTexts:
         return [texts[i] for i in inverse.reshape(-1).tolist()]
 
 
-def _tree(view: EngineView, flavor: str) -> dict[str, Any] | None:
+def _tree(view: EngineView, flavor: str, depth: int | None = None) -> dict[str, Any] | None:
+    """The flavor's tree, the domains of its first `depth` levels only when given (at 50,000
+    nodes the leaves are most of the work)."""
     snap = view.state.tas_snapshots.get(flavor)
     if snap is None:
         return None
@@ -610,7 +612,7 @@ def _tree(view: EngineView, flavor: str) -> dict[str, Any] | None:
     keys = snap.level_keys
     texts = _QuantityTexts(list(snap.resources.names))
     domains = []
-    for level, totals in enumerate(level_totals(snap)):
+    for level, totals in enumerate(level_totals(snap)[:depth]):
         alloc, tas, other = totals.allocatable, totals.tas_usage, totals.non_tas_usage
         used_or_held = (alloc != 0) | (tas != 0) | (other != 0)
         columns = zip(snap.tree.levels[level].values, totals.nodes.tolist(), texts.rows(alloc), texts.rows(tas),
@@ -664,7 +666,13 @@ def flavor_tree_rendered(*, flavor: str, depth: int | None, root: list[str] | No
 
 def _flavor_tree_of(view: EngineView, *, flavor: str, depth: int | None, root: list[str] | None,
                     ) -> dict[str, Any] | None:
-    tree = view.remember(("tree", flavor), lambda: _tree(view, flavor))
+    with view.lock:
+        snap = view.state.tas_snapshots.get(flavor)
+        whole = ("tree", flavor) in view.memo  # made already: it serves any depth
+    if snap is not None and depth is not None and depth < len(snap.level_keys) and not whole:
+        tree = view.remember(("tree", flavor, depth), lambda: _tree(view, flavor, depth))
+    else:
+        tree = view.remember(("tree", flavor), lambda: _tree(view, flavor))
     if tree is None:
         return None
     domains = tree["domains"]
@@ -679,12 +687,9 @@ def _flavor_tree_of(view: EngineView, *, flavor: str, depth: int | None, root: l
 def flavor_has_domain(*, flavor: str, values: list[str]) -> bool:
     """Whether the flavor's topology has the domain named by its level values from the root."""
     view = engine_view()
-
-    def domains() -> frozenset[tuple[str, ...]]:
-        tree = view.remember(("tree", flavor), lambda: _tree(view, flavor))
-        return frozenset(tuple(d["values"]) for d in tree["domains"]) if tree is not None else frozenset()
-
-    return tuple(values) in view.remember(("tree-domains", flavor), domains)
+    with view.lock:
+        snap = view.state.tas_snapshots.get(flavor)
+        return snap is not None and snap.tree.domain_index(values) is not None
 
 
 def tas_flavor_names() -> list[str]:

@@ -150,13 +150,7 @@ class FlavorCapacity:
 
     def domain_index(self, path: tuple[str, ...]) -> int | None:
         """Index within its level of the domain named by a path of values from the root."""
-        if not path or len(path) > self.depth:
-            return None
-        level = self.tree.levels[len(path) - 1]
-        if len(path) == self.depth:
-            leaf = self.tree.leaf_for_values(path)
-            return leaf if leaf is not None and level.values[leaf] == path else None
-        return level.index_by_id.get(",".join(path))
+        return self.tree.domain_index(path)
 
     def nodes_of_leaf(self, leaf: int) -> list[str]:
         return [n.name for n in self.tree.leaf_nodes[leaf]]

@@ -97,3 +97,23 @@ def test_topology_and_flavor_lists_order_and_refuse_unknown_orderings(scheduled,
     for path in ("flavors", "topologies"):
         response = client.get(f"/api/v1/{path}/", {"ordering": "levels"})
         assert response.status_code == 400 and "ordering" in response.json()["detail"], path
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_shallow_tree_is_the_whole_tree_cut_at_its_depth(scheduled, client, depth):
+    """A tree asked for with a depth is made only that deep, and says what the whole tree,
+    cut at that depth, says (with a subtree asked for too)."""
+    from tasweb.api.state import engine_view
+
+    shallow = client.get("/api/v1/flavors/tas-gpu/tree/", {"depth": depth}).json()
+    shallow_sub = client.get("/api/v1/flavors/tas-gpu/tree/", {"depth": depth, "domain": "b2"}).json()
+    whole_made = ("tree", "tas-gpu") in engine_view().memo
+    assert whole_made == (depth == 3)  # the flavor's Topology has three levels
+    for domain, status in (("b9", 404), ("b2/r3/b2-r3-n1", 200), ("b1/r3/b2-r3-n1", 404), ("b2/r3/b2-r3-n1/x", 404)):
+        assert client.get("/api/v1/flavors/tas-gpu/tree/", {"depth": depth, "domain": domain}).status_code == status
+    whole = client.get("/api/v1/flavors/tas-gpu/tree/").json()
+    assert shallow == {**whole, "domains": [d for d in whole["domains"] if d["level"] < depth]}
+    assert shallow_sub == {**whole, "domains": [d for d in whole["domains"] if d["level"] < depth
+                                                and d["values"][:1] == ["b2"]]}
+    assert client.get("/api/v1/flavors/tas-gpu/tree/", {"depth": 1}).json()["domains"] == [
+        d for d in whole["domains"] if d["level"] < 1]  # and once the whole tree is made, it serves
