@@ -228,7 +228,8 @@ class ClusterState:
     # ------------------------------------------------------------ cold start
 
     def load(self, parsed: ParsedObjects) -> None:
-        """Every object of `parsed`, applied as changes (the cold start)."""
+        """Every object of `parsed`, applied as changes, kind by kind in the order a cold start
+        takes them (on an empty state: the cold start)."""
         for t in parsed.topologies:
             self.upsert_topology(t)
         for f in parsed.flavors:

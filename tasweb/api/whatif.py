@@ -228,11 +228,7 @@ def followed_engine(engine: Engine, posted: ParsedObjects) -> tuple[Engine, list
     engine.answered, engine.decisions = Answers(), {}  # a fresh engine has given no answers yet
     built: list[str] = []
     state.warn = built.append
-    for name in APPLY_ORDER:
-        for obj in getattr(posted, name):
-            engine.upsert(obj)
-        if name == "priority_classes":
-            state.namespaces.update(posted.namespaces)
+    state.load(posted)  # as changes, in the order a cold start takes them
     order = state.order
     mirrored = ParsedObjects(topologies=list(state.topologies.values()),
                              workloads=sorted(state.workload_map.values(), key=lambda wl: order[wl.key]))
@@ -240,11 +236,6 @@ def followed_engine(engine: Engine, posted: ParsedObjects) -> tuple[Engine, list
     state.warn_unusable_flavors()
     engine.sync(None)  # the posted workloads are queued as a cold start queues its own
     return engine, warnings + built
-
-
-# the order in which `ClusterState.load` takes the kinds (Namespaces after the priority classes)
-APPLY_ORDER = ("topologies", "flavors", "cohorts", "cluster_queues", "local_queues", "admission_checks",
-               "priority_classes", "nodes", "pods", "workloads")
 
 
 def _mirror_level_warnings(problems: list[InputError], posted: ParsedObjects) -> list[str]:
