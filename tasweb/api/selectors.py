@@ -14,6 +14,7 @@ import numpy as np
 from django.db.models import Count, Q, QuerySet
 
 from scheduler.capacity import level_totals
+from scheduler.cluster import ClusterState
 from scheduler.explain import (
     LevelFit,
     NodeExclusions,
@@ -23,6 +24,7 @@ from scheduler.explain import (
     WorkloadExplanation,
     explain_workload,
 )
+from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.snapshot import TASFlavorSnapshot
@@ -562,21 +564,29 @@ def pending_in_local_queue(*, namespace: str, name: str, cluster_queue: str, off
 
 def domain_workloads(view: EngineView, snap: TASFlavorSnapshot) -> dict[tuple[str, ...], set[str]]:
     """Workloads holding pods in each domain (every ancestor of the leaves they use)."""
-    tree = snap.tree
     state = view.state
     out: dict[tuple[str, ...], set[str]] = defaultdict(set)
     for wl in state.workloads:
-        if not wl.has_quota_reservation or wl.is_finished or wl.admission is None:
-            continue
-        for psa in wl.admission.pod_set_assignments:
-            if psa.topology_assignment is None or state.tas_flavor_of(psa) != snap.name:
-                continue
-            leaves = {tree.leaf_for_values(dom.values) for dom in psa.topology_assignment.domains}
-            for leaf in leaves - {None}:
-                path = tree.leaves.values[leaf]
-                for depth in range(1, len(path) + 1):
-                    out[path[:depth]].add(wl.key)
+        if wl.has_quota_reservation and not wl.is_finished:
+            for path in occupied_domains(state, wl, snap):
+                out[path].add(wl.key)
     return out
+
+
+def occupied_domains(state: ClusterState, wl: EngineWorkload, snap: TASFlavorSnapshot
+                     ) -> frozenset[tuple[str, ...]]:
+    """The domains (every ancestor of the leaves) where the workload's admission assigns pods
+    on the snapshot's flavor."""
+    if wl.admission is None:
+        return frozenset()
+    tree = snap.tree
+    leaves: set[int | None] = set()
+    for psa in wl.admission.pod_set_assignments:
+        if psa.topology_assignment is not None and state.tas_flavor_of(psa) == snap.name:
+            leaves.update(tree.leaf_for_values(dom.values) for dom in psa.topology_assignment.domains)
+    leaves.discard(None)
+    return frozenset(path[:depth] for leaf in leaves for path in (tree.leaves.values[leaf],)
+                     for depth in range(1, len(path) + 1))
 
 
 _ABSENT = np.iinfo(np.int64).min  # a resource a row does not show

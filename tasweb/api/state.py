@@ -211,6 +211,12 @@ def engine_view_reset() -> None:
         _current = None
 
 
+# What a keeper computes with the view besides the engine's own parts, each a callable of the
+# view run under its lock (the dashboard's display of every TAS flavor, registered by its app):
+# so that the first visitor of a page finds it made too.
+view_warmers: list[Callable[[EngineView], None]] = []
+
+
 def keep_seconds() -> float:
     return float(getattr(settings, "TAS_API_VIEW_KEEP_SECONDS", 60.0))
 
@@ -221,7 +227,8 @@ def view_keeper_start(seconds: float | None = None, *, stop: threading.Event | N
     finds it (seconds on a large cluster), then brought up to date every `seconds`
     (TAS_API_VIEW_KEEP_SECONDS; 0: no thread) whether requests come or not, so that it never
     falls out of the change log's window and is built afresh for the next visitor. What the
-    engine computes on first use (the TAS snapshots, the quota tree) is computed too. Each
+    engine computes on first use (the TAS snapshots, the quota tree) is computed too, and so
+    is what `view_warmers` make. Each
     gunicorn worker starts one (gunicorn.conf.py); `stop`, when set, ends it."""
     seconds = keep_seconds() if seconds is None else seconds
     if seconds <= 0:
@@ -238,6 +245,8 @@ def _keep(seconds: float, stop: threading.Event) -> None:
             view = engine_view()
             with view.lock:
                 view.state.derive()
+                for warm in view_warmers:
+                    warm(view)
         except Exception:
             logger.exception("the web's engine view could not be brought up to date; trying again in %.0fs", seconds)
         finally:

@@ -27,8 +27,8 @@ from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
-from scheduler.cluster import counts_as_non_tas_usage
-from scheduler.model import ResourceFlavor, Topology
+from scheduler.cluster import Charge, ClusterState, counts_as_non_tas_usage
+from scheduler.model import Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
@@ -226,26 +226,85 @@ def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
     return frame
 
 
-def _display_snapshot(view: EngineView, frame: DisplayFrame) -> TASFlavorSnapshot:
-    """The flavor's capacity and usage on every node of its display tree: what bound pods
-    outside Kueue use, and what admitted workloads hold as the engine counts it (its
-    charges), on NotReady and cordoned nodes too."""
-    state = view.state
-    snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
-    snap.add_non_tas_usages((p.node_name, p.spec.requests) for p in state.pods if counts_as_non_tas_usage(p))
-    flavor = frame.flavor.name
-    for charge in state.charges.values():
+@dataclass(eq=False)
+class DisplayUsage:
+    """The display snapshot of a frame with its usage, and the workloads in each domain, kept
+    across versions of the view: brought up to date from what changed in the engine since.
+
+    The engine makes a new `Charge` whenever a workload holding quota changes (and drops it
+    when the workload stops holding any), and a new `Pod` whenever a pod changes: comparing
+    its charges and pods by identity with those seen last finds every change, and only those
+    are taken back and added again (at 50,000 nodes, counting every admitted workload and pod
+    afresh took a second at every version)."""
+
+    frame: DisplayFrame
+    tas_flavors: frozenset[str]  # the engine's TAS flavors: which flavor an assignment is on
+    snap: TASFlavorSnapshot
+    charges: dict[str, Charge]  # as last seen
+    pods: dict[str, Pod]  # as last seen
+    paths: dict[str, frozenset[tuple[str, ...]]]  # workload key -> the domains it holds pods in
+    occupants: dict[tuple[str, ...], set[str]]  # domain path -> workload keys
+
+    def follow(self, state: ClusterState) -> None:
+        charges, pods = state.charges, state.pod_map()
+        changed = [key for key, charge in charges.items() if self.charges.get(key) is not charge]
+        changed += [key for key in self.charges if key not in charges]
+        for key in changed:
+            self._charge(state, key, self.charges.get(key), -1)
+            self._charge(state, key, charges.get(key), 1)
+        moved = [key for key, pod in pods.items() if self.pods.get(key) is not pod]
+        moved += [key for key in self.pods if key not in pods]
+        for sign, seen in ((-1, self.pods), (1, pods)):
+            self.snap.add_non_tas_usages(((p.node_name, p.spec.requests) for p in (seen.get(k) for k in moved)
+                                          if p is not None and counts_as_non_tas_usage(p)), sign=sign)
+        self.charges, self.pods = dict(charges), dict(pods)
+
+    def _charge(self, state: ClusterState, key: str, charge: Charge | None, sign: int) -> None:
+        if charge is None:
+            return
+        flavor = self.frame.flavor.name
         for tc in charge.tas:
             if tc.flavor == flavor:
-                snap.add_assignment_usage(tc.assignment, tc.requests)
-    return snap
+                self.snap.add_assignment_usage(tc.assignment, tc.requests, sign)
+        if sign < 0:
+            for path in self.paths.pop(key, ()):
+                holders = self.occupants[path]
+                holders.discard(key)
+                if not holders:
+                    del self.occupants[path]
+            return
+        wl = state.workload(key)
+        paths = api.occupied_domains(state, wl, self.snap) if wl is not None else frozenset()
+        if paths:
+            self.paths[key] = paths
+            for path in paths:
+                self.occupants.setdefault(path, set()).add(key)
+
+
+def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
+    """The flavor's capacity and usage on every node of its display tree: what bound pods
+    outside Kueue use, and what admitted workloads hold as the engine counts it (its
+    charges), on NotReady and cordoned nodes too; kept with the frame (see DisplayUsage)."""
+    state = view.state
+    tas_flavors = state.tas_flavor_names()
+    key = ("display-usage", frame.flavor.name)
+    usage = view.kept.get(key)
+    if usage is None or usage.frame is not frame or usage.tas_flavors != tas_flavors:
+        snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
+        usage = DisplayUsage(frame=frame, tas_flavors=tas_flavors, snap=snap, charges={}, pods={}, paths={},
+                             occupants={})
+    usage.follow(state)
+    if frame.basis is not None:
+        view.kept[key] = usage
+    return usage
 
 
 def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
     frame = _display_frame(view, flavor)
     if frame is None:
         return None
-    snap = _display_snapshot(view, frame)
+    usage = _display_usage(view, frame)
+    snap = usage.snap
     tree = snap.tree
     names = list(snap.resources.names)
     resources = tuple(sorted(names, key=resource_order))
@@ -259,9 +318,17 @@ def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
         flavor=flavor, topology=snap.topology_name, levels=tuple(snap.level_keys), resources=resources, tree=tree,
         allocatable=matrices("allocatable"), tas_usage=matrices("tas_usage"), other_usage=matrices("non_tas_usage"),
         flag_counts=frame.flag_counts, leaf_flags=frame.leaf_flags, leaf_taints=frame.leaf_taints,
-        workloads={path: sorted(keys) for path, keys in api.domain_workloads(view, snap).items()},
+        workloads={path: sorted(keys) for path, keys in usage.occupants.items()},
         nodes_without_levels=frame.nodes_without_levels,
     )
+
+
+def display_warm(view: EngineView) -> None:
+    """Make the display of every TAS flavor for the view's version (the web process's view
+    keeper calls it): the topology page's first visitor then finds it made, and later
+    versions bring the kept frame and usage up to date instead of counting them afresh."""
+    for flavor in _tas_flavor_names(view):
+        view.remember(("dashboard-capacity", flavor), lambda flavor=flavor: _flavor_capacity(view, flavor))
 
 
 def flavor_capacity(*, flavor: str) -> FlavorCapacity | None:
@@ -271,12 +338,13 @@ def flavor_capacity(*, flavor: str) -> FlavorCapacity | None:
 
 def tas_flavors() -> list[str]:
     """TAS flavors whose Topology the engine reads (with or without nodes)."""
-    def compute(view: EngineView) -> list[str]:
-        state = view.state
-        return sorted(name for name, rf in state.flavors.items()
-                      if rf.is_tas and (rf.topology_name or "") in state.topologies)
+    return remembered(("dashboard-tas-flavors",), _tas_flavor_names)
 
-    return remembered(("dashboard-tas-flavors",), compute)
+
+def _tas_flavor_names(view: EngineView) -> list[str]:
+    state = view.state
+    return sorted(name for name, rf in state.flavors.items()
+                  if rf.is_tas and (rf.topology_name or "") in state.topologies)
 
 
 def node_count() -> int:

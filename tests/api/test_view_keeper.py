@@ -40,6 +40,33 @@ def test_the_keeper_builds_the_view_then_follows_the_mirror(mirror, settings):
     assert not thread.is_alive()
 
 
+def test_the_keeper_makes_the_dashboards_display_of_every_tas_flavor(scheduled, client, django_user_model):
+    """The topology page's first visitor finds the display made; after a change the keeper
+    brings the kept usage up to date (the same object) instead of counting it afresh."""
+    from tasweb.dashboard import selectors
+
+    stop = threading.Event()
+    thread = state.view_keeper_start(0.1, stop=stop)
+    try:
+        assert wait_for(lambda: state._current is not None and state._current.memo), "nothing made"
+        view = state._current
+        flavors = selectors._tas_flavor_names(view)
+        assert flavors
+        assert wait_for(lambda: all(("dashboard-capacity", f) in view.memo for f in flavors))
+        usage = {f: view.kept[("display-usage", f)] for f in flavors}
+        made = view.memo[("dashboard-capacity", flavors[0])]
+        client.force_login(django_user_model.objects.create_user("viewer", password="pw"))
+        with view.lock:  # the page is served from what the keeper made
+            assert client.get("/topology/", {"flavor": flavors[0]}).status_code == 200
+            assert view.memo[("dashboard-capacity", flavors[0])] is made
+        upsert(workload_object("kept-up", count=1, gpus=1))
+        assert wait_for(lambda: "ml/kept-up" in view.workloads and ("dashboard-capacity", flavors[0]) in view.memo)
+        assert all(view.kept[("display-usage", f)] is usage[f] for f in flavors)
+    finally:
+        stop.set()
+        thread.join(10)
+
+
 def test_a_failing_look_is_logged_and_tried_again(mirror, monkeypatch, caplog):
     calls = []
 

@@ -3,6 +3,8 @@ topology page's parameters, placements, history filters and queue cards."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from django.http import QueryDict
@@ -155,6 +157,9 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     def frame():
         return state.engine_view().kept.get(("display-frame", "tas-gpu"))
 
+    def usage():
+        return state.engine_view().kept.get(("display-usage", "tas-gpu"))
+
     def assert_as_fresh():
         view = state.engine_view()
         fresh = state.build_view(state.mirror_version())
@@ -162,10 +167,31 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
                                              lambda: selectors._flavor_capacity(view, "tas-gpu"))) == \
             capacity_fields(selectors._flavor_capacity(fresh, "tas-gpu"))
 
+    def bound_pod(phase: str, version: int) -> None:
+        object_upsert(kind="Pod", obj={
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "sidecar", "namespace": "infra", "uid": "uid-sidecar",
+                         "resourceVersion": str(version)},
+            "spec": {"nodeName": "b1-r1-n2", "containers": [{"name": "c", "resources": {
+                "requests": {"cpu": "2", "nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": phase}})
+
+    def finish(namespace: str, name: str) -> None:
+        row = Workload.objects.get(namespace=namespace, name=name)
+        raw = copy.deepcopy(row.raw)
+        raw["status"]["conditions"] = [*raw["status"].get("conditions", []), {
+            "type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+            "lastTransitionTime": "2025-06-01T12:30:00Z"}]
+        raw["metadata"]["resourceVersion"] = str(int(raw["metadata"].get("resourceVersion") or 0) + 1000)
+        object_upsert(kind="Workload", obj=raw)
+
     selectors.flavor_capacity(flavor="tas-gpu")
     first = frame()
     assert first is not None
     steps = [
+        ("a pod outside Kueue bound to a node", False, lambda: bound_pod("Running", 5)),
+        ("that pod succeeded", False, lambda: bound_pod("Succeeded", 6)),
+        ("a workload finished", False, lambda: finish("research", "train-rack")),
         ("a workload admitted by a pass", False, lambda: (
             object_upsert(kind="Workload", obj=workload_object("research", "late", count=1, gpus=2)),
             scheduling_pass_run(now=NOW))),
@@ -176,9 +202,11 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
         ("a pass after them", False, lambda: scheduling_pass_run(now=NOW)),
     ]
     for what, anew, change in steps:
-        before = frame()
+        before, counted = frame(), usage()
         change()
         selectors.flavor_capacity(flavor="tas-gpu")
         assert (frame() is not before) == anew, what
+        # the usage is brought up to date where the frame is kept, counted afresh with a new one
+        assert (usage() is not counted) == anew, what
         assert_as_fresh()
     assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == NOT_READY

@@ -1,0 +1,124 @@
+"""The dashboard's topology page at scale: how long the web process takes to make it after
+each scheduling pass, on the cluster `bench_scheduler_state.py` seeds (50,000 nodes, 100,000
+workloads, 30,000 of them running).
+
+    .venv/bin/python benchmarks/bench_topology_page.py [--seeded NAME] [--rounds 4] [--finish 100]
+                                                       [--database tas_bench_topology] [--json FILE]
+
+With `--seeded NAME` it starts from the kept seeded copy `bench_scheduler_state.py --seeded
+NAME` made (seeding it, and keeping it, if there is none with these settings). A scheduling
+pass runs first, as the service's scheduler would have. Then, through Django's test client
+(the view, its template and its Plotly figures; not the HTTP server):
+
+1. the first page of the process: its display of the flavor is made from scratch (the web's
+   view keeper makes it before any visitor comes, `tasweb.dashboard.selectors.display_warm`);
+2. `--rounds` times: `--finish` running workloads finish, a pass admits others in their
+   place, the view follows the mirror, and the page is asked for twice: once as the service
+   serves it (the display's tree and usage kept from the version before, brought up to date),
+   and once with what was kept dropped (everything counted afresh, as before they were kept).
+
+At the end the kept display is compared with one made on a view built afresh from the
+database: every figure of it must be the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scheduler_state import NOW, PASS_STEP, BenchSettings, add_seeded_arguments, finish_workloads, seeded_database
+from benchdb import python_speed_probe
+
+TARGET_SECONDS = 1.0  # a page after a pass, as the service serves it
+
+
+def capacity_fields(cap) -> dict:
+    """Every figure of a display, arrays as lists (as tests/dashboard compares them)."""
+    out = {name: getattr(cap, name) for name in ("flavor", "topology", "levels", "resources", "leaf_taints",
+                                                 "workloads", "nodes_without_levels")}
+    for name in ("allocatable", "tas_usage", "other_usage", "flag_counts"):
+        out[name] = [m.tolist() for m in getattr(cap, name)]
+    out["leaf_flags"] = cap.leaf_flags.tolist()
+    out["tree"] = [(level.key, level.values) for level in cap.tree.levels]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_seeded_arguments(ap, "tas_bench_topology")
+    ap.add_argument("--rounds", type=int, default=4, help="passes, each followed by the page")
+    ap.add_argument("--finish", type=int, default=100, help="running workloads that finish before each pass")
+    ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
+    args = ap.parse_args()
+    settings = BenchSettings().check()
+    if args.rounds < 1 or not 1 <= args.finish * args.rounds <= settings.admit:
+        raise SystemExit(f"need --rounds >= 1 and 1 <= --finish x --rounds <= {settings.admit}")
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
+    with seeded_database(args.database, args.seeded, settings) as info:
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        from tasweb.api import state
+        from tasweb.dashboard import selectors, views
+        from tasweb.scheduling.services import scheduling_pass_run
+
+        scheduling_pass_run(now=NOW)
+        view = state.engine_view()
+        flavor = selectors.tas_flavors()[0]
+        client = Client()
+        client.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com", "bench"))
+
+        def page() -> float:
+            started = time.perf_counter()
+            response = client.get("/topology/", {"flavor": flavor})
+            elapsed = time.perf_counter() - started
+            if response.status_code != 200:
+                raise SystemExit(f"the topology page answered {response.status_code}")
+            return elapsed
+
+        probe = python_speed_probe()
+        first = page()
+        print(f"topology page of {flavor}, {info.counts['nodes']} nodes, {info.counts['workloads']} workloads:")
+        print(f"  first page of the process (the display made from scratch): {first:.2f} s")
+        kept, afresh, admitted = [], [], []
+        for round_ in range(args.rounds):
+            now = NOW + PASS_STEP * (round_ + 1)
+            finish_workloads(info.finishing[round_ * args.finish:(round_ + 1) * args.finish], now)
+            admitted.append(scheduling_pass_run(now=now).admitted)
+            view = state.engine_view()
+            kept.append(page())
+            with view.lock:
+                view.memo.clear()
+                view.kept.clear()
+            views.rendered.bodies.clear()  # pages kept whole per version
+            afresh.append(page())
+            print(f"  after a pass that admitted {admitted[-1]}: {kept[-1]:.2f} s with the display kept, "
+                  f"{afresh[-1]:.2f} s counted afresh")
+        with view.lock:
+            view.memo.clear()
+        served = capacity_fields(selectors.flavor_capacity(flavor=flavor))
+        fresh_view = state.build_view(state.mirror_version())
+        same = served == capacity_fields(selectors._flavor_capacity(fresh_view, flavor))
+        print(f"  the kept display equals one made on a view built afresh: {'yes' if same else 'NO'}")
+        print(f"  page after a pass (median of {args.rounds}): {statistics.median(kept):.2f} s kept, "
+              f"{statistics.median(afresh):.2f} s afresh   target <= {TARGET_SECONDS:.0f} s   "
+              f"{'PASS' if statistics.median(kept) <= TARGET_SECONDS else 'MISS'}")
+        print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "flavor": flavor, "first_s": first, "kept_s": kept, "afresh_s": afresh, "admitted": admitted,
+                "same_as_fresh": same, "python_probe_s": probe}, indent=2))
+            print(f"figures written to {args.json}")
+        if not same:
+            raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
