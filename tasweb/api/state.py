@@ -239,14 +239,23 @@ def view_keeper_start(seconds: float | None = None, *, stop: threading.Event | N
     return thread
 
 
+VIEW_READY = "the web's engine view ready"  # logged once a keeper has made everything
+
+
 def _keep(seconds: float, stop: threading.Event) -> None:
+    ready = False
     while not stop.is_set():
         try:
+            started = time.monotonic()
             view = engine_view()
             with view.lock:
                 view.state.derive()
                 for warm in view_warmers:
                     warm(view)
+            if not ready:
+                ready = True
+                logger.info("%s: built or followed, derived and made by %d warmer(s) in %.1f s", VIEW_READY,
+                            len(view_warmers), time.monotonic() - started)
         except Exception:
             logger.exception("the web's engine view could not be brought up to date; trying again in %.0fs", seconds)
         finally:

@@ -113,6 +113,9 @@ def test_a_gunicorn_worker_keeps_its_view_and_forks_its_what_ifs(scheduled, user
     try:
         wait_until_served(url, server)
         assert wait_for(lambda: "the web's engine view built from the mirror" in log.read_text()), log.read_text()
+        # derived, and the dashboard's display made by the app's warmer: said once
+        assert wait_for(lambda: f"{state.VIEW_READY}: built or followed, derived and made by 1 warmer(s)"
+                        in log.read_text()), log.read_text()
         token = Token.objects.create(user=user).key
         request = urllib.request.Request(url + "/api/v1/what-if/", method="POST",
                                          data=json.dumps(workload_object("served", count=2, gpus=1)).encode(),
@@ -126,4 +129,5 @@ def test_a_gunicorn_worker_keeps_its_view_and_forks_its_what_ifs(scheduled, user
         server.wait(timeout=20)
     text = log.read_text()
     assert text.count("the web's engine view built from the mirror") == 1  # built once, by the keeper
+    assert text.count(state.VIEW_READY) == 1
     assert "played here instead" not in text and "Traceback" not in text
