@@ -1,6 +1,6 @@
-"""The dashboard's topology page at scale: how long the web process takes to make it after
-each scheduling pass, on the cluster `bench_scheduler_state.py` seeds (50,000 nodes, 100,000
-workloads, 30,000 of them running).
+"""The dashboard's topology page and the API's capacity tree at scale: how long the web
+process takes to make them after each scheduling pass, on the cluster
+`bench_scheduler_state.py` seeds (50,000 nodes, 100,000 workloads, 30,000 of them running).
 
     .venv/bin/python benchmarks/bench_topology_page.py [--seeded NAME] [--rounds 4] [--finish 100]
                                                        [--database tas_bench_topology] [--json FILE]
@@ -11,11 +11,14 @@ pass runs first, as the service's scheduler would have. Then, through Django's t
 (the view, its template and its Plotly figures; not the HTTP server):
 
 1. the first page of the process: its display of the flavor is made from scratch (the web's
-   view keeper makes it before any visitor comes, `tasweb.dashboard.selectors.display_warm`);
+   view keeper makes it before any visitor comes, `tasweb.dashboard.selectors.display_warm`),
+   and the first tree;
 2. `--rounds` times: `--finish` running workloads finish, a pass admits others in their
    place, the view follows the mirror, and the page is asked for twice: once as the service
    serves it (the display's tree and usage kept from the version before, brought up to date),
-   and once with what was kept dropped (everything counted afresh, as before they were kept).
+   and once with what was kept dropped (everything counted afresh, as before they were kept);
+   then the API's tree of the flavor's blocks and racks (`/api/v1/flavors/NAME/tree/?depth=2`)
+   the same two ways (the workloads in each domain kept, or listed afresh).
 
 At the end the kept display is compared with one made on a view built afresh from the
 database: every figure of it must be the same.
@@ -65,6 +68,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
+        from tasweb.api import selectors as api_selectors
         from tasweb.api import state
         from tasweb.dashboard import selectors, views
         from tasweb.scheduling.services import scheduling_pass_run
@@ -75,45 +79,68 @@ def main() -> None:
         client = Client()
         client.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com", "bench"))
 
-        def page() -> float:
+        def timed(path: str, params: dict[str, str]) -> float:
             started = time.perf_counter()
-            response = client.get("/topology/", {"flavor": flavor})
+            response = client.get(path, params)
             elapsed = time.perf_counter() - started
             if response.status_code != 200:
-                raise SystemExit(f"the topology page answered {response.status_code}")
+                raise SystemExit(f"{path} answered {response.status_code}")
             return elapsed
 
+        def page() -> float:
+            return timed("/topology/", {"flavor": flavor})
+
+        def tree() -> float:
+            return timed(f"/api/v1/flavors/{flavor}/tree/", {"depth": "2"})
+
+        def forget() -> None:
+            """Drop what is kept across versions and the answers made for this one."""
+            with view.lock:
+                view.memo.clear()
+                view.kept.clear()
+            views.rendered.bodies.clear()  # pages kept whole per version
+
         probe = python_speed_probe()
-        first = page()
+        first, first_tree = page(), tree()
         print(f"topology page of {flavor}, {info.counts['nodes']} nodes, {info.counts['workloads']} workloads:")
-        print(f"  first page of the process (the display made from scratch): {first:.2f} s")
-        kept, afresh, admitted = [], [], []
+        print(f"  first page of the process (the display made from scratch): {first:.2f} s; first tree (depth 2) "
+              f"{first_tree:.2f} s")
+        kept, afresh, tree_kept, tree_afresh, admitted = [], [], [], [], []
         for round_ in range(args.rounds):
             now = NOW + PASS_STEP * (round_ + 1)
             finish_workloads(info.finishing[round_ * args.finish:(round_ + 1) * args.finish], now)
             admitted.append(scheduling_pass_run(now=now).admitted)
             view = state.engine_view()
+            tree_kept.append(tree())
             kept.append(page())
-            with view.lock:
-                view.memo.clear()
-                view.kept.clear()
-            views.rendered.bodies.clear()  # pages kept whole per version
+            forget()
+            tree_afresh.append(tree())
             afresh.append(page())
-            print(f"  after a pass that admitted {admitted[-1]}: {kept[-1]:.2f} s with the display kept, "
-                  f"{afresh[-1]:.2f} s counted afresh")
+            print(f"  after a pass that admitted {admitted[-1]}: the page {kept[-1]:.2f} s with the display kept, "
+                  f"{afresh[-1]:.2f} s counted afresh; the tree (depth 2) {tree_kept[-1]:.2f} s kept, "
+                  f"{tree_afresh[-1]:.2f} s afresh")
         with view.lock:
             view.memo.clear()
         served = capacity_fields(selectors.flavor_capacity(flavor=flavor))
         fresh_view = state.build_view(state.mirror_version())
         same = served == capacity_fields(selectors._flavor_capacity(fresh_view, flavor))
         print(f"  the kept display equals one made on a view built afresh: {'yes' if same else 'NO'}")
+        with view.lock:
+            same_tree = api_selectors._tree(view, flavor, 2) == api_selectors._tree(fresh_view, flavor, 2)
+        print(f"  the tree made with the kept workloads equals one made on a view built afresh: "
+              f"{'yes' if same_tree else 'NO'}")
+        same = same and same_tree
         print(f"  page after a pass (median of {args.rounds}): {statistics.median(kept):.2f} s kept, "
               f"{statistics.median(afresh):.2f} s afresh   target <= {TARGET_SECONDS:.0f} s   "
               f"{'PASS' if statistics.median(kept) <= TARGET_SECONDS else 'MISS'}")
+        print(f"  tree (depth 2) after a pass (median of {args.rounds}): {statistics.median(tree_kept):.2f} s kept, "
+              f"{statistics.median(tree_afresh):.2f} s afresh")
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
         if args.json:
             Path(args.json).write_text(json.dumps({
-                "flavor": flavor, "first_s": first, "kept_s": kept, "afresh_s": afresh, "admitted": admitted,
+                "flavor": flavor, "first_s": first, "first_tree_s": first_tree, "kept_s": kept, "afresh_s": afresh,
+                "tree_kept_s": tree_kept,
+                "tree_afresh_s": tree_afresh, "admitted": admitted,
                 "same_as_fresh": same, "python_probe_s": probe}, indent=2))
             print(f"figures written to {args.json}")
         if not same:

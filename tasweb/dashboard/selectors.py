@@ -27,7 +27,7 @@ from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
-from scheduler.cluster import Charge, ClusterState, counts_as_non_tas_usage
+from scheduler.cluster import ClusterState, counts_as_non_tas_usage
 from scheduler.model import Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
@@ -238,47 +238,24 @@ class DisplayUsage:
     afresh took a second at every version)."""
 
     frame: DisplayFrame
-    tas_flavors: frozenset[str]  # the engine's TAS flavors: which flavor an assignment is on
     snap: TASFlavorSnapshot
-    charges: dict[str, Charge]  # as last seen
-    pods: dict[str, Pod]  # as last seen
-    paths: dict[str, frozenset[tuple[str, ...]]]  # workload key -> the domains it holds pods in
-    occupants: dict[tuple[str, ...], set[str]]  # domain path -> workload keys
+    occupants: api.DomainOccupants  # on the display's tree; follows the charges
+    pods: dict[str, Pod] = field(default_factory=dict)  # as last seen
 
     def follow(self, state: ClusterState) -> None:
-        charges, pods = state.charges, state.pod_map()
-        changed = [key for key, charge in charges.items() if self.charges.get(key) is not charge]
-        changed += [key for key in self.charges if key not in charges]
-        for key in changed:
-            self._charge(state, key, self.charges.get(key), -1)
-            self._charge(state, key, charges.get(key), 1)
+        flavor = self.frame.flavor.name
+        for old, new in self.occupants.follow(state):
+            for charge, sign in ((old, -1), (new, 1)):
+                for tc in charge.tas if charge is not None else ():
+                    if tc.flavor == flavor:
+                        self.snap.add_assignment_usage(tc.assignment, tc.requests, sign)
+        pods = state.pod_map()
         moved = [key for key, pod in pods.items() if self.pods.get(key) is not pod]
         moved += [key for key in self.pods if key not in pods]
         for sign, seen in ((-1, self.pods), (1, pods)):
             self.snap.add_non_tas_usages(((p.node_name, p.spec.requests) for p in (seen.get(k) for k in moved)
                                           if p is not None and counts_as_non_tas_usage(p)), sign=sign)
-        self.charges, self.pods = dict(charges), dict(pods)
-
-    def _charge(self, state: ClusterState, key: str, charge: Charge | None, sign: int) -> None:
-        if charge is None:
-            return
-        flavor = self.frame.flavor.name
-        for tc in charge.tas:
-            if tc.flavor == flavor:
-                self.snap.add_assignment_usage(tc.assignment, tc.requests, sign)
-        if sign < 0:
-            for path in self.paths.pop(key, ()):
-                holders = self.occupants[path]
-                holders.discard(key)
-                if not holders:
-                    del self.occupants[path]
-            return
-        wl = state.workload(key)
-        paths = api.occupied_domains(state, wl, self.snap) if wl is not None else frozenset()
-        if paths:
-            self.paths[key] = paths
-            for path in paths:
-                self.occupants.setdefault(path, set()).add(key)
+        self.pods = dict(pods)
 
 
 def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
@@ -289,10 +266,10 @@ def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
     tas_flavors = state.tas_flavor_names()
     key = ("display-usage", frame.flavor.name)
     usage = view.kept.get(key)
-    if usage is None or usage.frame is not frame or usage.tas_flavors != tas_flavors:
+    if usage is None or usage.frame is not frame or usage.occupants.tas_flavors != tas_flavors:
         snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
-        usage = DisplayUsage(frame=frame, tas_flavors=tas_flavors, snap=snap, charges={}, pods={}, paths={},
-                             occupants={})
+        usage = DisplayUsage(frame=frame, snap=snap,
+                             occupants=api.DomainOccupants(frame.tree, frame.flavor.name, tas_flavors))
     usage.follow(state)
     if frame.basis is not None:
         view.kept[key] = usage
@@ -318,7 +295,7 @@ def _flavor_capacity(view: EngineView, flavor: str) -> FlavorCapacity | None:
         flavor=flavor, topology=snap.topology_name, levels=tuple(snap.level_keys), resources=resources, tree=tree,
         allocatable=matrices("allocatable"), tas_usage=matrices("tas_usage"), other_usage=matrices("non_tas_usage"),
         flag_counts=frame.flag_counts, leaf_flags=frame.leaf_flags, leaf_taints=frame.leaf_taints,
-        workloads={path: sorted(keys) for path, keys in usage.occupants.items()},
+        workloads={path: sorted(keys) for path, keys in usage.occupants.occupants.items()},
         nodes_without_levels=frame.nodes_without_levels,
     )
 
