@@ -15,7 +15,9 @@ proportional set sizes (Pss: a page shared by n processes counts 1/n in each, so
 the memory they hold together, what a container's memory cgroup charges, page cache aside).
 
 It prints, per estimate, the wall time from the fork to the child's exit, the peak of the
-tree's summed Pss, the process's own Pss before it, and the most children seen at once.
+tree's summed Pss, the process's own Pss before it, the most children seen at once, and
+what the estimate wrote to the database: the predictions it stored and the bytes of
+PostgreSQL's write-ahead log meanwhile.
 """
 
 from __future__ import annotations
@@ -99,21 +101,43 @@ class TreeSampler:
         self._thread.join()
 
 
+def wal_position() -> str:
+    """Where PostgreSQL's write-ahead log is: the bytes written between two positions are what
+    the server wrote for the changes made between them (this benchmark runs alone)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()")
+        return cursor.fetchone()[0]
+
+
+def wal_mib_since(position: str) -> float:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", [position])
+        return float(cursor.fetchone()[0]) / 2**20
+
+
 def one_estimate(label: str) -> dict[str, Any]:
     from tasweb.scheduling.estimates import estimate_after_pass, estimate_child_wait
+    from tasweb.scheduling.models import WorkloadPrediction
 
     before = pss_mib(os.getpid()) or 0.0
+    wal = wal_position()
     started = time.perf_counter()
     with TreeSampler() as sampler:
         outcome = estimate_after_pass()
         if outcome == "forked" and not estimate_child_wait(600):
             raise SystemExit("the estimate's child ran for more than 10 minutes")
     seconds = time.perf_counter() - started
+    written, stored = wal_mib_since(wal), WorkloadPrediction.objects.count()
     print(f"  {label:<34} {outcome:<8} {seconds:6.2f} s; Pss of the process {before:6.0f} MiB, of the tree at "
           f"its peak {sampler.peak_mib:6.0f} MiB (limit {LIMIT_MIB}), {sampler.most_children} children at most "
-          f"({sampler.samples} samples)", flush=True)
+          f"({sampler.samples} samples); {stored} predictions stored, {written:.0f} MiB of WAL", flush=True)
     return {"label": label, "outcome": outcome, "seconds": seconds, "process_pss_mib": before,
-            "tree_peak_pss_mib": sampler.peak_mib, "most_children": sampler.most_children}
+            "tree_peak_pss_mib": sampler.peak_mib, "most_children": sampler.most_children,
+            "predictions_stored": stored, "wal_mib": written}
 
 
 def main() -> None:
