@@ -20,8 +20,8 @@ pass runs first, as the service's scheduler would have. Then, through Django's t
    then the API's tree of the flavor's blocks and racks (`/api/v1/flavors/NAME/tree/?depth=2`)
    the same two ways (the workloads in each domain kept, or listed afresh).
 
-At the end the kept display is compared with one made on a view built afresh from the
-database: every figure of it must be the same.
+At the end, after one more pass, the kept display and tree are compared with those made on a
+view built afresh from the database: every figure of them must be the same.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -53,6 +54,91 @@ def capacity_fields(cap) -> dict:
     return out
 
 
+class Reader:
+    """The topology page and the tree of one flavor, asked for through Django's test client
+    as a signed-in user, timed."""
+
+    def __init__(self, flavor: str) -> None:
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        self.flavor = flavor
+        self.client = Client()
+        user, _ = get_user_model().objects.get_or_create(username="bench-topology", defaults={"is_superuser": True,
+                                                                                                "is_staff": True})
+        self.client.force_login(user)
+
+    def timed(self, path: str, params: dict[str, str]) -> float:
+        started = time.perf_counter()
+        response = self.client.get(path, params)
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200:
+            raise SystemExit(f"{path} answered {response.status_code}")
+        return elapsed
+
+    def page(self) -> float:
+        return self.timed("/topology/", {"flavor": self.flavor})
+
+    def tree(self) -> float:
+        return self.timed(f"/api/v1/flavors/{self.flavor}/tree/", {"depth": "2"})
+
+
+def forget(view) -> None:
+    """Drop what the view keeps across versions and the answers made for this one."""
+    from tasweb.dashboard import views
+
+    with view.lock:
+        view.memo.clear()
+        view.kept.clear()
+    views.rendered.bodies.clear()  # pages kept whole per version
+
+
+def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int) -> dict[str, Any]:
+    """The first page and tree, then `rounds` of: `finish` of `finishing` finish, a pass, the
+    page and tree kept and afresh; and whether what was kept equals a view built afresh."""
+    from tasweb.api import selectors as api_selectors
+    from tasweb.api import state
+    from tasweb.dashboard import selectors
+    from tasweb.scheduling.services import scheduling_pass_run
+
+    scheduling_pass_run(now=NOW)
+    view = state.engine_view()
+    reader = Reader(selectors.tas_flavors()[0])
+    flavor = reader.flavor
+    first, first_tree = reader.page(), reader.tree()
+    print(f"  first page of the process (the display made from scratch): {first:.2f} s; first tree (depth 2) "
+          f"{first_tree:.2f} s")
+    kept, afresh, tree_kept, tree_afresh, admitted = [], [], [], [], []
+    for round_ in range(rounds):
+        now = NOW + PASS_STEP * (round_ + 1)
+        finish_workloads(finishing[round_ * finish:(round_ + 1) * finish], now)
+        admitted.append(scheduling_pass_run(now=now).admitted)
+        view = state.engine_view()
+        tree_kept.append(reader.tree())
+        kept.append(reader.page())
+        forget(view)
+        tree_afresh.append(reader.tree())
+        afresh.append(reader.page())
+        print(f"  after a pass that admitted {admitted[-1]}: the page {kept[-1]:.2f} s with the display kept, "
+              f"{afresh[-1]:.2f} s counted afresh; the tree (depth 2) {tree_kept[-1]:.2f} s kept, "
+              f"{tree_afresh[-1]:.2f} s afresh")
+    # one more version, followed, read both ways against a view built afresh
+    finish_workloads(finishing[rounds * finish:(rounds + 1) * finish], NOW + PASS_STEP * (rounds + 1))
+    scheduling_pass_run(now=NOW + PASS_STEP * (rounds + 1))
+    view = state.engine_view()
+    served = capacity_fields(selectors.flavor_capacity(flavor=flavor))
+    fresh_view = state.build_view(state.mirror_version())
+    same_display = served == capacity_fields(selectors._flavor_capacity(fresh_view, flavor))
+    print(f"  the kept display equals one made on a view built afresh: {'yes' if same_display else 'NO'}")
+    with view.lock:
+        same_tree = api_selectors._tree(view, flavor, 2) == api_selectors._tree(fresh_view, flavor, 2)
+    print(f"  the tree made with the kept workloads equals one made on a view built afresh: "
+          f"{'yes' if same_tree else 'NO'}")
+    return {"flavor": flavor, "first_s": first, "first_tree_s": first_tree, "kept_s": kept, "afresh_s": afresh,
+            "tree_kept_s": tree_kept, "tree_afresh_s": tree_afresh, "admitted": admitted,
+            "kept_in_view": sorted(str(key) for key in view.kept), "same_as_fresh": same_display and same_tree}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_seeded_arguments(ap, "tas_bench_topology")
@@ -61,89 +147,24 @@ def main() -> None:
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
     args = ap.parse_args()
     settings = BenchSettings().check()
-    if args.rounds < 1 or not 1 <= args.finish * args.rounds <= settings.admit:
-        raise SystemExit(f"need --rounds >= 1 and 1 <= --finish x --rounds <= {settings.admit}")
+    if args.rounds < 1 or not 1 <= args.finish * (args.rounds + 1) <= settings.admit:
+        raise SystemExit(f"need --rounds >= 1 and 1 <= --finish x (--rounds + 1) <= {settings.admit}")
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
     with seeded_database(args.database, args.seeded, settings) as info:
-        from django.contrib.auth import get_user_model
-        from django.test import Client
-
-        from tasweb.api import selectors as api_selectors
-        from tasweb.api import state
-        from tasweb.dashboard import selectors, views
-        from tasweb.scheduling.services import scheduling_pass_run
-
-        scheduling_pass_run(now=NOW)
-        view = state.engine_view()
-        flavor = selectors.tas_flavors()[0]
-        client = Client()
-        client.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com", "bench"))
-
-        def timed(path: str, params: dict[str, str]) -> float:
-            started = time.perf_counter()
-            response = client.get(path, params)
-            elapsed = time.perf_counter() - started
-            if response.status_code != 200:
-                raise SystemExit(f"{path} answered {response.status_code}")
-            return elapsed
-
-        def page() -> float:
-            return timed("/topology/", {"flavor": flavor})
-
-        def tree() -> float:
-            return timed(f"/api/v1/flavors/{flavor}/tree/", {"depth": "2"})
-
-        def forget() -> None:
-            """Drop what is kept across versions and the answers made for this one."""
-            with view.lock:
-                view.memo.clear()
-                view.kept.clear()
-            views.rendered.bodies.clear()  # pages kept whole per version
-
         probe = python_speed_probe()
-        first, first_tree = page(), tree()
-        print(f"topology page of {flavor}, {info.counts['nodes']} nodes, {info.counts['workloads']} workloads:")
-        print(f"  first page of the process (the display made from scratch): {first:.2f} s; first tree (depth 2) "
-              f"{first_tree:.2f} s")
-        kept, afresh, tree_kept, tree_afresh, admitted = [], [], [], [], []
-        for round_ in range(args.rounds):
-            now = NOW + PASS_STEP * (round_ + 1)
-            finish_workloads(info.finishing[round_ * args.finish:(round_ + 1) * args.finish], now)
-            admitted.append(scheduling_pass_run(now=now).admitted)
-            view = state.engine_view()
-            tree_kept.append(tree())
-            kept.append(page())
-            forget()
-            tree_afresh.append(tree())
-            afresh.append(page())
-            print(f"  after a pass that admitted {admitted[-1]}: the page {kept[-1]:.2f} s with the display kept, "
-                  f"{afresh[-1]:.2f} s counted afresh; the tree (depth 2) {tree_kept[-1]:.2f} s kept, "
-                  f"{tree_afresh[-1]:.2f} s afresh")
-        with view.lock:
-            view.memo.clear()
-        served = capacity_fields(selectors.flavor_capacity(flavor=flavor))
-        fresh_view = state.build_view(state.mirror_version())
-        same = served == capacity_fields(selectors._flavor_capacity(fresh_view, flavor))
-        print(f"  the kept display equals one made on a view built afresh: {'yes' if same else 'NO'}")
-        with view.lock:
-            same_tree = api_selectors._tree(view, flavor, 2) == api_selectors._tree(fresh_view, flavor, 2)
-        print(f"  the tree made with the kept workloads equals one made on a view built afresh: "
-              f"{'yes' if same_tree else 'NO'}")
-        same = same and same_tree
-        print(f"  page after a pass (median of {args.rounds}): {statistics.median(kept):.2f} s kept, "
-              f"{statistics.median(afresh):.2f} s afresh   target <= {TARGET_SECONDS:.0f} s   "
-              f"{'PASS' if statistics.median(kept) <= TARGET_SECONDS else 'MISS'}")
-        print(f"  tree (depth 2) after a pass (median of {args.rounds}): {statistics.median(tree_kept):.2f} s kept, "
-              f"{statistics.median(tree_afresh):.2f} s afresh")
+        print(f"topology page, {info.counts['nodes']} nodes, {info.counts['workloads']} workloads:")
+        figures = measure(info.finishing, rounds=args.rounds, finish=args.finish)
+        kept, afresh = statistics.median(figures["kept_s"]), statistics.median(figures["afresh_s"])
+        print(f"  page after a pass (median of {args.rounds}): {kept:.2f} s kept, {afresh:.2f} s afresh   "
+              f"target <= {TARGET_SECONDS:.0f} s   {'PASS' if kept <= TARGET_SECONDS else 'MISS'}")
+        print(f"  tree (depth 2) after a pass (median of {args.rounds}): "
+              f"{statistics.median(figures['tree_kept_s']):.2f} s kept, "
+              f"{statistics.median(figures['tree_afresh_s']):.2f} s afresh")
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
         if args.json:
-            Path(args.json).write_text(json.dumps({
-                "flavor": flavor, "first_s": first, "first_tree_s": first_tree, "kept_s": kept, "afresh_s": afresh,
-                "tree_kept_s": tree_kept,
-                "tree_afresh_s": tree_afresh, "admitted": admitted,
-                "same_as_fresh": same, "python_probe_s": probe}, indent=2))
+            Path(args.json).write_text(json.dumps({**figures, "python_probe_s": probe}, indent=2))
             print(f"figures written to {args.json}")
-        if not same:
+        if not figures["same_as_fresh"]:
             raise SystemExit(1)
 
 
