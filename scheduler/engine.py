@@ -77,6 +77,7 @@ class PassOutcome:
     cycles: int = 0
     admitted: int = 0
     parked: int = 0
+    stopped: bool = False  # its cycles were cut short by the caller's `stop`
 
 
 class Engine:
@@ -147,10 +148,12 @@ class Engine:
     # ------------------------------------------------------------ the pass
 
     def run_pass(self, now: datetime, *, cycles: int | None = None, result: PassResult | None = None,
-                 bulk_results: bool = True) -> PassOutcome:
+                 bulk_results: bool = True, stop: Callable[[], bool] | None = None) -> PassOutcome:
         """One pass (see the module docstring), `cycles` scheduling cycles at most (None: until
         nothing more can be admitted). Without `bulk_results`, workloads parked with an
-        equivalent one get no result of their own (they can be thousands a cycle)."""
+        equivalent one get no result of their own (they can be thousands a cycle). `stop`,
+        asked before each cycle, ends the cycles early when it says so (a caller's time
+        budget: a pass that admits thousands runs a cycle per admission)."""
         self.passes += 1
         outcome = PassOutcome(result if result is not None else PassResult())
         self.sync(now)  # changes made before the pass are not the pass's
@@ -160,7 +163,7 @@ class Engine:
             self._pods_ready_timeouts(now, outcome, changed)
             self._node_failures(now, outcome, holds, changed)
             self._second_pass(now, outcome, changed)
-            self._cycles(now, outcome, cycles, changed, bulk_results)
+            self._cycles(now, outcome, cycles, changed, bulk_results, stop)
             self._ungate(outcome)
         finally:
             for charge in reversed(holds):
@@ -219,11 +222,14 @@ class Engine:
         changed |= set(self.sync(now))
 
     def _cycles(self, now: datetime, outcome: PassOutcome, max_cycles: int | None, changed: set[str],
-                bulk_results: bool) -> None:
+                bulk_results: bool, stop: Callable[[], bool] | None = None) -> None:
         state = self.state
         # built before the cycle, so that what a cycle holds for a moment is never rebuilt away
         _ = state.tas_snapshots, state.quota
         while max_cycles is None or outcome.cycles < max_cycles:
+            if stop is not None and stop():
+                outcome.stopped = True
+                break
             cycle = SchedulingCycle(state, self.queues, now, outcome.result)
             cycle.pass_number = self.passes
             decided = cycle.run()

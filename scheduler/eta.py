@@ -610,6 +610,19 @@ class _Play:
         self.runs: dict[str, int] = {}
         self.seq = 0
         self.ready_needed = engine.state.config.wait_for_pods_ready is not None
+        self.deadline: float | None = None  # time.perf_counter() past which the play stops
+        self.halt: str | None = None  # why it stopped early (OUT_OF_BUDGET, INTERRUPTED), once it did
+
+    def halted(self) -> bool:
+        """Whether the play must stop: its budget is spent, or the caller interrupts it. Asked
+        between passes and between the cycles of a pass (a pass after a large release admits
+        thousands, a cycle each); once it says so, it keeps saying so."""
+        if self.halt is None:
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                self.halt = OUT_OF_BUDGET
+            elif self.settings.interrupt is not None and self.settings.interrupt():
+                self.halt = INTERRUPTED
+        return self.halt is not None
 
     def estimate_of(self, wl: Workload) -> RuntimeEstimate:
         est = self.estimates.get(wl.key)
@@ -731,7 +744,7 @@ class _Play:
         # a pass with nothing noted (its finish was stale) is taken to run at a time of its own
         self.chain.passes.append(self.waited or [("fixed", at)])
         self.waited = []
-        outcome = self.engine.run_pass(self.stamp(at), bulk_results=False)
+        outcome = self.engine.run_pass(self.stamp(at), bulk_results=False, stop=self.halted)
         if self.observe(outcome, at, admitted, tracked):
             self.wake(at)
 
@@ -787,6 +800,7 @@ def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str
           settings: EtaSettings, deadline: float | None, stats: PlayStats,
           source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> tuple[dict[str, _Admission], _Chain]:
     play = _Play(engine, now, estimates, spec, settings, source)
+    play.deadline = deadline
     play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
     play.schedule_running()
     horizon = settings.horizon.total_seconds()
@@ -798,11 +812,8 @@ def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str
         play.wake(0.0)
     at = 0.0
     while len(admitted) < len(tracked):
-        if deadline is not None and time.perf_counter() > deadline:
-            stats.stopped = OUT_OF_BUDGET
-            break
-        if settings.interrupt is not None and settings.interrupt():
-            stats.stopped = INTERRUPTED
+        if play.halted():
+            stats.stopped = play.halt
             break
         nxt = play.next_due()
         if nxt is None:

@@ -13,6 +13,8 @@ from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.eta import (
+    CHAIN,
+    INTERRUPTED,
     NOT_WITHIN_HORIZON,
     OUT_OF_BUDGET,
     PLAY_FAILED,
@@ -277,6 +279,36 @@ class TestEstimate:
                    waiting("a", count=2, cpu="8", required=RACK, runtime="1h")]
         p = estimate(engine_of(objects), NOW, settings=EtaSettings(budget_seconds=0)).predictions["default/a"]
         assert p.start is None and p.reason == OUT_OF_BUDGET
+
+    def test_the_budget_is_kept_between_the_cycles_of_a_pass(self):
+        """After a large release one pass admits thousands, a cycle each: the play asks whether
+        to stop before every cycle, not only between passes (here an interrupt that says so
+        from its fifth question: four cycles, four workloads admitted, in the first pass)."""
+        objects = [*two_racks(), *(waiting(f"w{i:02d}", count=1, cpu="1", runtime="1h", created=i)
+                                   for i in range(12))]
+        asked: list[int] = []
+
+        def interrupt() -> bool:
+            asked.append(1)
+            return len(asked) > 4
+
+        est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=CHAIN, interrupt=interrupt))
+        assert est.interrupted and est.plays["median"].stopped == INTERRUPTED
+        started = sorted(k for k, p in est.predictions.items() if p.start is not None)
+        assert started == [f"default/w{i:02d}" for i in range(4)]
+        assert all(p.reason == INTERRUPTED for k, p in est.predictions.items() if k not in started)
+        # unbounded, the first pass admits all twelve
+        unbounded = estimate(engine_of(objects), NOW, settings=EtaSettings(range=CHAIN))
+        assert all(p.start == NOW for p in unbounded.predictions.values())
+
+    def test_a_pass_stops_before_a_cycle_when_asked(self):
+        objects = [*two_racks(), *(waiting(f"w{i:02d}", count=1, cpu="1", created=i) for i in range(12))]
+        engine = engine_of(objects)
+        asked: list[int] = []
+        outcome = engine.run_pass(NOW, stop=lambda: len(asked) > 2 or bool(asked.append(1)))
+        assert outcome.stopped and outcome.cycles == 3 and outcome.admitted == 3
+        rest = engine.run_pass(NOW)
+        assert not rest.stopped and rest.admitted == 9
 
     def test_expected_arrivals_take_their_place_in_the_queue(self):
         """A large workload waits for a whole rack; small ones expected to arrive meanwhile
