@@ -152,8 +152,8 @@ class Engine:
         """One pass (see the module docstring), `cycles` scheduling cycles at most (None: until
         nothing more can be admitted). Without `bulk_results`, workloads parked with an
         equivalent one get no result of their own (they can be thousands a cycle). `stop`,
-        asked before each cycle, ends the cycles early when it says so (a caller's time
-        budget: a pass that admits thousands runs a cycle per admission)."""
+        asked before each cycle but the first, ends the cycles early when it says so (a
+        caller's time budget: a pass that admits thousands runs a cycle per admission)."""
         self.passes += 1
         outcome = PassOutcome(result if result is not None else PassResult())
         self.sync(now)  # changes made before the pass are not the pass's
@@ -227,7 +227,7 @@ class Engine:
         # built before the cycle, so that what a cycle holds for a moment is never rebuilt away
         _ = state.tas_snapshots, state.quota
         while max_cycles is None or outcome.cycles < max_cycles:
-            if stop is not None and stop():
+            if stop is not None and outcome.cycles and stop():  # one cycle at least: a pass always moves on
                 outcome.stopped = True
                 break
             cycle = SchedulingCycle(state, self.queues, now, outcome.result)

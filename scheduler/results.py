@@ -198,3 +198,5 @@ class PassResult:
     terminated_pods: list[PodTermination] = field(default_factory=list)
     # input that Kueue would tolerate at run time but that is almost certainly a mistake
     problems: list[InputError] = field(default_factory=list)
+    # its scheduling cycles stopped early at the caller's request: more may be admissible now
+    cut_short: bool = False

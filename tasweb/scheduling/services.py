@@ -796,7 +796,7 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
         # what a pass makes is collected once, after it (runtime_committed), not again and again within
         with gc_paused():
             with pass_deadline(runtime):
-                result = engine_pass_run(engine, now)
+                result = engine_pass_run(engine, now, cycle_seconds=pass_cycle_seconds(runtime))
                 with transaction.atomic():
                     record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
                                                            workloads_seen=len(engine.state.workload_map))
@@ -806,7 +806,7 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                     if before_commit is not None:
                         before_commit(record)
                     _finish_record(record, recorder.written, started, pending=engine.queues.pending_count())
-            left_alone = recorder.stale
+            left_alone, cut_short = recorder.stale, result.cut_short
             # the rows written and the results die here, not after the collector has walked them
             del result, recorder
     except BaseException:
@@ -814,9 +814,23 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
         estimate_source_set(None)
         raise
     runtime_committed(runtime, record, left_alone=left_alone)
+    if cut_short:
+        _more_to_admit(record)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)
     return record
+
+
+def _more_to_admit(record: SchedulingPass) -> None:
+    """A pass whose cycles were cut short committed what they decided: mark the mirror as
+    changed, so that the leader queues the next pass (TAS_SCHEDULER_DEBOUNCE later, as after a
+    change that came in while a pass ran) instead of waiting for a change or the beat."""
+    logger.info("scheduling pass %s: its scheduling cycles stopped at %.0f s with workloads left to try; "
+                "the next pass goes on", record.id, pass_time_limit() * CYCLES_SHARE_OF_LIMIT)
+    try:
+        cache.set(scheduler_key("changed"), uuid.uuid4().hex, timeout=None)
+    except Exception:  # the beat's pass goes on instead
+        logger.warning("scheduling pass %s: the next pass could not be asked for", record.id, exc_info=True)
 
 
 CHANGE_LOG_PRUNE_EVERY = 50  # passes
@@ -845,11 +859,32 @@ def stops_prune() -> int:
     return deleted
 
 
-def engine_pass_run(engine: Engine, now: datetime) -> PassResult:
+# A time-limited pass stops its scheduling cycles after this share of the limit, leaving the
+# rest for writing what they decided: at 50,000 nodes a cycle admits one head of a ClusterQueue
+# in about half a millisecond, and writing it takes about as long again.
+CYCLES_SHARE_OF_LIMIT = 1 / 3
+
+
+def pass_cycle_seconds(runtime: SchedulerRuntime) -> float:
+    """How long a control-mode pass may run scheduling cycles (0: as long as they admit): a
+    share of TAS_SCHEDULER_PASS_TIME_LIMIT, for the passes that limit applies to."""
+    return 0.0 if runtime.last_pass is None else pass_time_limit() * CYCLES_SHARE_OF_LIMIT
+
+
+def engine_pass_run(engine: Engine, now: datetime, *, cycle_seconds: float = 0.0) -> PassResult:
     """One pass of the long-lived engine, with the result of every workload it changed (in the
-    engine's order): what the recorder writes."""
-    outcome = engine.run_pass(now)
+    engine's order): what the recorder writes. With `cycle_seconds`, its scheduling cycles stop
+    once they have run that long (`result.cut_short`: the next pass goes on from there, as
+    Kueue's cycles go on one after another; a pass after a large release admits thousands)."""
+    stop = None
+    if cycle_seconds > 0:
+        until = time.monotonic() + cycle_seconds
+
+        def stop() -> bool:
+            return time.monotonic() > until
+    outcome = engine.run_pass(now, stop=stop)
     result = outcome.result
+    result.cut_short = outcome.stopped
     order = engine.state.order
     result.workloads = engine.results_for(sorted(outcome.changed, key=lambda k: order.get(k, 0)), outcome)
     annotate_failures(result.workloads, outcome.replacement_failures)

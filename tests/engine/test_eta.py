@@ -282,8 +282,9 @@ class TestEstimate:
 
     def test_the_budget_is_kept_between_the_cycles_of_a_pass(self):
         """After a large release one pass admits thousands, a cycle each: the play asks whether
-        to stop before every cycle, not only between passes (here an interrupt that says so
-        from its fifth question: four cycles, four workloads admitted, in the first pass)."""
+        to stop before every cycle but a pass's first, not only between passes (here an
+        interrupt that says so from its fifth question: five cycles, five workloads admitted,
+        in the first pass)."""
         objects = [*two_racks(), *(waiting(f"w{i:02d}", count=1, cpu="1", runtime="1h", created=i)
                                    for i in range(12))]
         asked: list[int] = []
@@ -295,7 +296,7 @@ class TestEstimate:
         est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=CHAIN, interrupt=interrupt))
         assert est.interrupted and est.plays["median"].stopped == INTERRUPTED
         started = sorted(k for k, p in est.predictions.items() if p.start is not None)
-        assert started == [f"default/w{i:02d}" for i in range(4)]
+        assert started == [f"default/w{i:02d}" for i in range(5)]
         assert all(p.reason == INTERRUPTED for k, p in est.predictions.items() if k not in started)
         # unbounded, the first pass admits all twelve
         unbounded = estimate(engine_of(objects), NOW, settings=EtaSettings(range=CHAIN))
@@ -306,9 +307,11 @@ class TestEstimate:
         engine = engine_of(objects)
         asked: list[int] = []
         outcome = engine.run_pass(NOW, stop=lambda: len(asked) > 2 or bool(asked.append(1)))
-        assert outcome.stopped and outcome.cycles == 3 and outcome.admitted == 3
+        # asked before the second cycle and on: three times no, then yes
+        assert outcome.stopped and outcome.cycles == 4 and outcome.admitted == 4
+        assert engine.run_pass(NOW, stop=lambda: True).admitted == 1  # a pass always runs a cycle
         rest = engine.run_pass(NOW)
-        assert not rest.stopped and rest.admitted == 9
+        assert not rest.stopped and rest.admitted == 7
 
     def test_expected_arrivals_take_their_place_in_the_queue(self):
         """A large workload waits for a whole rack; small ones expected to arrive meanwhile

@@ -91,9 +91,9 @@ def test_a_waiting_workload_the_cycle_did_not_get_to_keeps_its_reason(monkeypatc
 
     real = services.engine_pass_run
 
-    def not_evaluated(engine, now):
+    def not_evaluated(engine, now, **kwargs):
         # as when the workload is not a head this time: the pass restates what it is
-        result = real(engine, now)
+        result = real(engine, now, **kwargs)
         result.workloads = [wr for wr in result.workloads if wr.key != waiting.key]
         restated = unchanged_result(engine.state, engine.state.workload(waiting.key))
         restated.status, restated.message = "Pending", ""
@@ -114,9 +114,9 @@ def test_a_waiting_workloads_reason_is_recorded_when_it_changes_not_when_its_cou
     real = services.engine_pass_run
 
     def with_reason(message: str):
-        def run(engine, now):
+        def run(engine, now, **kwargs):
             # as when the workload is evaluated again and the engine gives this reason
-            result = real(engine, now)
+            result = real(engine, now, **kwargs)
             result.workloads = [wr for wr in result.workloads if wr.key != waiting.key]
             evaluated = unchanged_result(engine.state, engine.state.workload(waiting.key))
             evaluated.status, evaluated.message, evaluated.decided = waiting.status, message, True
@@ -158,3 +158,32 @@ def test_stop_records_of_deleted_workloads_go(db):
     WorkloadStop.objects.create(workload_key="gone/never", step="quota", record={}, at=row.updated_at)
     assert stops_prune() == 1
     assert set(WorkloadStop.objects.values_list("workload_key", flat=True)) == set(stops) - {key}
+
+
+def test_a_limited_pass_whose_cycles_run_out_of_time_commits_them_and_asks_for_the_next(monkeypatch, settings):
+    """A time-limited pass runs scheduling cycles for a share of the limit only (one pass
+    after a large release admits thousands, a cycle each): it writes what they decided and
+    marks the mirror changed, so that the leader queues the next pass, which goes on."""
+    from types import SimpleNamespace
+
+    settings.TAS_SCHEDULER_PASS_TIME_LIMIT = 30
+    assert services.pass_cycle_seconds(SimpleNamespace(last_pass=None)) == 0  # a state's first pass: no limit
+    assert services.pass_cycle_seconds(SimpleNamespace(last_pass=object())) == 30 * services.CYCLES_SHARE_OF_LIMIT
+
+    import_example_cluster()
+    services.scheduling_pass_run()
+    for i in range(5):
+        object_upsert(kind="Workload", obj=small_workload(f"burst-{i}"))
+    services.cache.set(services.scheduler_key("changed"), "read", timeout=None)
+    services.cache.set(services.scheduler_key("done"), "read", timeout=None)
+    assert not services.changes_pending()
+    monkeypatch.setattr(services, "CYCLES_SHARE_OF_LIMIT", 1e-9)  # out of time after the first cycle
+    cut = services.scheduling_pass_run()
+    assert cut.admitted == 1 and admitted_count() == EXAMPLE_ADMISSIBLE + 1
+    assert services.changes_pending()  # the leader queues the next pass
+    waiting = Workload.objects.filter(name__startswith="burst-").exclude(status=WorkloadStatus.ADMITTED)
+    assert waiting.count() == 4 and all(w.message == "" for w in waiting)  # not reached: nothing said of them
+
+    monkeypatch.setattr(services, "CYCLES_SHARE_OF_LIMIT", 1 / 3)
+    rest = services.scheduling_pass_run()
+    assert rest.admitted == 4 and admitted_count() == EXAMPLE_ADMISSIBLE + 5

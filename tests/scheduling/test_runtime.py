@@ -284,10 +284,10 @@ class TestGarbageCollection:
         made: list[weakref.ref] = []
         real = services.engine_pass_run
 
-        def pass_making_garbage(engine, now):
+        def pass_making_garbage(engine, now, **kwargs):
             assert not gc.isenabled()  # paused for the pass
             made.append(weakref.ref(_Cycle()))
-            return real(engine, now)
+            return real(engine, now, **kwargs)
 
         services.engine_pass_run = pass_making_garbage
         try:
