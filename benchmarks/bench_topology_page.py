@@ -18,7 +18,9 @@ pass runs first, as the service's scheduler would have. Then, through Django's t
    serves it (the display's tree and usage kept from the version before, brought up to date),
    and once with what was kept dropped (everything counted afresh, as before they were kept);
    then the API's tree of the flavor's blocks and racks (`/api/v1/flavors/NAME/tree/?depth=2`)
-   the same two ways (the workloads in each domain kept, or listed afresh).
+   the same two ways (the workloads in each domain kept, or listed afresh);
+3. a node goes NotReady, a pass: the page with the display's tree and usage kept (only the
+   nodes' conditions are read again), and with nothing kept.
 
 At the end, after one more pass, the kept display and tree are compared with those made on a
 view built afresh from the database: every figure of them must be the same.
@@ -37,7 +39,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scheduler_state import NOW, PASS_STEP, BenchSettings, add_seeded_arguments, finish_workloads, seeded_database
+from bench_scheduler_state import (
+    NOW,
+    PASS_STEP,
+    BenchSettings,
+    add_seeded_arguments,
+    finish_workloads,
+    seeded_database,
+    set_nodes_ready,
+)
 from benchdb import python_speed_probe
 
 TARGET_SECONDS = 1.0  # a page after a pass, as the service serves it
@@ -122,6 +132,19 @@ def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int) -> di
         print(f"  after a pass that admitted {admitted[-1]}: the page {kept[-1]:.2f} s with the display kept, "
               f"{afresh[-1]:.2f} s counted afresh; the tree (depth 2) {tree_kept[-1]:.2f} s kept, "
               f"{tree_afresh[-1]:.2f} s afresh")
+    # a node goes NotReady: the engine's snapshot of the flavor is made afresh, and so is the
+    # display's frame, on the same tree (its usage kept); then with nothing kept
+    from tasweb.cluster.models import Node
+
+    node = Node.objects.order_by("name").values_list("name", flat=True).first()
+    set_nodes_ready([node], False, NOW + PASS_STEP * rounds)
+    scheduling_pass_run(now=NOW + PASS_STEP * rounds)
+    view = state.engine_view()
+    node_kept = reader.page()
+    forget(view)
+    node_afresh = reader.page()
+    print(f"  after a node went NotReady and a pass: the page {node_kept:.2f} s with the tree and usage kept, "
+          f"{node_afresh:.2f} s counted afresh")
     # one more version, followed, read both ways against a view built afresh
     finish_workloads(finishing[rounds * finish:(rounds + 1) * finish], NOW + PASS_STEP * (rounds + 1))
     scheduling_pass_run(now=NOW + PASS_STEP * (rounds + 1))
@@ -136,6 +159,7 @@ def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int) -> di
           f"{'yes' if same_tree else 'NO'}")
     return {"flavor": flavor, "first_s": first, "first_tree_s": first_tree, "kept_s": kept, "afresh_s": afresh,
             "tree_kept_s": tree_kept, "tree_afresh_s": tree_afresh, "admitted": admitted,
+            "node_not_ready_kept_s": node_kept, "node_not_ready_afresh_s": node_afresh,
             "kept_in_view": sorted(str(key) for key in view.kept), "same_as_fresh": same_display and same_tree}
 
 

@@ -28,7 +28,7 @@ from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import ClusterState, counts_as_non_tas_usage
-from scheduler.model import Pod, ResourceFlavor, Topology
+from scheduler.model import Node, Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
@@ -156,10 +156,13 @@ class FlavorCapacity:
         return [n.name for n in self.tree.leaf_nodes[leaf]]
 
 
-def _leaf_conditions(tree: TopologyTree) -> tuple[np.ndarray, list[str]]:
+def _leaf_conditions(tree: TopologyTree, current: Mapping[str, Node]) -> tuple[np.ndarray, list[str]]:
+    """Per leaf, the conditions of its nodes as they are now (`current`, by name: a tree kept
+    across node changes holds the nodes as they were when it was made)."""
     flags = np.zeros(tree.leaf_count, dtype=np.int64)
     taints: list[str] = []
-    for leaf, group in enumerate(tree.leaf_nodes):
+    for leaf, kept in enumerate(tree.leaf_nodes):
+        group = [current.get(n.name, n) for n in kept]
         bits = 0
         for node in group:
             if not node.is_ready or node.deleted:
@@ -200,6 +203,10 @@ class DisplayFrame:
     leaf_taints: list[str]
     flag_counts: list[np.ndarray]
     nodes_without_levels: int
+    # what the tree and the display's capacity are made of: each node's name, level values
+    # and allocatable. A node that only goes NotReady, is cordoned or tainted leaves it as it
+    # is: the next frame keeps the tree (and the usage counted on it), only the flags change.
+    shape: frozenset = frozenset()
 
 
 def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
@@ -215,12 +222,18 @@ def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
         return kept
     of_flavor = [n for n in state.nodes.values() if all(n.labels.get(k) == v for k, v in rf.node_labels.items())]
     nodes = [n for n in of_flavor if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
-    # numbers in names compared as numbers (b2 before b10): for people, not for placement
-    tree = TopologyTree(topology.levels, nodes, path_order=natural_path_order)
-    leaf_flags, leaf_taints = _leaf_conditions(tree)
+    levels = topology.levels
+    shape = frozenset((n.name, tuple(n.labels[level] for level in levels), tuple(sorted(n.allocatable.items())))
+                      for n in nodes)
+    if kept is not None and kept.flavor is rf and kept.topology is topology and kept.shape == shape:
+        tree = kept.tree
+    else:
+        # numbers in names compared as numbers (b2 before b10): for people, not for placement
+        tree = TopologyTree(levels, nodes, path_order=natural_path_order)
+    leaf_flags, leaf_taints = _leaf_conditions(tree, {n.name: n for n in nodes})
     frame = DisplayFrame(basis=basis, flavor=rf, topology=topology, tree=tree, leaf_flags=leaf_flags,
                          leaf_taints=leaf_taints, flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
-                         nodes_without_levels=len(of_flavor) - len(nodes))
+                         nodes_without_levels=len(of_flavor) - len(nodes), shape=shape)
     if basis is not None:
         view.kept[("display-frame", flavor)] = frame
     return frame
@@ -237,13 +250,12 @@ class DisplayUsage:
     are taken back and added again (at 50,000 nodes, counting every admitted workload and pod
     afresh took a second at every version)."""
 
-    frame: DisplayFrame
-    snap: TASFlavorSnapshot
-    occupants: api.DomainOccupants  # on the display's tree; follows the charges
+    snap: TASFlavorSnapshot  # on the display frame's tree (kept while the tree is)
+    occupants: api.DomainOccupants  # on the same tree; follows the charges
     pods: dict[str, Pod] = field(default_factory=dict)  # as last seen
 
     def follow(self, state: ClusterState) -> None:
-        flavor = self.frame.flavor.name
+        flavor = self.snap.name
         for old, new in self.occupants.follow(state):
             for charge, sign in ((old, -1), (new, 1)):
                 for tc in charge.tas if charge is not None else ():
@@ -266,10 +278,9 @@ def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
     tas_flavors = state.tas_flavor_names()
     key = ("display-usage", frame.flavor.name)
     usage = view.kept.get(key)
-    if usage is None or usage.frame is not frame or usage.occupants.tas_flavors != tas_flavors:
+    if usage is None or usage.snap.tree is not frame.tree or usage.occupants.tas_flavors != tas_flavors:
         snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
-        usage = DisplayUsage(frame=frame, snap=snap,
-                             occupants=api.DomainOccupants(frame.tree, frame.flavor.name, tas_flavors))
+        usage = DisplayUsage(snap=snap, occupants=api.DomainOccupants(frame.tree, frame.flavor.name, tas_flavors))
     usage.follow(state)
     if frame.basis is not None:
         view.kept[key] = usage

@@ -152,7 +152,8 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     from tasweb.cluster.models import Pod, Workload
     from tasweb.cluster.services import object_upsert
     from tasweb.scheduling.services import scheduling_pass_run
-    from tests.dashboard.conftest import NOW, cordon, node_update, not_ready, workload_object
+    from tasweb.simulator.objects import RACK_LABEL
+    from tests.dashboard.conftest import NOW, cordon, node_update, not_ready, taint, workload_object
 
     def frame():
         return state.engine_view().kept.get(("display-frame", "tas-gpu"))
@@ -188,25 +189,38 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     selectors.flavor_capacity(flavor="tas-gpu")
     first = frame()
     assert first is not None
+    def allocatable(raw: dict) -> None:
+        raw["status"]["allocatable"]["cpu"] = "63"
+
+    def moved(raw: dict) -> None:
+        raw["metadata"]["labels"][RACK_LABEL] = "r2"
+
+    # (what, a new frame, a new tree): a node's conditions make a new frame on the same tree,
+    # whose usage is kept; its allocatable or its place in the topology make a new tree
     steps = [
-        ("a pod outside Kueue bound to a node", False, lambda: bound_pod("Running", 5)),
-        ("that pod succeeded", False, lambda: bound_pod("Succeeded", 6)),
-        ("a workload finished", False, lambda: finish("research", "train-rack")),
-        ("a workload admitted by a pass", False, lambda: (
+        ("a pod outside Kueue bound to a node", False, False, lambda: bound_pod("Running", 5)),
+        ("that pod succeeded", False, False, lambda: bound_pod("Succeeded", 6)),
+        ("a workload finished", False, False, lambda: finish("research", "train-rack")),
+        ("a workload admitted by a pass", False, False, lambda: (
             object_upsert(kind="Workload", obj=workload_object("research", "late", count=1, gpus=2)),
             scheduling_pass_run(now=NOW))),
-        ("a pod deleted", False, lambda: Pod.objects.filter(pk=Pod.objects.order_by("id").first().pk).delete()),
-        ("a workload deleted", False, lambda: Workload.objects.filter(name="train-block").delete()),
-        ("a node NotReady", True, lambda: node_update("b1-r1-n1", not_ready)),
-        ("a node cordoned", True, lambda: node_update("b1-r2-n2", cordon)),
-        ("a pass after them", False, lambda: scheduling_pass_run(now=NOW)),
+        ("a pod deleted", False, False, lambda: Pod.objects.filter(pk=Pod.objects.order_by("id").first().pk).delete()),
+        ("a workload deleted", False, False, lambda: Workload.objects.filter(name="train-block").delete()),
+        ("a node NotReady", True, False, lambda: node_update("b1-r1-n1", not_ready)),
+        ("a node cordoned", True, False, lambda: node_update("b1-r2-n2", cordon)),
+        ("a node tainted", True, False, lambda: node_update("b1-r2-n3", taint)),
+        ("a pass after them", False, False, lambda: scheduling_pass_run(now=NOW)),
+        ("a node's allocatable changed", True, True, lambda: node_update("b2-r1-n2", allocatable)),
+        ("a node moved to another rack", True, True, lambda: node_update("b1-r1-n3", moved)),
+        ("a pass after those", False, False, lambda: scheduling_pass_run(now=NOW)),
     ]
-    for what, anew, change in steps:
+    for what, anew, new_tree, change in steps:
         before, counted = frame(), usage()
         change()
         selectors.flavor_capacity(flavor="tas-gpu")
         assert (frame() is not before) == anew, what
-        # the usage is brought up to date where the frame is kept, counted afresh with a new one
-        assert (usage() is not counted) == anew, what
+        # the tree, and the usage counted on it, are kept where only conditions changed
+        assert (frame().tree is not before.tree) == new_tree, what
+        assert (usage() is not counted) == new_tree, what
         assert_as_fresh()
     assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == NOT_READY
