@@ -775,8 +775,13 @@ def pass_deadline(runtime: SchedulerRuntime) -> contextlib.AbstractContextManage
     (built afresh each time) run to their end, since stopping them would only start the same
     work over; so does building the state, which grows with the cluster.
     """
-    limit = 0.0 if runtime.last_pass is None else pass_time_limit()
-    return deadline(limit, "the scheduling pass", setting="TAS_SCHEDULER_PASS_TIME_LIMIT")
+    return deadline(pass_limit(runtime), "the scheduling pass", setting="TAS_SCHEDULER_PASS_TIME_LIMIT")
+
+
+def pass_limit(runtime: SchedulerRuntime) -> float:
+    """TAS_SCHEDULER_PASS_TIME_LIMIT for a pass that follows one committed on the same state,
+    0 (none) for the first pass on a state just built (see `pass_deadline`)."""
+    return 0.0 if runtime.last_pass is None else pass_time_limit()
 
 
 def _control_pass_run(*, now: datetime, trigger: str, send_to_cluster: bool, started: float,
@@ -795,8 +800,9 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
     try:
         # what a pass makes is collected once, after it (runtime_committed), not again and again within
         with gc_paused():
+            cycle_seconds = pass_cycle_seconds(runtime)
             with pass_deadline(runtime):
-                result = engine_pass_run(engine, now, cycle_seconds=pass_cycle_seconds(runtime))
+                result = engine_pass_run(engine, now, cycle_seconds=cycle_seconds)
                 with transaction.atomic():
                     record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
                                                            workloads_seen=len(engine.state.workload_map))
@@ -815,18 +821,18 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
         raise
     runtime_committed(runtime, record, left_alone=left_alone)
     if cut_short:
-        _more_to_admit(record)
+        _more_to_admit(record, cycle_seconds)
     estimate_source_set(engine, scheduling_pass=record, now=now)
     _prune_change_log(record)
     return record
 
 
-def _more_to_admit(record: SchedulingPass) -> None:
+def _more_to_admit(record: SchedulingPass, cycle_seconds: float) -> None:
     """A pass whose cycles were cut short committed what they decided: mark the mirror as
     changed, so that the leader queues the next pass (TAS_SCHEDULER_DEBOUNCE later, as after a
     change that came in while a pass ran) instead of waiting for a change or the beat."""
     logger.info("scheduling pass %s: its scheduling cycles stopped at %.0f s with workloads left to try; "
-                "the next pass goes on", record.id, pass_time_limit() * CYCLES_SHARE_OF_LIMIT)
+                "the next pass goes on", record.id, cycle_seconds)
     try:
         cache.set(scheduler_key("changed"), uuid.uuid4().hex, timeout=None)
     except Exception:  # the beat's pass goes on instead
@@ -868,7 +874,7 @@ CYCLES_SHARE_OF_LIMIT = 1 / 3
 def pass_cycle_seconds(runtime: SchedulerRuntime) -> float:
     """How long a control-mode pass may run scheduling cycles (0: as long as they admit): a
     share of TAS_SCHEDULER_PASS_TIME_LIMIT, for the passes that limit applies to."""
-    return 0.0 if runtime.last_pass is None else pass_time_limit() * CYCLES_SHARE_OF_LIMIT
+    return pass_limit(runtime) * CYCLES_SHARE_OF_LIMIT
 
 
 def engine_pass_run(engine: Engine, now: datetime, *, cycle_seconds: float = 0.0) -> PassResult:
