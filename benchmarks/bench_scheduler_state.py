@@ -6,6 +6,7 @@ the mirror's change log.
                                                          [--node-changes 100] [--running-pods]
                                                          [--database tas_bench_state] [--keep]
                                                          [--json FILE] [--profile] [--profile-build]
+                                                         [--profile-nodes]
                                                          [--pstats PREFIX] [--verify]
                                                          [--seeded NAME]
 
@@ -43,7 +44,8 @@ reading the changed rows, applying them to the engine -- or building the state),
 engine pass (`engine_pass_run`), writing (`PassRecorder.record`) and the rest (the pass
 record, the commit); the time the interpreter's garbage collector ran within each is shown
 too. `--profile` prints a cProfile of the measured pass (top 30 by cumulative time),
-`--profile-build` one of the first pass; `--verify` compares the warm state, after the
+`--profile-build` one of the first pass, `--profile-nodes` one of the pass after nodes go
+NotReady; `--verify` compares the warm state, after the
 passes, with one built afresh from the database.
 """
 
@@ -800,7 +802,8 @@ def profile_text(profile: cProfile.Profile, top: int = 30, dump: str | None = No
 
 
 def measure(info: SeedInfo, *, profile: bool = False, profile_build: bool = False,
-            verify: bool = False, pstats_prefix: str | None = None) -> dict[str, Any]:
+            profile_nodes: bool = False, verify: bool = False, pstats_prefix: str | None = None
+            ) -> dict[str, Any]:
     """The passes of the module docstring, on the seeded mirror; returns the figures."""
     from tasweb.scheduling.runtime import runtime_current, runtime_discard
 
@@ -844,7 +847,12 @@ def measure(info: SeedInfo, *, profile: bool = False, profile_build: bool = Fals
 
         changes["nodes_down"] = timed_change(f"{len(info.node_changes)} nodes go NotReady",
                                              lambda: set_nodes_ready(info.node_changes, False, moment + PASS_STEP / 2))
-        passes["nodes_down"] = run_pass(f"{len(info.node_changes)} nodes NotReady", step(), instrument)
+        nodes_profile = cProfile.Profile() if profile_nodes else None
+        passes["nodes_down"] = run_pass(f"{len(info.node_changes)} nodes NotReady", step(), instrument,
+                                        profile=nodes_profile)
+        if nodes_profile is not None:
+            profiles["nodes_down"] = profile_text(nodes_profile,
+                                                  dump=pstats_prefix and f"{pstats_prefix}-nodes.pstats")
         passes["after_nodes_down"] = run_pass("next pass", step(), instrument)
         changes["nodes_up"] = timed_change(f"{len(info.node_changes)} nodes Ready again",
                                            lambda: set_nodes_ready(info.node_changes, True, moment + PASS_STEP / 2))
@@ -1002,8 +1010,9 @@ def main() -> None:
     ap.add_argument("--json", metavar="FILE", help="write the measured figures to FILE")
     ap.add_argument("--profile", action="store_true", help="cProfile of the measured pass")
     ap.add_argument("--profile-build", action="store_true", help="cProfile of the first pass (the build)")
-    ap.add_argument("--pstats", metavar="PREFIX", help="with --profile / --profile-build, also write the raw "
-                                                       "profiles to PREFIX-admit.pstats / PREFIX-first.pstats")
+    ap.add_argument("--profile-nodes", action="store_true", help="cProfile of the pass after nodes go NotReady")
+    ap.add_argument("--pstats", metavar="PREFIX", help="with the --profile options, also write the raw profiles "
+                                                       "to PREFIX-admit / -first / -nodes.pstats")
     ap.add_argument("--verify", action="store_true", help="after the passes, compare the warm state with one "
                                                           "built afresh from the database")
     ap.add_argument("--seeded", metavar="NAME", help="start from the database NAME if an earlier run with these "
@@ -1018,7 +1027,8 @@ def main() -> None:
             print(line)
         probe_before = python_speed_probe()
         print("passes (scheduling_pass_run, in this process):", flush=True)
-        figures = measure(info, profile=args.profile, profile_build=args.profile_build, verify=args.verify,
+        figures = measure(info, profile=args.profile, profile_build=args.profile_build,
+                          profile_nodes=args.profile_nodes, verify=args.verify,
                           pstats_prefix=args.pstats)
         probe_after = python_speed_probe()
         print_report(settings, info, figures)

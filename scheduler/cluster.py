@@ -319,11 +319,17 @@ class ClusterState:
         return {name: node.usage for name, node in self.quota.queues.items()}
 
     def _refresh_snapshots(self) -> None:
+        """Make the snapshots of the dirty flavors (all of them after a definition change).
+        A flavor's new snapshot carries over, from the one it replaces, the rows of the leaves
+        whose nodes did not change; only the other leaves' non-TAS pods and assignment
+        domains are counted (see TASFlavorSnapshot)."""
+        previous = {} if self._snapshots_dirty else self._snapshots
+        sharing_before = self._sharing_shape()
         if self._snapshots_dirty:
             rebuild = {name for name, f in self.flavors.items() if f.is_tas}
-            self._snapshots = {}
         else:
             rebuild = set(self._dirty_flavors)
+        self._snapshots = dict(previous)
         self._snapshots_dirty = False
         self._dirty_flavors = set()
         if not self.gates.TopologyAwareScheduling:
@@ -331,7 +337,7 @@ class ClusterState:
             return
         rebuilt: list[TASFlavorSnapshot] = []
         for name in sorted(rebuild):
-            self._snapshots.pop(name, None)
+            old = self._snapshots.pop(name, None)
             flavor = self.flavors.get(name)
             if flavor is None or not flavor.is_tas:
                 continue
@@ -340,21 +346,64 @@ class ClusterState:
                 self.warn(f"ResourceFlavor/{flavor.name}: spec.topologyName: Topology "
                           f"{flavor.topology_name!r} not found; the flavor cannot be used for TAS")
                 continue
-            snap = build_flavor_snapshot(flavor, topology, self.nodes.values())
-            by_node = self.non_tas_by_node
-            snap.add_non_tas_usages([(node.name, requests) for group in snap.tree.leaf_nodes for node in group
-                                     if node.name in by_node for requests in by_node[node.name].values()])
+            snap = build_flavor_snapshot(flavor, topology, self.nodes.values(), previous=old)
+            self._count_non_tas(snap)
             self._snapshots[name] = snap
             rebuilt.append(snap)
         # keep the flavors' order stable (the order flavors were defined in)
         self._snapshots = {n: self._snapshots[n] for n in self.flavors if n in self._snapshots}
-        if rebuilt:
-            targets = {id(s) for s in rebuilt}
-            for charge in self.charges.values():
-                for tc in charge.tas:
-                    for snap in self.snapshots_sharing_usage_of(tc.flavor):
-                        if id(snap) in targets:
-                            snap.add_assignment_usage(tc.assignment, tc.requests, 1)
+        if self._sharing_shape() != sharing_before:  # another set of flavors shares usage now
+            for snap in self._snapshots.values():
+                if snap in rebuilt or (self.gates.TASHandleOverlappingFlavors and snap.lowest_is_node):
+                    snap.tas_usage[:] = 0
+                    snap.usage_changed()
+                    snap.fresh_leaves = None
+                    if snap not in rebuilt:
+                        rebuilt.append(snap)
+        if not rebuilt:
+            return
+        self._count_charges([s for s in rebuilt if s.fresh_leaves is None])
+        for snap in rebuilt:
+            if snap.fresh_leaves is not None and len(snap.fresh_leaves):
+                self._count_charges_on(snap, snap.fresh_leaves.tolist())
+
+    def _sharing_shape(self) -> dict[str, bool]:
+        """What decides which snapshots share usage (snapshots_sharing_usage_of)."""
+        return {name: snap.lowest_is_node for name, snap in self._snapshots.items()}
+
+    def _count_non_tas(self, snap: TASFlavorSnapshot) -> None:
+        """The non-TAS pods on the nodes of the snapshot's fresh leaves."""
+        by_node = self.non_tas_by_node
+        if not by_node:
+            return
+        groups = snap.tree.leaf_nodes
+        leaves = range(len(groups)) if snap.fresh_leaves is None else snap.fresh_leaves.tolist()
+        snap.add_non_tas_usages([(node.name, requests) for leaf in leaves for node in groups[leaf]
+                                 if node.name in by_node for requests in by_node[node.name].values()])
+
+    def _count_charges(self, snapshots: list[TASFlavorSnapshot]) -> None:
+        """Every holder's TAS usage on `snapshots`, made afresh."""
+        if not snapshots:
+            return
+        targets = {id(s) for s in snapshots}
+        for charge in self.charges.values():
+            for tc in charge.tas:
+                for snap in self.snapshots_sharing_usage_of(tc.flavor):
+                    if id(snap) in targets:
+                        snap.add_assignment_usage(tc.assignment, tc.requests, 1)
+
+    def _count_charges_on(self, snap: TASFlavorSnapshot, leaves: list[int]) -> None:
+        """The TAS usage of the holders on `leaves` of `snap`, found through `by_node` (keyed
+        by the last value of a domain, which names the leaf)."""
+        values, by_node = snap.tree.leaves.values, self.by_node
+        keys: set[str] = set()
+        for leaf in leaves:
+            keys.update(by_node.get(values[leaf][-1], ()))
+        only = set(leaves)
+        for key in keys:
+            for tc in self.charges[key].tas:
+                if snap in self.snapshots_sharing_usage_of(tc.flavor):
+                    snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
 
     def _mark_flavors(self, names: Iterable[str]) -> None:
         for name in names:
@@ -510,10 +559,10 @@ class ClusterState:
     def _apply_tas(self, charge: Charge, sign: int) -> None:
         if self._snapshots_dirty or not charge.tas:
             return  # rebuilt later from the charges
+        # dirty snapshots too: the next ones carry their rows over
         for tc in charge.tas:
             for snap in self.snapshots_sharing_usage_of(tc.flavor):
-                if snap.name not in self._dirty_flavors:  # a dirty one is rebuilt from the charges
-                    snap.add_assignment_usage(tc.assignment, tc.requests, sign)
+                snap.add_assignment_usage(tc.assignment, tc.requests, sign)
 
     def recharge(self, wl: Workload) -> None:
         """The workload changed in place (admitted, re-placed, evicted for good): bring what it
@@ -743,9 +792,9 @@ class ClusterState:
             self.changes.flavors.update(flavors)  # capacity freed: may admit waiting workloads
         if self._snapshots_dirty:
             return
-        for name in flavors:
+        for name in flavors:  # dirty snapshots too: the next ones carry their rows over
             snap = self._snapshots.get(name)
-            if snap is not None and name not in self._dirty_flavors:
+            if snap is not None:
                 snap.add_non_tas_usages([(pod.node_name, pod.spec.requests)], sign=sign)
 
     def pods_in_order(self, keys: Iterable[str]) -> list[Pod]:
@@ -842,7 +891,7 @@ class ClusterState:
         if self.topologies.get(t.name) == t:
             return
         self.topologies[t.name] = t
-        self._tas_flavor_names = None
+        self._tas_flavors_changed()
         flavors = [n for n, f in self.flavors.items() if f.topology_name == t.name]
         self._mark_flavors(flavors)
         self.changes.flavors.update(flavors)
@@ -850,7 +899,7 @@ class ClusterState:
     def delete_topology(self, name: str) -> None:
         if self.topologies.pop(name, None) is None:
             return
-        self._tas_flavor_names = None
+        self._tas_flavors_changed()
         flavors = [n for n, f in self.flavors.items() if f.topology_name == name]
         self._mark_flavors(flavors)
         self.changes.flavors.update(flavors)
@@ -860,17 +909,31 @@ class ClusterState:
         if old == f:
             return
         self.flavors[f.name] = f
-        self._tas_flavor_names = None
         # which flavors share usage (hostname-leaf ones) may change with it: rebuild all
         self._snapshots_dirty = True
+        self._tas_flavors_changed()
         self.changes.requeue_all = True
 
     def delete_flavor(self, name: str) -> None:
         if self.flavors.pop(name, None) is None:
             return
-        self._tas_flavor_names = None
         self._snapshots_dirty = True
+        self._tas_flavors_changed()
         self.changes.requeue_all = True
+
+    def _tas_flavors_changed(self) -> None:
+        """A Topology or ResourceFlavor changed: holders on a flavor that became, or stopped
+        being, a TAS flavor with a Topology hold TAS usage now, or no longer (charge_of)."""
+        before = self._tas_flavor_names
+        self._tas_flavor_names = None
+        if before is None:
+            return
+        changed = before ^ self.tas_flavor_names()
+        if not changed:
+            return
+        stale = [key for key, charge in self.charges.items() if any(fr.flavor in changed for fr in charge.names)]
+        for wl in self.in_order(stale):
+            self.recharge(wl)
 
     def upsert_cluster_queue(self, cq: ClusterQueue) -> None:
         old = self.cluster_queues.get(cq.name)

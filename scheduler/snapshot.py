@@ -9,7 +9,7 @@ how many pods fit in every leaf with a few vector operations.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +53,13 @@ class ResourceIndex:
 class TASFlavorSnapshot:
     """Capacity and usage of every leaf domain of one TAS flavor."""
 
-    def __init__(self, flavor: ResourceFlavor, topology: Topology, tree: TopologyTree) -> None:
+    def __init__(self, flavor: ResourceFlavor, topology: Topology, tree: TopologyTree, *,
+                 previous: TASFlavorSnapshot | None = None) -> None:
+        """`previous`: the flavor's snapshot this one replaces, kept current until now. The rows
+        of the leaves both trees have, backed by the very same Node objects, are carried over
+        from it (capacity, non-TAS and TAS usage); only the other leaves are made here, and
+        `fresh_leaves` names them for the builder to count their usage. Without it (or when
+        its columns or levels differ) every leaf is fresh, with no usage yet."""
         self.flavor = flavor
         self.topology = topology
         self.tree = tree
@@ -64,17 +70,26 @@ class TASFlavorSnapshot:
                 for name in node.allocatable:
                     self.resources.add(name)
         self.resources.add(PODS)
-        column = self.resources.column
-        rows = []
-        for group in tree.leaf_nodes:
-            row = [0] * len(self.resources.names)
-            for node in group:
-                for name, value in node.allocatable.items():
-                    row[column[name]] += value
-            rows.append(row if max(row) <= AMOUNT_CAP else [min(v, AMOUNT_CAP) for v in row])
-        self.free = np.array(rows, dtype=np.int64).reshape(tree.leaf_count, len(self.resources.names))
+        # the columns the nodes offer, made with the snapshot; columns added later
+        # (`ensure_resources`) hold only the usage added after them
+        self.built_columns = len(self.resources.names)
+        shape = (tree.leaf_count, self.built_columns)
+        self.free = np.zeros(shape, dtype=np.int64)
         self.non_tas_usage = np.zeros_like(self.free)
         self.tas_usage = np.zeros_like(self.free)
+        carried = _carried_rows(previous, tree, self.resources.names) if previous is not None else None
+        if carried is None:
+            fresh: list[int] = list(range(tree.leaf_count))
+            self.fresh_leaves: np.ndarray | None = None
+        else:
+            new, old, columns, fresh = carried
+            rows = np.ix_(old, columns)
+            self.free[new] = previous.free[rows]
+            self.non_tas_usage[new] = previous.non_tas_usage[rows]
+            self.tas_usage[new] = previous.tas_usage[rows]
+            self.fresh_leaves = np.asarray(fresh, dtype=np.intp)
+        if fresh:
+            self.free[fresh] = self._allocatable_rows([tree.leaf_nodes[leaf] for leaf in fresh])
         # leaves whose nodes carry taints: the only ones a toleration check must look at
         self.tainted_leaves: list[tuple[int, tuple[Taint, ...]]] = [
             (leaf, group[0].taints) for leaf, group in enumerate(tree.leaf_nodes) if group and group[0].taints
@@ -92,6 +107,18 @@ class TASFlavorSnapshot:
         self.placement_cache: dict[tuple, tuple] = {}
         self.phase1_cache: OrderedDict[tuple, object] = OrderedDict()  # scheduler.phase1.Counts per shape
         self._remaining: dict[bool, tuple[int, np.ndarray]] = {}
+
+    def _allocatable_rows(self, groups: Sequence[Sequence[Node]]) -> np.ndarray:
+        """Each group's summed allocatable over the snapshot's columns, held within AMOUNT_CAP."""
+        column, width = self.resources.column, len(self.resources.names)
+        rows = []
+        for group in groups:
+            row = [0] * width
+            for node in group:
+                for name, value in node.allocatable.items():
+                    row[column[name]] += value
+            rows.append(row if max(row) <= AMOUNT_CAP else [min(v, AMOUNT_CAP) for v in row])
+        return np.array(rows, dtype=np.int64).reshape(len(groups), width)
 
     # ------------------------------------------------------------ identity
 
@@ -201,28 +228,39 @@ class TASFlavorSnapshot:
         return True
 
     def add_assignment_usage(
-        self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int = 1
+        self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int = 1, *,
+        only: Container[int] | None = None,
     ) -> None:
-        """Every domain of an assignment at once (domains on deleted or NotReady nodes count nothing)."""
+        """Every domain of an assignment at once (domains on deleted or NotReady nodes count
+        nothing; with `only`, neither do domains on leaves outside it)."""
         leaves, counts = [], []
         leaf_for_values = self.tree.leaf_for_values
         for dom in assignment.domains:
             leaf = leaf_for_values(dom.values)
-            if leaf is not None:
+            if leaf is not None and (only is None or leaf in only):
                 leaves.append(leaf)
                 counts.append(dom.count)
         if not leaves:
             return
         self._changed(np.asarray(leaves, dtype=np.intp))
         per_pod = self.vector(requests, pods=1)
-        if int(per_pod.max()) * max(counts) > _SMALL_PRODUCT:  # amounts no real cluster has: held in bounds
+        usage = self.tas_usage
+        if int(per_pod.max()) * sum(counts) > AMOUNT_CAP:  # amounts no real cluster has: held in bounds
             for leaf, count in zip(leaves, counts, strict=True):
-                self.tas_usage[leaf] = _capped(self.tas_usage[leaf] + sign * _times(per_pod, count))
+                usage[leaf] = _capped(usage[leaf] + sign * _times(per_pod, count))
             return
+        # what is added stays within AMOUNT_CAP, so no sum wraps around; rows that end up
+        # beyond it are held there, as adding pod by pod would have left them
         if len(leaves) == 1:
-            self.tas_usage[leaves[0]] += (sign * counts[0]) * per_pod
+            row = usage[leaves[0]]
+            row += (sign * counts[0]) * per_pod
+            if row.max() > AMOUNT_CAP or row.min() < -AMOUNT_CAP:
+                usage[leaves[0]] = _capped(row)
             return
-        np.add.at(self.tas_usage, leaves, np.outer(np.asarray(counts, dtype=np.int64) * sign, per_pod))
+        np.add.at(usage, leaves, np.outer(np.asarray(counts, dtype=np.int64) * sign, per_pod))
+        touched = usage[leaves]
+        if touched.max() > AMOUNT_CAP or touched.min() < -AMOUNT_CAP:
+            usage[leaves] = _capped(touched)
 
     def _changed(self, leaves: np.ndarray | None, *, free: bool = False) -> None:
         self.version += 1
@@ -286,11 +324,6 @@ class TASFlavorSnapshot:
         return value
 
 
-# Pods of amounts at most this large (per leaf, a pod's amount times its count) are added as
-# they are: a leaf would need millions of them at once to leave AMOUNT_CAP behind.
-_SMALL_PRODUCT = 2**40
-
-
 def _capped(amounts: np.ndarray) -> np.ndarray:
     """`amounts` held within +-AMOUNT_CAP."""
     return np.clip(amounts, -AMOUNT_CAP, AMOUNT_CAP)
@@ -303,15 +336,53 @@ def _times(row: np.ndarray, count: int) -> np.ndarray:
     return np.minimum(row, AMOUNT_CAP // count) * count
 
 
-def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Iterable[Node]) -> TASFlavorSnapshot:
-    """The tree of the Ready, schedulable nodes that carry the flavor's labels and every level label."""
-    wanted = dict(flavor.node_labels).items()
-    levels = set(topology.levels)
+def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Iterable[Node], *,
+                          previous: TASFlavorSnapshot | None = None) -> TASFlavorSnapshot:
+    """The tree of the Ready, schedulable nodes that carry the flavor's labels and every level
+    label; with `previous`, the rows of the leaves it shares are carried over (see
+    TASFlavorSnapshot)."""
+    wanted = tuple(flavor.node_labels.items())
+    levels = topology.levels
     selected = [
         n for n in nodes
-        if n.schedulable_and_ready and n.labels.keys() >= levels and dict(n.labels).items() >= wanted
+        if n.schedulable_and_ready and all(key in n.labels for key in levels)
+        and all(n.labels.get(k) == v for k, v in wanted)
     ]
-    return TASFlavorSnapshot(flavor, topology, TopologyTree(topology.levels, selected))
+    return TASFlavorSnapshot(flavor, topology, TopologyTree(levels, selected), previous=previous)
+
+
+def _carried_rows(previous: TASFlavorSnapshot, tree: TopologyTree, columns: Sequence[str]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
+    """What a snapshot of `tree` with `columns` carries over from `previous`: (its leaves, the
+    same leaves in `previous`, `previous`'s columns for `columns`, the leaves left fresh);
+    None when nothing can be: other levels (leaves named otherwise), or a column `previous`
+    was not made with. A leaf is carried when `previous` has a leaf of the same name backed
+    by the same Node objects: then its capacity, the non-TAS pods on it and the assignment
+    domains naming it are the same."""
+    if not tree.levels or previous.tree.level_keys != tree.level_keys or not previous.tree.levels:
+        return None
+    made_with = previous.resources.names[:previous.built_columns]
+    old_column = {name: col for col, name in enumerate(made_with)}
+    if any(name not in old_column for name in columns):
+        return None
+    old_index = previous.tree.leaves.index_by_id
+    old_groups = previous.tree.leaf_nodes
+    new, old, fresh = [], [], []
+    for leaf, (leaf_id, group) in enumerate(zip(tree.leaves.ids, tree.leaf_nodes, strict=True)):
+        j = old_index.get(leaf_id)
+        if j is not None and _same_nodes(group, old_groups[j]):
+            new.append(leaf)
+            old.append(j)
+        else:
+            fresh.append(leaf)
+    return (np.asarray(new, dtype=np.intp), np.asarray(old, dtype=np.intp),
+            np.asarray([old_column[name] for name in columns], dtype=np.intp), fresh)
+
+
+def _same_nodes(a: Sequence[Node], b: Sequence[Node]) -> bool:
+    if len(a) == 1:
+        return len(b) == 1 and a[0] is b[0]
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 ROOM_UNBOUNDED = 2**31 - 1  # a request of nothing: any number of pods fit
