@@ -4,6 +4,7 @@ process takes to make them after each scheduling pass, on the cluster
 
     .venv/bin/python benchmarks/bench_topology_page.py [--seeded NAME] [--rounds 4] [--finish 100]
                                                        [--database tas_bench_topology] [--json FILE]
+                                                       [--profile-node]
 
 With `--seeded NAME` it starts from the kept seeded copy `bench_scheduler_state.py --seeded
 NAME` made (seeding it, and keeping it, if there is none with these settings). A scheduling
@@ -22,15 +23,18 @@ pass runs first, as the service's scheduler would have. Then, through Django's t
 3. a node goes NotReady, a pass: the page with the display's tree and usage kept (only the
    nodes' conditions are read again), and with nothing kept.
 
-At the end, after one more pass, the kept display and tree are compared with those made on a
+`--profile-node` prints a cProfile of the page after the node went NotReady (top 30 by
+cumulative time). At the end, after one more pass, the kept display and tree are compared with those made on a
 view built afresh from the database: every figure of them must be the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -103,7 +107,8 @@ def forget(view) -> None:
     views.rendered.bodies.clear()  # pages kept whole per version
 
 
-def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int) -> dict[str, Any]:
+def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int, profile_node: bool = False
+            ) -> dict[str, Any]:
     """The first page and tree, then `rounds` of: `finish` of `finishing` finish, a pass, the
     page and tree kept and afresh; and whether what was kept equals a view built afresh."""
     from tasweb.api import selectors as api_selectors
@@ -140,7 +145,13 @@ def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int) -> di
     set_nodes_ready([node], False, NOW + PASS_STEP * rounds)
     scheduling_pass_run(now=NOW + PASS_STEP * rounds)
     view = state.engine_view()
+    profile = cProfile.Profile() if profile_node else None
+    if profile is not None:
+        profile.enable()
     node_kept = reader.page()
+    if profile is not None:
+        profile.disable()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(60)
     forget(view)
     node_afresh = reader.page()
     print(f"  after a node went NotReady and a pass: the page {node_kept:.2f} s with the tree and usage kept, "
@@ -169,6 +180,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4, help="passes, each followed by the page")
     ap.add_argument("--finish", type=int, default=100, help="running workloads that finish before each pass")
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
+    ap.add_argument("--profile-node", action="store_true", help="cProfile of the page after a node went NotReady")
     args = ap.parse_args()
     settings = BenchSettings().check()
     if args.rounds < 1 or not 1 <= args.finish * (args.rounds + 1) <= settings.admit:
@@ -177,7 +189,8 @@ def main() -> None:
     with seeded_database(args.database, args.seeded, settings) as info:
         probe = python_speed_probe()
         print(f"topology page, {info.counts['nodes']} nodes, {info.counts['workloads']} workloads:")
-        figures = measure(info.finishing, rounds=args.rounds, finish=args.finish)
+        figures = measure(info.finishing, rounds=args.rounds, finish=args.finish,
+                          profile_node=args.profile_node)
         kept, afresh = statistics.median(figures["kept_s"]), statistics.median(figures["afresh_s"])
         print(f"  page after a pass (median of {args.rounds}): {kept:.2f} s kept, {afresh:.2f} s afresh   "
               f"target <= {TARGET_SECONDS:.0f} s   {'PASS' if kept <= TARGET_SECONDS else 'MISS'}")
