@@ -2,13 +2,14 @@
 container's limit must hold (deploy/base/scheduler.yaml gives it 3 GiB).
 
     .venv/bin/python benchmarks/bench_scheduler_memory.py [--seeded NAME] [--database tas_bench_memory]
-                                                          [--repeat 2] [--json FILE]
+                                                          [--repeat 2] [--finish 100] [--json FILE]
 
 On the cluster `bench_scheduler_state.py` seeds (50,000 nodes, 100,000 workloads, 30,000
 running; `--seeded NAME` starts from its kept copy, seeding it if there is none), as the
 scheduler's worker runs: a pass builds the state, a pass applies its own writes, 1,000
 running workloads finish and a pass admits 1,000 others. After that pass, and `--repeat`
-times, the start-time estimate runs as the service runs it (`estimate_after_pass`): forked
+times more, each after a pass a minute later in which `--finish` more running workloads
+finished, the start-time estimate runs as the service runs it (`estimate_after_pass`): forked
 off the process that holds the engine, its plays forked again where they fit. While it runs,
 a thread reads /proc every 20 ms for the process and all its descendants and sums their
 proportional set sizes (Pss: a page shared by n processes counts 1/n in each, so the sum is
@@ -16,8 +17,9 @@ the memory they hold together, what a container's memory cgroup charges, page ca
 
 It prints, per estimate, the wall time from the fork to the child's exit, the peak of the
 tree's summed Pss, the process's own Pss before it, the most children seen at once, and
-what the estimate wrote to the database: the predictions it stored and the bytes of
-PostgreSQL's write-ahead log meanwhile.
+what the estimate wrote to the database: the predictions it covered, the rows it inserted,
+updated and deleted (the others were the same already), and the bytes of PostgreSQL's
+write-ahead log meanwhile.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def wal_mib_since(position: str) -> float:
 
 def one_estimate(label: str) -> dict[str, Any]:
     from tasweb.scheduling.estimates import estimate_after_pass, estimate_child_wait
-    from tasweb.scheduling.models import WorkloadPrediction
+    from tasweb.scheduling.selectors import prediction_run
 
     before = pss_mib(os.getpid()) or 0.0
     wal = wal_position()
@@ -131,23 +133,39 @@ def one_estimate(label: str) -> dict[str, Any]:
         if outcome == "forked" and not estimate_child_wait(600):
             raise SystemExit("the estimate's child ran for more than 10 minutes")
     seconds = time.perf_counter() - started
-    written, stored = wal_mib_since(wal), WorkloadPrediction.objects.count()
+    written, run = wal_mib_since(wal), prediction_run()
+    rows = {"predictions": run.predictions, "inserted": run.inserted, "updated": run.updated,
+            "deleted": run.deleted} if run is not None else {}
     print(f"  {label:<34} {outcome:<8} {seconds:6.2f} s; Pss of the process {before:6.0f} MiB, of the tree at "
           f"its peak {sampler.peak_mib:6.0f} MiB (limit {LIMIT_MIB}), {sampler.most_children} children at most "
-          f"({sampler.samples} samples); {stored} predictions stored, {written:.0f} MiB of WAL", flush=True)
+          f"({sampler.samples} samples); {rows.get('predictions', 0)} predictions: "
+          f"{rows.get('inserted', 0)} rows inserted, {rows.get('updated', 0)} updated, "
+          f"{rows.get('deleted', 0)} deleted, {written:.0f} MiB of WAL", flush=True)
     return {"label": label, "outcome": outcome, "seconds": seconds, "process_pss_mib": before,
             "tree_peak_pss_mib": sampler.peak_mib, "most_children": sampler.most_children,
-            "predictions_stored": stored, "wal_mib": written}
+            "rows": rows, "wal_mib": written}
+
+
+def running_workloads(count: int) -> list[tuple[str, str]]:
+    """(namespace, name) of `count` admitted workloads, by name."""
+    from tasweb.cluster.models import Workload, WorkloadStatus
+
+    found = list(Workload.objects.filter(status=WorkloadStatus.ADMITTED).order_by("name")
+                 .values_list("namespace", "name")[:count])
+    if len(found) < count:
+        raise SystemExit(f"only {len(found)} running workloads are left to finish")
+    return found
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_seeded_arguments(ap, "tas_bench_memory")
-    ap.add_argument("--repeat", type=int, default=2, help="estimates after the first")
+    ap.add_argument("--repeat", type=int, default=2, help="estimates after the first, each after a pass")
+    ap.add_argument("--finish", type=int, default=100, help="running workloads that finish before each of those")
     ap.add_argument("--json", metavar="FILE", help="write the figures to FILE")
     args = ap.parse_args()
-    if args.repeat < 0:
-        raise SystemExit("need --repeat >= 0")
+    if args.repeat < 0 or args.finish < 0:
+        raise SystemExit("need --repeat >= 0 and --finish >= 0")
     if not Path("/proc/self/smaps_rollup").exists():
         raise SystemExit("this benchmark reads /proc/PID/smaps_rollup (Linux 4.14 or later)")
     settings = BenchSettings().check()
@@ -167,7 +185,12 @@ def main() -> None:
         probe = python_speed_probe()
         print("the start-time estimate after a pass, on 50,000 nodes and 100,000 workloads:")
         runs = [one_estimate("after the pass")]
-        runs += [one_estimate(f"again ({i + 1})") for i in range(args.repeat)]
+        finishing = running_workloads(args.repeat * args.finish)
+        for i in range(args.repeat):
+            now = NOW + PASS_STEP * (i + 2)
+            finish_workloads(finishing[i * args.finish:(i + 1) * args.finish], now - PASS_STEP / 2)
+            record = scheduling_pass_run(now=now)
+            runs.append(one_estimate(f"after the next pass ({record.admitted} admitted)"))
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe:.3f} s")
         if args.json:
             Path(args.json).write_text(json.dumps({"runs": runs, "python_probe_s": probe, "limit_mib": LIMIT_MIB},

@@ -40,10 +40,12 @@ from tasweb.scheduling.models import (
     AssignmentDomain,
     ComparisonCategory,
     PodSetAssignment,
+    PredictionRun,
     WorkloadEvent,
     WorkloadPrediction,
     WorkloadStop,
 )
+from tasweb.scheduling.selectors import prediction_run
 
 # Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
 # evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
@@ -277,8 +279,9 @@ def workload_detail(*, workload: cluster.Workload) -> dict[str, Any]:
     }
 
 
-def prediction_json(row: WorkloadPrediction | None) -> dict[str, Any] | None:
-    """A stored start-time prediction as the API shows it; None without one."""
+def prediction_json(row: WorkloadPrediction | None, run: PredictionRun | None) -> dict[str, Any] | None:
+    """A stored start-time prediction as the API shows it, with the estimate it comes from
+    (`prediction_run`); None without one."""
     if row is None:
         return None
     # a range calibrated before the outcomes were cut into bands had one band, every wait
@@ -286,7 +289,7 @@ def prediction_json(row: WorkloadPrediction | None) -> dict[str, Any] | None:
     return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "playsEarliest": row.plays_earliest,
             "playsLatest": row.plays_latest, "calibration": calibration, "end": row.end,
             "source": row.source, "runtime": row.runtime or {}, "placement": row.placement or [],
-            "reason": row.reason or None, "estimatedAt": row.estimated_at}
+            "reason": row.reason or None, "estimatedAt": run.estimated_at if run is not None else None}
 
 
 def predictions_of(keys: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -294,9 +297,10 @@ def predictions_of(keys: Iterable[str]) -> dict[str, dict[str, Any]]:
     that have one."""
     keys = list(dict.fromkeys(keys))
     out: dict[str, dict[str, Any]] = {}
+    run = prediction_run() if keys else None
     for start in range(0, len(keys), 1000):
         for row in WorkloadPrediction.objects.filter(workload_key__in=keys[start:start + 1000]):
-            out[row.workload_key] = prediction_json(row)
+            out[row.workload_key] = prediction_json(row, run)
     return out
 
 
@@ -307,7 +311,8 @@ def workload_prediction(w: cluster.Workload, predictions: Mapping[str, Any] | No
         return None
     if predictions is not None:
         return predictions.get(w.key)
-    return prediction_json(WorkloadPrediction.objects.filter(workload_key=w.key).first())
+    row = WorkloadPrediction.objects.filter(workload_key=w.key).first()
+    return prediction_json(row, prediction_run() if row is not None else None)
 
 
 def workload_summary(w: cluster.Workload, predictions: Mapping[str, Any] | None = None) -> dict[str, Any]:

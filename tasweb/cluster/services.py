@@ -667,14 +667,29 @@ def _planned_values(row: Mapping[str, Any], plan: list[tuple]) -> list[Any]:
     return values
 
 
-def _copy_in(db, model: type[Model], fields: list[Field], rows: Iterable[list[Any]]) -> None:
+def _copy_in(db, model: type[Model], fields: list[Field], rows: Iterable[list[Any]], *,
+             table: str | None = None) -> int:
+    """COPY `rows` into the model's table (or `table`, of the same columns); how many."""
     qn = db.ops.quote_name
     columns = ", ".join(qn(f.column) for f in fields)
+    written = 0
     # the driver's own errors come out as Django's (an OperationalError is retried as any other)
     with db.wrap_database_errors, db.cursor() as cursor, \
-            cursor.cursor.copy(f"COPY {qn(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
+            cursor.cursor.copy(f"COPY {qn(table or model._meta.db_table)} ({columns}) FROM STDIN") as copy:
         for values in rows:
             copy.write_row(values)
+            written += 1
+    return written
+
+
+def rows_stage(*, model: type[Model], rows: Iterable[Mapping[str, Any]], table: str) -> tuple[list[str], int]:
+    """PostgreSQL: COPY rows of `model` (as `rows_insert` takes them, without ids) into
+    `table`, a table of the model's columns (a temporary one, to compare with the model's
+    rows in SQL); the columns written and how many rows."""
+    db = connections[DEFAULT_DB_ALIAS]
+    fields, plan = _insert_plan(model, db, with_pk=False)
+    written = _copy_in(db, model, fields, (_planned_values(row, plan) for row in rows), table=table)
+    return [f.column for f in fields], written
 
 
 def rows_insert(*, model: type[Model], rows: Iterable[Mapping[str, Any]], with_pk: bool = False) -> None:

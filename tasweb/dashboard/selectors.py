@@ -38,7 +38,8 @@ from tasweb.api.filters import ComparisonFilter, EventFilter
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
-from tasweb.scheduling.models import EventKind, WorkloadEvent, WorkloadPrediction
+from tasweb.scheduling.models import EventKind, PredictionRun, WorkloadEvent, WorkloadPrediction
+from tasweb.scheduling.selectors import prediction_run
 
 # node conditions marked on the heatmap (bits of `FlavorCapacity.leaf_flags`)
 NOT_READY, CORDONED, TAINTED = 1, 2, 4
@@ -421,7 +422,7 @@ def live_version(*extra: Any) -> str:
     """A short token that changes whenever the mirror, a pass, the history or the predicted
     start times change."""
     latest_event = WorkloadEvent.objects.aggregate(latest=Max("id"))["latest"]
-    predicted = WorkloadPrediction.objects.aggregate(latest=Max("predicted_at"))["latest"]
+    predicted = PredictionRun.objects.aggregate(latest=Max("predicted_at"))["latest"]
     text = repr((mirror_version(), latest_event, predicted, extra))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -718,6 +719,9 @@ def predicted_admissions(*, cluster_queue: str, scope: AccessScope = UNRESTRICTE
         key=Concat("namespace", Value("/"), "name", output_field=CharField())).values("key")
     rows = (WorkloadPrediction.objects.filter(scope.workloads_q(), cluster_queue=cluster_queue, start__isnull=False,
                                               workload_key__in=queued).order_by("start", "workload_key")[:limit])
+    run = prediction_run()  # stored with the predictions, in one transaction
+    if run is None:
+        return []
     return [{"key": r.workload_key, "local_queue": r.local_queue, "start": r.start, "end": r.end or r.start,
-             "earliest": r.earliest, "latest": r.latest, "source": r.source, "estimated_at": r.estimated_at}
+             "earliest": r.earliest, "latest": r.latest, "source": r.source, "estimated_at": run.estimated_at}
             for r in rows]

@@ -225,10 +225,27 @@ class AdmissionComparison(models.Model):
         indexes = [models.Index(fields=["category", "admitted_at"])]
 
 
+class PredictionRun(models.Model):
+    """The estimate the stored predictions come from: one row, replaced by each estimate that
+    is stored. What is the same for every prediction of an estimate is kept here, so that an
+    estimate writes only the predictions that changed."""
+
+    estimated_at = models.DateTimeField()  # the time the queue was played forward from (the pass's)
+    # wall clock when the estimate was stored (the dashboard's cue to refresh)
+    predicted_at = models.DateTimeField()
+    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
+    predictions = models.PositiveIntegerField(default=0)  # the waiting workloads it covered
+    # the prediction rows it inserted, updated and deleted (the others were the same already)
+    inserted = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+
+
 class WorkloadPrediction(models.Model):
     """When a waiting workload is expected to start: the start-time estimate (`scheduler.eta`)
-    run on the engine state a pass committed. One row per waiting workload, all of them
-    replaced by each estimate; gone once the workload stops waiting."""
+    run on the engine state a pass committed (`PredictionRun`). One row per waiting workload;
+    each estimate writes the rows that differ from what it predicts and deletes those of
+    workloads no longer waiting."""
 
     workload_key = models.CharField(max_length=510)  # namespace/name, unique (see Meta)
     namespace = models.CharField(max_length=253)
@@ -246,15 +263,13 @@ class WorkloadPrediction(models.Model):
     runtime = models.JSONField(default=dict)  # low, median, high (seconds), source, detail, problems
     placement = models.JSONField(default=list)  # per PodSet: count, flavors, TopologyAssignment
     reason = models.TextField(blank=True, default="")  # why there is no start
-    estimated_at = models.DateTimeField()  # the time the queue was played forward from (the pass's)
-    # wall clock when the estimate was stored (its latest is the dashboard's cue to refresh)
-    predicted_at = models.DateTimeField(db_index=True)
-    scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:
         ordering = ["start", "workload_key"]
-        # every estimate rewrites every row: plain indexes, without the LIKE twins `unique` and
-        # `db_index` add to text columns on PostgreSQL (nothing searches these by pattern)
+        # rows are rewritten often: plain indexes, without the LIKE twins `unique` and
+        # `db_index` add to text columns on PostgreSQL (nothing searches these by pattern);
+        # none on a column an estimate changes, so that its UPDATEs stay on the row's page
+        # without touching an index (PostgreSQL's heap-only tuples), given the room left there
         constraints = [models.UniqueConstraint(fields=["workload_key"], name="scheduling_prediction_key_unique")]
         indexes = [models.Index(fields=["namespace"], name="scheduling_prediction_ns_idx"),
                    models.Index(fields=["cluster_queue"], name="scheduling_prediction_cq_idx")]

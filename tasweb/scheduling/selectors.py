@@ -40,7 +40,7 @@ from scheduler.parse import (
 )
 from tasweb.cluster import models as cluster
 from tasweb.core.queries import json_key
-from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment
+from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment, PredictionRun
 
 
 def _taint(raw: dict) -> Taint:
@@ -387,3 +387,8 @@ def workloads_on_domain(*, flavor: str, values: list[str]) -> QuerySet:
 
 def assignments_of(workload: cluster.Workload) -> QuerySet:
     return PodSetAssignment.objects.filter(workload=workload).prefetch_related("domains")
+
+
+def prediction_run() -> PredictionRun | None:
+    """The estimate the stored predictions come from; None before the first is stored."""
+    return PredictionRun.objects.order_by("-id").first()

@@ -27,7 +27,7 @@ from tasweb.scheduling.estimates import (
     start_estimate_run,
 )
 from tasweb.scheduling.leader import scheduler_key
-from tasweb.scheduling.models import PredictionSnapshot, WorkloadPrediction
+from tasweb.scheduling.models import PredictionRun, PredictionSnapshot, WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.api.test_kubernetes_auth import (  # noqa: F401 - fixtures
     ML_TOKEN,
@@ -59,6 +59,13 @@ def crowd(n: int = 2) -> None:
         upsert(obj)
 
 
+def stored() -> tuple:
+    """The stored estimate: its run's times and each prediction's start."""
+    run = PredictionRun.objects.get()
+    return (run.predicted_at, run.estimated_at,
+            sorted(WorkloadPrediction.objects.values_list("workload_key", "start", "earliest", "latest")))
+
+
 @pytest.fixture
 def crowded(mirror) -> None:
     crowd()
@@ -75,9 +82,10 @@ def test_the_estimate_after_a_pass_stores_one_prediction_per_waiting_workload(pr
     waiting = {w.key for w in Workload.objects.filter(status__in=[WorkloadStatus.PENDING,
                                                                    WorkloadStatus.INADMISSIBLE])}
     assert set(predicted) == waiting == {*WAITING, TOO_BIG}
+    run = PredictionRun.objects.get()
+    assert run.estimated_at == DEMO_NOW and run.predictions == len(waiting) == run.inserted
     for key in WAITING:
         row = predicted[key]
-        assert row.estimated_at == DEMO_NOW
         assert row.earliest <= row.start <= row.latest
         assert row.start > DEMO_NOW
         assert row.end == row.start + timedelta(seconds=row.runtime["median"])
@@ -97,17 +105,51 @@ def test_a_new_estimate_replaces_the_rows_and_drops_workloads_no_longer_waiting(
     start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=1))
     rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
     assert set(rows) == {"ml/job-bert-finetune", TOO_BIG}
-    assert all(r.estimated_at == DEMO_NOW + timedelta(minutes=1) for r in rows.values())
+    run = PredictionRun.objects.get()
+    assert run.estimated_at == DEMO_NOW + timedelta(minutes=1)
+    assert (run.predictions, run.deleted) == (2, 1)
+
+
+def test_an_estimate_writes_only_the_predictions_that_changed(predicted):
+    """The same estimate again rewrites nothing; then a prediction gone, two changed (one only
+    in its JSON) and one new are exactly what is written, and the table holds the new rows."""
+    engine = estimate_source().engine
+    start_estimate_run(engine=engine, now=DEMO_NOW)
+    ids = dict(WorkloadPrediction.objects.values_list("workload_key", "id"))
+    start_estimate_run(engine=engine, now=DEMO_NOW)
+    run = PredictionRun.objects.get()
+    assert (run.predictions, run.inserted, run.updated, run.deleted) == (len(ids), 0, 0, 0)
+    assert dict(WorkloadPrediction.objects.values_list("workload_key", "id")) == ids  # not one row rewritten
+
+    fields = [f.name for f in WorkloadPrediction._meta.concrete_fields if not f.primary_key]
+    rows = {r["workload_key"]: r for r in WorkloadPrediction.objects.values(*fields)}
+    gone, retimed, kept = sorted(rows)
+    del rows[gone]
+    rows[retimed] = {**rows[retimed], "runtime": {**rows[retimed]["runtime"], "detail": "learned again"}}
+    rows["ml/newcomer"] = {**rows[kept], "workload_key": "ml/newcomer"}
+
+    def replace(minutes: int) -> tuple[int, int, int, int]:
+        at = DEMO_NOW + timedelta(minutes=minutes)
+        run = estimates.predictions_replace(rows.values(), estimated_at=at, predicted_at=at)
+        assert {r["workload_key"]: r for r in WorkloadPrediction.objects.values(*fields)} == rows
+        assert PredictionRun.objects.get() == run and run.estimated_at == at
+        return run.predictions, run.inserted, run.updated, run.deleted
+
+    assert replace(2) == (3, 1, 1, 1)
+    after = dict(WorkloadPrediction.objects.values_list("workload_key", "id"))
+    assert after[kept] == ids[kept] and gone not in after
+    rows["ml/newcomer"] = {**rows["ml/newcomer"], "start": DEMO_NOW + timedelta(hours=3), "reason": ""}
+    assert replace(3) == (3, 0, 1, 0)
 
 
 def test_an_estimate_older_than_the_stored_one_is_dropped(predicted):
     """An estimate's child that outlived its worker must not overwrite a newer estimate."""
     engine = estimate_source().engine
-    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at", "estimated_at"))
+    before = stored()
     start_estimate_run(engine=engine, now=DEMO_NOW - timedelta(minutes=1))
-    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at", "estimated_at")) == stored
+    assert stored() == before
     start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=1))
-    assert set(WorkloadPrediction.objects.values_list("estimated_at", flat=True)) == {DEMO_NOW + timedelta(minutes=1)}
+    assert PredictionRun.objects.get().estimated_at == DEMO_NOW + timedelta(minutes=1)
 
 
 def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
@@ -127,10 +169,10 @@ def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
 def test_an_interrupted_estimate_stores_nothing_and_leaves_the_engine(predicted):
     engine = estimate_source().engine
     before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
-    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at"))
+    rows = stored()
     result = start_estimate_run(engine=engine, now=DEMO_NOW + timedelta(minutes=5), interrupt=lambda: True)
     assert result.interrupted and [p.stopped for p in result.plays.values()] == [INTERRUPTED]  # the rest not played
-    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) == stored
+    assert stored() == rows
     assert before == {key: (wl.admission, [c.type for c in wl.conditions])
                       for key, wl in engine.state.workload_map.items()}
 
@@ -146,14 +188,14 @@ def test_a_pass_queued_while_the_plays_run_stops_them(predicted, monkeypatch):
 
     monkeypatch.setattr(estimates, "_pass_waiting", pass_waiting)
     monkeypatch.setattr(estimates, "INTERRUPT_CHECK_SECONDS", 0.0)
-    stored = sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at"))
+    before = stored()
     assert estimate_after_pass() == "interrupted"
-    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) == stored
+    assert stored() == before
     # stale predictions are replaced whatever waits: back-to-back passes never starve them
     monkeypatch.setattr(estimates, "_max_age", lambda: 0.0)
     asked.clear()
     assert estimate_after_pass() == "ran"
-    assert sorted(WorkloadPrediction.objects.values_list("workload_key", "predicted_at")) != stored
+    assert stored() != before
 
 
 
@@ -204,9 +246,9 @@ def test_a_forked_child_estimates_while_the_worker_goes_on(mirror, settings, mon
     assert not WorkloadPrediction.objects.exists()  # this process's connection works across the fork
     assert estimate_child_wait(60)
     rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
-    assert set(rows) == {*WAITING, TOO_BIG}
+    assert set(rows) == {*WAITING, TOO_BIG} and PredictionRun.objects.get().estimated_at == DEMO_NOW
     for key in WAITING:
-        assert rows[key].estimated_at == DEMO_NOW and rows[key].earliest <= rows[key].start <= rows[key].latest
+        assert rows[key].earliest <= rows[key].start <= rows[key].latest
     assert before == {key: (wl.admission, [c.type for c in wl.conditions])
                       for key, wl in engine.state.workload_map.items()}
     assert not estimate_child_running()

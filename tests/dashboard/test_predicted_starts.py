@@ -12,7 +12,7 @@ from django.test import Client
 
 from tasweb.cluster.services import object_upsert
 from tasweb.dashboard import figures, views
-from tasweb.scheduling.estimates import estimate_after_pass
+from tasweb.scheduling.estimates import estimate_after_pass, predictions_clear
 from tasweb.scheduling.models import WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.dashboard.browser import wait_drawn
@@ -63,7 +63,7 @@ def test_workload_page_says_when_it_is_expected_to_start(predicted):
 def test_workload_page_says_why_there_is_no_time(predicted, settings):
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> not admitted when nothing more is due." in html
-    WorkloadPrediction.objects.all().delete()
+    predictions_clear()
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> not estimated yet." in html
     settings.TAS_ETA_ENABLED = False

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tasweb.scheduling.models import SchedulingPass, WorkloadPrediction
+from tasweb.scheduling.models import PredictionRun, SchedulingPass, WorkloadPrediction
 from tasweb.scheduling.services import request_pass
 
 from .support import EXAMPLE_ADMISSIBLE, admitted_count, import_example_cluster, wait_for
@@ -29,7 +29,7 @@ def test_the_scheduler_worker_estimates_after_its_pass(workers, fork):
     row = WorkloadPrediction.objects.get()
     assert row.workload_key == "ml/job-moe-too-big"
     assert row.start is None and row.reason
-    assert row.scheduling_pass_id == SchedulingPass.objects.latest("id").id
+    assert PredictionRun.objects.get().scheduling_pass_id == SchedulingPass.objects.latest("id").id
     # the child logs once its predictions are stored: the line may follow the row by a moment
     line = wait_for(lambda: next((line for line in worker.log().splitlines()
                                   if "start-time estimate: 1 waiting workloads" in line), None),
