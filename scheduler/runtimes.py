@@ -109,6 +109,10 @@ class RuntimeEstimate:
     # what a running workload has left is taken from the runs that lasted longer
     samples: tuple[float, ...] = ()
     quantiles: tuple[float, float, float] = DEFAULT_QUANTILES
+    # what the numbers are of, the same from one estimate to the next while the numbers move
+    # (a class's learned runs, an annotation, a deadline, the default): workloads with the same
+    # basis and problems have the same estimate
+    basis: str = ""
 
     def at(self, level: str) -> float:
         return {LOW: self.low, MEDIAN: self.median, HIGH: self.high}[level]
@@ -306,11 +310,11 @@ class RuntimeHistory:
         low, median, high = (quantile(samples, q) for q in self.quantiles)
         going = f", {len(running)} running" if running else ""
         return RuntimeEstimate(low, median, high, HISTORY, f"{_describe(key)} ({len(runs.ordered)} runs{going})",
-                               samples=samples, quantiles=self.quantiles)
+                               samples=samples, quantiles=self.quantiles, basis=f"history:{'/'.join(key)}")
 
     def default(self) -> RuntimeEstimate:
         d = self.default_seconds
-        return RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind")
+        return RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind", basis=f"default:{d!r}")
 
     def estimate(self, wl: Workload) -> RuntimeEstimate:
         """The workload's runtime from the first source that applies (see the module docstring)."""
@@ -318,19 +322,21 @@ class RuntimeHistory:
         explicit = _annotated(wl, problems)
         if explicit is not None:
             seconds, where = explicit
-            return RuntimeEstimate(seconds, seconds, seconds, ANNOTATION, where, tuple(problems))
+            return RuntimeEstimate(seconds, seconds, seconds, ANNOTATION, where, tuple(problems),
+                                   basis=f"annotation:{where}:{seconds!r}")
         learned = self.learned(runtime_class(wl))
         deadline = _deadline(wl)
         if deadline is not None:
             if learned is None:
                 return RuntimeEstimate(deadline, deadline, deadline, DEADLINE, f"{deadline:g}s",
-                                       tuple(problems))
+                                       tuple(problems), basis=f"deadline:{deadline!r}")
             return RuntimeEstimate(min(learned.low, deadline), min(learned.median, deadline), deadline, DEADLINE,
-                                   f"{deadline:g}s, below it {learned.detail}", tuple(problems))
+                                   f"{deadline:g}s, below it {learned.detail}", tuple(problems),
+                                   basis=f"deadline:{deadline!r}:{learned.basis}")
         if learned is not None:
             return dataclasses.replace(learned, problems=tuple(problems))
         d = self.default()
-        return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems))
+        return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems), basis=d.basis)
 
 
 def with_censored(finished: Sequence[float], running: Sequence[float]) -> tuple[float, ...]:

@@ -288,7 +288,8 @@ def prediction_json(row: WorkloadPrediction | None, run: PredictionRun | None) -
     calibration = {"waitFrom": 0.0, "waitTo": None, **row.calibration} if row.calibration else None
     return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "playsEarliest": row.plays_earliest,
             "playsLatest": row.plays_latest, "calibration": calibration, "end": row.end,
-            "source": row.source, "runtime": row.runtime or {}, "placement": row.placement or [],
+            "source": row.source, "runtime": run.runtimes.get(row.runtime_key, {}) if run is not None else {},
+            "placement": row.placement or [],
             "reason": row.reason or None, "estimatedAt": run.estimated_at if run is not None else None}
 
 

@@ -42,13 +42,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import logging
 import math
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -85,7 +87,7 @@ from scheduler.eta import (
     plays_forked,
 )
 from scheduler.eta import RANGES as ENGINE_RANGES  # the modes the engine plays; the service adds "auto"
-from scheduler.runtimes import RuntimeClass, RuntimeHistory, size_class
+from scheduler.runtimes import RuntimeClass, RuntimeEstimate, RuntimeHistory, size_class
 from tasweb.cluster import models as cluster
 from tasweb.cluster.services import rows_insert, rows_stage
 from tasweb.core.deadline import deadline
@@ -306,9 +308,32 @@ def _placement_json(prediction: Prediction) -> list[dict[str, Any]]:
     return out
 
 
-def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime,
+class RunRuntimes(dict):
+    """The runtimes of one estimate's predictions (PredictionRun.runtimes), each under a key
+    that stays the same from one estimate to the next while its numbers move: its basis (the
+    class whose runs it learned from, the annotation, the deadline) and its problems."""
+
+    def key_of(self, runtime: RuntimeEstimate) -> str:
+        value = {"low": runtime.low, "median": runtime.median, "high": runtime.high, "source": runtime.source,
+                 "detail": runtime.detail, "problems": list(runtime.problems)}
+        key = runtime.basis or f"content:{_digest(value)}"
+        if runtime.problems:
+            key += "|" + "|".join(runtime.problems)
+        known = self.setdefault(key, value)
+        if known != value:  # one basis, two estimates: told apart by their content
+            key = f"{key}#{_digest(value)}"
+            self[key] = value
+        return key
+
+
+def _digest(value: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime, runtimes: RunRuntimes,
                    calibration: RangeCalibration | None = None) -> dict[str, Any]:
-    """The stored WorkloadPrediction of a prediction, as its field values (for `rows_insert`)."""
+    """The stored WorkloadPrediction of a prediction, as its field values (for `rows_insert`);
+    its runtime goes to `runtimes`, which the row names."""
     namespace, _, _ = prediction.key.partition("/")
     runtime = prediction.runtime
     start, earliest, latest = prediction.start, prediction.earliest, prediction.latest
@@ -325,9 +350,7 @@ def prediction_row(prediction: Prediction, local_queue: str, *, now: datetime,
         cluster_queue=prediction.cluster_queue, start=start, earliest=earliest, latest=latest,
         plays_earliest=prediction.earliest, plays_latest=prediction.latest, calibration=calibrated,
         end=prediction.start + timedelta(seconds=runtime.median) if prediction.start is not None else None,
-        source=runtime.source,
-        runtime={"low": runtime.low, "median": runtime.median, "high": runtime.high, "source": runtime.source,
-                 "detail": runtime.detail, "problems": list(runtime.problems)},
+        source=runtime.source, runtime_key=runtimes.key_of(runtime),
         placement=_placement_json(prediction), reason=prediction.reason)
 
 
@@ -336,13 +359,15 @@ INCOMING = "tas_incoming_predictions"  # the temporary table an estimate's rows 
 
 
 def predictions_replace(rows: Iterable[dict[str, Any]], *, estimated_at: datetime, predicted_at: datetime,
-                        scheduling_pass: int | None = None) -> PredictionRun | None:
+                        scheduling_pass: int | None = None, runtimes: Mapping[str, Any] | None = None
+                        ) -> PredictionRun | None:
     """The stored predictions become `rows` (`prediction_row`s, taken as they are made: on
     PostgreSQL the server takes the first ones while the next are made), in one transaction,
     and the stored run becomes this one; the run, or None when nothing was stored: the rows of
     an estimate made on an engine state older than the stored one's (`estimated_at`: the time
     of the pass it started from) are dropped, since an estimate's child process that outlived
-    its worker must not overwrite what the next worker stored.
+    its worker must not overwrite what the next worker stored. `runtimes`: what the rows'
+    `runtime_key`s name (read once the rows are, as `prediction_row` fills it).
 
     On PostgreSQL only the rows that differ are written (`_merge_predictions`): between two
     estimates most workloads beyond the horizon keep theirs, and what is not written is not
@@ -364,7 +389,8 @@ def predictions_replace(rows: Iterable[dict[str, Any]], *, estimated_at: datetim
             counts = {"predictions": len(rows), "inserted": len(rows), "updated": 0, "deleted": deleted}
         PredictionRun.objects.all().delete()
         return PredictionRun.objects.create(estimated_at=estimated_at, predicted_at=predicted_at,
-                                            scheduling_pass_id=scheduling_pass, **counts)
+                                            scheduling_pass_id=scheduling_pass, runtimes=dict(runtimes or {}),
+                                            **counts)
 
 
 def _merge_predictions(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
@@ -427,9 +453,11 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     if result.interrupted:  # partial: the stored predictions stay until the next estimate
         logger.info("start-time estimate: given up after %.2fs for a waiting scheduling pass", result.seconds)
         return result
-    rows = (prediction_row(p, local_queues.get(p.key, ""), now=now, calibration=calibration)
+    runtimes = RunRuntimes()
+    rows = (prediction_row(p, local_queues.get(p.key, ""), now=now, runtimes=runtimes, calibration=calibration)
             for p in result.predictions.values())
-    run = predictions_replace(rows, estimated_at=now, predicted_at=timezone.now(), scheduling_pass=scheduling_pass)
+    run = predictions_replace(rows, estimated_at=now, predicted_at=timezone.now(), scheduling_pass=scheduling_pass,
+                              runtimes=runtimes)
     if run is None:
         logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
         return result

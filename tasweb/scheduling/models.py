@@ -235,6 +235,10 @@ class PredictionRun(models.Model):
     predicted_at = models.DateTimeField()
     scheduling_pass = models.ForeignKey(SchedulingPass, null=True, blank=True, on_delete=models.SET_NULL)
     predictions = models.PositiveIntegerField(default=0)  # the waiting workloads it covered
+    # the runtimes its predictions used, by WorkloadPrediction.runtime_key: low, median, high
+    # (seconds), source, detail, problems. Kept once here, since they move whenever a workload
+    # of their class starts or ends, and would otherwise change every prediction of the class.
+    runtimes = models.JSONField(default=dict)
     # the prediction rows it inserted, updated and deleted (the others were the same already)
     inserted = models.PositiveIntegerField(default=0)
     updated = models.PositiveIntegerField(default=0)
@@ -260,7 +264,7 @@ class WorkloadPrediction(models.Model):
     calibration = models.JSONField(default=dict)
     end = models.DateTimeField(null=True, blank=True)  # start + the median expected runtime
     source = models.CharField(max_length=32, blank=True, default="")  # the runtime source
-    runtime = models.JSONField(default=dict)  # low, median, high (seconds), source, detail, problems
+    runtime_key = models.TextField(blank=True, default="")  # its runtime in PredictionRun.runtimes
     placement = models.JSONField(default=list)  # per PodSet: count, flavors, TopologyAssignment
     reason = models.TextField(blank=True, default="")  # why there is no start
 

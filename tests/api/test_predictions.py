@@ -4,6 +4,7 @@ visibility list."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from datetime import timedelta
@@ -12,7 +13,7 @@ import pytest
 from django.core.cache import cache
 
 from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET, can_fork
-from scheduler.runtimes import RuntimeClass, size_class
+from scheduler.runtimes import RuntimeClass, RuntimeEstimate, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.core.deadline import DeadlineExceeded
 from tasweb.scheduling import estimates
@@ -88,7 +89,7 @@ def test_the_estimate_after_a_pass_stores_one_prediction_per_waiting_workload(pr
         row = predicted[key]
         assert row.earliest <= row.start <= row.latest
         assert row.start > DEMO_NOW
-        assert row.end == row.start + timedelta(seconds=row.runtime["median"])
+        assert row.end == row.start + timedelta(seconds=run.runtimes[row.runtime_key]["median"])
         assert row.source == "default" and row.reason == ""
         assert row.cluster_queue and row.local_queue.startswith("ml/")
         placement = row.placement[0]
@@ -125,7 +126,7 @@ def test_an_estimate_writes_only_the_predictions_that_changed(predicted):
     rows = {r["workload_key"]: r for r in WorkloadPrediction.objects.values(*fields)}
     gone, retimed, kept = sorted(rows)
     del rows[gone]
-    rows[retimed] = {**rows[retimed], "runtime": {**rows[retimed]["runtime"], "detail": "learned again"}}
+    rows[retimed] = {**rows[retimed], "runtime_key": "history:Job/ml/1"}
     rows["ml/newcomer"] = {**rows[kept], "workload_key": "ml/newcomer"}
 
     def replace(minutes: int) -> tuple[int, int, int, int]:
@@ -140,6 +141,21 @@ def test_an_estimate_writes_only_the_predictions_that_changed(predicted):
     assert after[kept] == ids[kept] and gone not in after
     rows["ml/newcomer"] = {**rows["ml/newcomer"], "start": DEMO_NOW + timedelta(hours=3), "reason": ""}
     assert replace(3) == (3, 0, 1, 0)
+
+
+def test_predictions_name_their_runtime_by_what_it_is_of():
+    """A class's runtimes are stored once per estimate, under a key that stays while they move;
+    problems are part of the key, and two estimates of one basis are told apart."""
+    learned = RuntimeEstimate(10, 20, 30, "history", "Job in ml/lq (5 runs)", basis="history:Job/ml/lq/")
+    later = dataclasses.replace(learned, median=25, detail="Job in ml/lq (6 runs)")
+    first, second = estimates.RunRuntimes(), estimates.RunRuntimes()
+    assert first.key_of(learned) == second.key_of(later) == "history:Job/ml/lq/"
+    assert first["history:Job/ml/lq/"]["median"] == 20 and second["history:Job/ml/lq/"]["median"] == 25
+    flawed = dataclasses.replace(learned, problems=("'soon' is not a duration",))
+    assert first.key_of(flawed) == "history:Job/ml/lq/|'soon' is not a duration"
+    other = first.key_of(later)  # the same basis with other numbers in one estimate
+    assert other.startswith("history:Job/ml/lq/#") and first[other]["median"] == 25
+    assert first.key_of(learned) == "history:Job/ml/lq/" and len(first) == 3
 
 
 def test_an_estimate_older_than_the_stored_one_is_dropped(predicted):

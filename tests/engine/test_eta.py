@@ -176,6 +176,24 @@ class TestRuntimeSources:
         # another kind: every finished workload
         assert "every finished workload" in history.estimate(self.wl(count=2)).detail
 
+    def test_the_basis_names_what_the_numbers_are_of_and_not_the_numbers(self):
+        job = [owner_reference("Job", "j", api_version="batch/v1")]
+        history = RuntimeHistory(min_samples=3)
+        eight = self.wl(count=8, owners=job)
+        for seconds in (100, 200, 300):
+            history.add_workload(eight, seconds)
+        before = history.estimate(eight)
+        history.add_workload(eight, 5000)
+        after = history.with_running([(runtime_class(eight), 4000.0)]).estimate(eight)
+        assert (before.median, before.detail) != (after.median, after.detail)
+        assert before.basis == after.basis == "history:Job/default/lq/8-15"
+        assert history.estimate(self.wl(count=2, owners=job)).basis == "history:Job/default/lq/"
+        assert RuntimeHistory(default_seconds=600).estimate(self.wl()).basis == "default:600"
+        annotated = RuntimeHistory().estimate(self.wl(annotations={RUNTIME: "2h"}))
+        assert annotated.basis == "annotation:" + annotated.detail + ":7200.0"
+        bounded = history.estimate(self.wl(count=8, owners=job, active_deadline_seconds=1800))
+        assert bounded.basis == "deadline:1800.0:history:Job/default/lq/8-15"
+
     def test_default_without_history(self):
         est = RuntimeHistory(default_seconds=1000).estimate(self.wl())
         assert (est.source, est.low, est.median, est.high) == (DEFAULT, 500, 1000, 2000)
