@@ -107,11 +107,20 @@ def node_match_for(snap: TASFlavorSnapshot, req: TASPodSetRequest, gates: Featur
 
 
 def leaves_in_domain(snap: TASFlavorSnapshot, domain: str) -> np.ndarray:
-    """Leaves inside the domain a replacement must stay in (DomainID ancestry, not string prefixes)."""
+    """Leaves inside the domain a replacement must stay in (DomainID ancestry, not string
+    prefixes): a domain's leaves are contiguous in the tree, found by following the first and
+    past-the-last child down from it."""
     tree = snap.tree
-    inner = domain + ","
-    return np.fromiter((d == domain or d.startswith(inner) for d in map(",".join, tree.leaves.values)),
-                       dtype=bool, count=tree.leaf_count)
+    inside = np.zeros(tree.leaf_count, dtype=bool)
+    path = domain.split(",")
+    index = tree.domain_index(path)
+    if index is None:
+        return inside
+    start, end = index, index + 1
+    for level in tree.levels[len(path) - 1:-1]:
+        start, end = int(level.child_start[start]), int(level.child_start[end])
+    inside[start:end] = True
+    return inside
 
 
 def requested_levels(

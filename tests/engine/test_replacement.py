@@ -26,6 +26,7 @@ from scheduler.results import (
     WORKLOAD_EVICTED,
     PassResult,
 )
+from scheduler.topology_assignment import leaves_in_domain
 
 from .factories import (
     BLOCK,
@@ -35,7 +36,9 @@ from .factories import (
     admitted,
     domains,
     domains_json,
+    flavor_snapshot,
     gates,
+    grid,
     node,
     owner_reference,
     pod,
@@ -497,3 +500,22 @@ def test_a_retried_replacement_succeeds_once_room_appears():
     objects = [*tas_setup(), *rack_nodes(), train(unhealthy_nodes=["x1"])]
     result = run(objects, feature_gates=gates(TASFailedNodeReplacementFailFast=False))
     assert_replaced(result, [("x2", 2), ("x3", 2)], ["x3"])
+
+
+# ---------------------------------------------------------------- the domain a replacement stays in
+
+
+@pytest.mark.parametrize("levels", [[BLOCK, RACK, HOSTNAME], [BLOCK, RACK]])
+def test_the_leaves_of_a_domain_are_those_whose_path_starts_with_it(levels):
+    """Every domain of every level, and names that are no domain (a prefix of a value, one
+    level too deep, unknown), against the definition: a leaf whose path of values is the
+    domain's or continues it."""
+    nodes = [*grid(blocks=3, racks=3, nodes=2, hostname=HOSTNAME in levels),
+             node("b10-r1-n1", block="b10", rack="r1", hostname=HOSTNAME in levels)]
+    snap = flavor_snapshot([*tas_setup(levels=levels), *nodes])
+    paths = [",".join(values) for values in snap.tree.leaves.values]
+    domains = {",".join(values[:depth]) for values in snap.tree.leaves.values for depth in range(1, len(levels) + 1)}
+    for domain in [*sorted(domains), "b1,r1,b1-r1-n1,extra", "b", "b1,r", "nowhere"]:
+        expected = [p == domain or p.startswith(domain + ",") for p in paths]
+        assert leaves_in_domain(snap, domain).tolist() == expected, domain
+    assert leaves_in_domain(snap, "b1").sum() == (6 if HOSTNAME in levels else 3)
