@@ -17,7 +17,7 @@ import numpy as np
 from scheduler.assignment import TopologyAssignment
 from scheduler.model import Node, ResourceFlavor, Taint, Toleration, Topology
 from scheduler.quantity import PODS
-from scheduler.tree import TopologyTree
+from scheduler.tree import TopologyTree, node_matches_flavor
 
 JOURNAL_KEPT = 256  # recent changes whose leaves are kept
 # Every amount the matrices hold stays within +-AMOUNT_CAP (2^61), so that the sum or the
@@ -341,13 +341,8 @@ def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Ite
     """The tree of the Ready, schedulable nodes that carry the flavor's labels and every level
     label; with `previous`, the rows of the leaves it shares are carried over (see
     TASFlavorSnapshot)."""
-    wanted = tuple(flavor.node_labels.items())
-    levels = topology.levels
-    selected = [
-        n for n in nodes
-        if n.schedulable_and_ready and all(key in n.labels for key in levels)
-        and all(n.labels.get(k) == v for k, v in wanted)
-    ]
+    wanted, levels = flavor.node_labels, topology.levels
+    selected = [n for n in nodes if n.schedulable_and_ready and node_matches_flavor(n.labels, wanted, levels)]
     return TASFlavorSnapshot(flavor, topology, TopologyTree(levels, selected), previous=previous)
 
 
