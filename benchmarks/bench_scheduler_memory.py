@@ -17,7 +17,8 @@ the memory they hold together, what a container's memory cgroup charges, page ca
 
 It prints, per estimate, the wall time from the fork to the child's exit, the peak of the
 tree's summed Pss, the process's own Pss before it, the most children seen at once, and
-what the estimate wrote to the database: the predictions it covered, the rows it inserted,
+what the estimate wrote to the database: the predictions it covered (and how many of them
+the plays reached within the budget, with a start), the rows it inserted,
 updated and deleted (the others were the same already), and the bytes of PostgreSQL's
 write-ahead log meanwhile.
 """
@@ -123,6 +124,7 @@ def wal_mib_since(position: str) -> float:
 
 def one_estimate(label: str) -> dict[str, Any]:
     from tasweb.scheduling.estimates import estimate_after_pass, estimate_child_wait
+    from tasweb.scheduling.models import WorkloadPrediction
     from tasweb.scheduling.selectors import prediction_run
 
     before = pss_mib(os.getpid()) or 0.0
@@ -136,9 +138,11 @@ def one_estimate(label: str) -> dict[str, Any]:
     written, run = wal_mib_since(wal), prediction_run()
     rows = {"predictions": run.predictions, "inserted": run.inserted, "updated": run.updated,
             "deleted": run.deleted} if run is not None else {}
+    rows["with_start"] = WorkloadPrediction.objects.filter(start__isnull=False).count()
     print(f"  {label:<34} {outcome:<8} {seconds:6.2f} s; Pss of the process {before:6.0f} MiB, of the tree at "
           f"its peak {sampler.peak_mib:6.0f} MiB (limit {LIMIT_MIB}), {sampler.most_children} children at most "
-          f"({sampler.samples} samples); {rows.get('predictions', 0)} predictions: "
+          f"({sampler.samples} samples); {rows.get('predictions', 0)} predictions, "
+          f"{rows['with_start']} with a start: "
           f"{rows.get('inserted', 0)} rows inserted, {rows.get('updated', 0)} updated, "
           f"{rows.get('deleted', 0)} deleted, {written:.0f} MiB of WAL", flush=True)
     return {"label": label, "outcome": outcome, "seconds": seconds, "process_pss_mib": before,

@@ -151,6 +151,7 @@ class SchedulingCycle:
         # (the result that stood for them, workloads parked with an equivalent one): their own
         # results are made only when asked for (`bulk_results`), as they can be many
         self.bulk: list[tuple[WorkloadResult, set[str]]] = []
+        self.bulk_keys = True  # whether `bulk` is kept (a pass that makes no bulk results need not)
 
     # ------------------------------------------------------------ the cycle
 
@@ -188,8 +189,9 @@ class SchedulingCycle:
             self.decided[result.key] = result
             if requeue is None:
                 continue
-            in_heap, moved = self.queues.requeue(entry.wl, entry.cq.name, requeue, result, under_hold=under_hold,
-                                                 topology_blocked=entry.assignment.topology_failed)
+            in_heap, moved, moved_count = self.queues.requeue(
+                entry.wl, entry.cq.name, requeue, result, under_hold=under_hold,
+                topology_blocked=entry.assignment.topology_failed, keys=self.bulk_keys)
             result.status = PENDING if in_heap else INADMISSIBLE
             if isinstance(result.stop, StopRecord) and not in_heap:
                 result.stop.parked = True
@@ -201,7 +203,7 @@ class SchedulingCycle:
                 self.rescans += 1
             if moved:
                 self.bulk.append((result, moved))
-                self.parked += len(moved)
+            self.parked += moved_count
         return self.decided
 
     def fair_sharing_order(self, entries: list[Entry]) -> FairSharingIterator[Entry]:

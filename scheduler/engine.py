@@ -232,6 +232,7 @@ class Engine:
                 break
             cycle = SchedulingCycle(state, self.queues, now, outcome.result)
             cycle.pass_number = self.passes
+            cycle.bulk_keys = bulk_results
             decided = cycle.run()
             self.note_decisions(decided)
             outcome.cycles += 1

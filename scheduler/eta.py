@@ -86,7 +86,7 @@ from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
-from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeClass, RuntimeEstimate, RuntimeHistory, runtime_class
+from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class
 
 PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
 RANGES = (PLAYS, CHAIN, SAMPLES)
@@ -247,25 +247,33 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     deadline = None if settings.budget_seconds is None else started + settings.budget_seconds
     out = Estimate(now, now + settings.horizon)
     state = engine.state
-    if isinstance(runtimes, RuntimeHistory):  # what runs now is a lower bound of its runtime
-        runtimes = runtimes.with_running(_running_for(state.holders(), now))
-    source = _runtime_source(runtimes)
-    waiting = [wl.key for wl in state.workload_map.values() if is_pending(wl)]
-    estimates: dict[str, RuntimeEstimate] = {}
-    for wl in state.workload_map.values():
-        if is_pending(wl) or holds_quota(wl):
-            estimates[wl.key] = source(wl)
     # read before the plays: the last one may change `engine`
-    queue_of = {key: cq.name if (cq := state.cluster_queue_for(state.workload(key))) else "" for key in waiting}
-    run = _Runner(engine, now, waiting, estimates, settings, deadline, source, arrivals)
+    pending = [wl for wl in state.workload_map.values() if is_pending(wl)]
+    waiting = [wl.key for wl in pending]
+    queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
+    # every play times the running workloads' ends: their runtimes and how long they have run
+    # are made here, once, for all of them (and the forked plays); a waiting workload's runtime
+    # when a play admits it, or for its prediction after the plays (the budget is for the plays)
+    holders = list(state.holders())
+    elapsed = {wl.key: _elapsed(wl, now) for wl in holders}
+    if isinstance(runtimes, RuntimeHistory):  # what runs now is a lower bound of its runtime
+        classes = [runtime_class(wl) for wl in holders]
+        runtimes = runtimes.with_running((cls, elapsed[wl.key]) for wl, cls in zip(holders, classes, strict=True)
+                                         if elapsed[wl.key] > 0)
+        estimates = {wl.key: runtimes.estimate(wl, cls) for wl, cls in zip(holders, classes, strict=True)}
+    source = _runtime_source(runtimes)
+    if not isinstance(runtimes, RuntimeHistory):
+        estimates = {wl.key: source(wl) for wl in holders}
+    run = _Runner(engine, now, waiting, estimates, elapsed, settings, deadline, source, arrivals)
     if settings.range == SAMPLES:
         plays = _sampled_plays(run, out, own=own, fork=fork_plays and can_fork())
-        for key in waiting:
-            out.predictions[key] = _sampled_prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
+        predict = _sampled_prediction
     else:
         plays = _level_plays(run, out, own=own, fork=fork_plays and can_fork())
-        for key in waiting:
-            out.predictions[key] = _prediction(key, queue_of[key], now, plays, out.plays, estimates[key])
+        predict = _prediction
+    for wl in pending:
+        runtime = estimates.get(wl.key) or source(wl)
+        out.predictions[wl.key] = predict(wl.key, queue_of[wl.key], now, plays, out.plays, runtime)
     out.seconds = time.perf_counter() - started
     return out
 
@@ -350,14 +358,10 @@ def _sampled_plays(run: _Runner, out: Estimate, *, own: bool, fork: bool) -> dic
     return {spec.name: plays[spec.name] for spec in specs if spec.name in plays}
 
 
-def _running_for(holders: Iterable[Workload], now: datetime) -> list[tuple[RuntimeClass, float]]:
-    """(class, seconds run so far) of every workload holding quota since before `now`."""
-    out = []
-    for wl in holders:
-        started = _reserved_at(wl)
-        if started is not None and started < now:
-            out.append((runtime_class(wl), (now - started).total_seconds()))
-    return out
+def _elapsed(wl: Workload, now: datetime) -> float:
+    """Seconds a workload holding quota has run at `now` (0 when its start is not known)."""
+    started = _reserved_at(wl)
+    return (now - started).total_seconds() if started is not None else 0.0
 
 
 def can_fork() -> bool:
@@ -415,6 +419,7 @@ class _Runner:
     now: datetime
     waiting: list[str]
     estimates: dict[str, RuntimeEstimate]
+    elapsed: dict[str, float]  # seconds each workload holding quota at `now` has run
     settings: EtaSettings
     deadline: float | None
     source: RuntimeSource
@@ -422,8 +427,7 @@ class _Runner:
 
     def play(self, engine: Engine, spec: _PlaySpec, stats: PlayStats) -> tuple[dict[str, _Admission], _Chain]:
         with gc_paused():  # a play makes millions of short-lived objects and next to no cycles
-            return _play(engine, self.now, self.waiting, self.estimates, spec, self.settings, self.deadline, stats,
-                         self.source, self.arrivals_for(spec))
+            return _play(engine, self, spec, stats, self.arrivals_for(spec))
 
     def arrivals_for(self, spec: _PlaySpec) -> list[tuple[float, Workload]]:
         if not isinstance(self.arrivals, RecentArrivals):
@@ -589,10 +593,11 @@ class _Play:
     """The state of one play: the engine copy, the finishes due, what was admitted."""
 
     def __init__(self, engine: Engine, now: datetime, estimates: dict[str, RuntimeEstimate], spec: _PlaySpec,
-                 settings: EtaSettings, source: RuntimeSource) -> None:
+                 settings: EtaSettings, source: RuntimeSource, elapsed: dict[str, float] | None = None) -> None:
         self.engine = engine
         self.now = now
         self.estimates = estimates
+        self.elapsed = elapsed or {}  # of the workloads holding quota at `now`, when known
         self.level = spec.name
         self.spec = spec
         self.rng = spec.rng
@@ -665,14 +670,18 @@ class _Play:
         heapq.heappush(self.due, (end, self.seq, key, run))
         return run
 
-    def remaining(self, wl: Workload, level: str) -> float:
-        """What a workload running at `now` has left to run, with the runtimes of `level`."""
-        s = self.settings
+    def remaining(self, wl: Workload, levels: Sequence[str]) -> dict[str, float]:
+        """What a workload running at `now` has left to run, with the runtimes of each level."""
         est = self.estimate_of(wl)
-        started = _reserved_at(wl)
-        elapsed = (self.now - started).total_seconds() if started is not None else 0.0
+        elapsed = self.elapsed.get(wl.key)
+        if elapsed is None:
+            elapsed = _elapsed(wl, self.now)
+        return {level: self._left(est, wl.key, level, elapsed) for level in levels}
+
+    def _left(self, est: RuntimeEstimate, key: str, level: str, elapsed: float) -> float:
+        s = self.settings
         if self.rng is not None:
-            runtime = self.sampled(est, wl.key, elapsed)
+            runtime = self.sampled(est, key, elapsed)
         else:
             runtime = max(est.at(level), 0.0)
             if elapsed > 0:
@@ -685,7 +694,7 @@ class _Play:
         for wl in self.engine.state.holders():
             if is_evicted(wl):
                 continue  # released after the first pass
-            ends = {level: self.remaining(wl, level) for level in levels}
+            ends = self.remaining(wl, levels)
             run = self.schedule_end(wl.key, ends[self.level])
             self.chain.ends_at_start[(wl.key, run)] = ends
 
@@ -796,11 +805,11 @@ class _Play:
         return released
 
 
-def _play(engine: Engine, now: datetime, waiting: list[str], estimates: dict[str, RuntimeEstimate], spec: _PlaySpec,
-          settings: EtaSettings, deadline: float | None, stats: PlayStats,
-          source: RuntimeSource, arrivals: list[tuple[float, Workload]]) -> tuple[dict[str, _Admission], _Chain]:
-    play = _Play(engine, now, estimates, spec, settings, source)
-    play.deadline = deadline
+def _play(engine: Engine, run: _Runner, spec: _PlaySpec, stats: PlayStats,
+          arrivals: list[tuple[float, Workload]]) -> tuple[dict[str, _Admission], _Chain]:
+    now, waiting, settings = run.now, run.waiting, run.settings
+    play = _Play(engine, now, run.estimates, spec, settings, run.source, run.elapsed)
+    play.deadline = run.deadline
     play.arrivals = [(at, wl) for at, wl in arrivals if at >= 0]
     play.schedule_running()
     horizon = settings.horizon.total_seconds()

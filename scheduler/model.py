@@ -469,10 +469,11 @@ class Workload:
     # spec.preemptionGates names, and status.preemptionGates positions by name (Open | Closed)
     preemption_gates: tuple[str, ...] = ()
     preemption_gate_positions: Mapping[str, str] = field(default_factory=dict)
+    # namespace/name, made once: read for every look-up of the workload in the engine's maps
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     def condition(self, type_: str) -> Condition | None:
         for c in self.conditions:

@@ -273,15 +273,20 @@ class ClusterQueueQueue:
 
     # ------------------------------------------------------------ parking
 
-    def park_class(self, shape: Hashable, parked: Parked) -> set[str]:
-        """Park the class (Kueue's bulk move); the keys of its members."""
+    def park_class(self, shape: Hashable, parked: Parked) -> int:
+        """Park the class (Kueue's bulk move); how many members it has."""
         cls = self.classes.get(shape)
         if cls is None:
-            return set()
+            return 0
         cls.parked = parked
         self._versions += 1
         cls.version = self._versions
-        return set(cls.members)  # from the dict's stored hashes: no member's key is read
+        return len(cls.members)
+
+    def members_of(self, shape: Hashable) -> set[str]:
+        """The keys of the class's members (from the dict's stored hashes: no key is read)."""
+        cls = self.classes.get(shape)
+        return set(cls.members) if cls is not None else set()
 
     def unpark_all(self, *, topology_only: bool = False) -> int:
         """Parked classes back into the heap (QueueInadmissibleWorkloads); with `topology_only`,
@@ -521,30 +526,35 @@ class QueueManager:
         return out
 
     def requeue(self, wl: Workload, cq_name: str, reason: str, representative: object = None, *,
-                under_hold: bool = False, topology_blocked: bool = False) -> tuple[bool, set[str]]:
-        """A head that was not admitted goes back: to the heap (True) or parked (False), and
-        the keys of equivalent workloads parked with it."""
+                under_hold: bool = False, topology_blocked: bool = False, keys: bool = True,
+                ) -> tuple[bool, set[str], int]:
+        """A head that was not admitted goes back: to the heap (True) or parked (False); the
+        keys of the equivalent workloads parked with it (when `keys`: a class can hold
+        thousands), and how many they are."""
         q = self.queues.get(cq_name)
         key = wl.key
         if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
-            return True, set()
+            return True, set(), 0
         order = self.orders.get(key) or queue_order_key(self.state, wl)
         shape = self.shape(wl)
         q.push(key, order, shape)
         if q.is_parked(key) is not None:
-            return False, set()  # its class was parked meanwhile
+            return False, set(), 0  # its class was parked meanwhile
         # Kueue's RequeueIfNotPresent: StrictFIFO keeps every head but a namespace mismatch
         immediate = reason == REQUEUE_IMMEDIATE or (q.strategy == STRICT_FIFO and reason != REQUEUE_NAMESPACE_MISMATCH)
         if immediate or q.queue_inadmissible_cycle >= q.pop_cycle:
-            return True, set()
+            return True, set(), 0
         # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;
         # without hashing every workload is a class of its own
         bulk = q.strategy == BEST_EFFORT_FIFO and reason in BULK_REASONS
-        moved = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
+        members = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
         if not bulk:
-            return False, set()
+            return False, set(), 0
+        if not keys:
+            return False, set(), members - 1
+        moved = q.members_of(shape)
         moved.discard(key)
-        return False, moved
+        return False, moved, len(moved)
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)

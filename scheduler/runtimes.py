@@ -129,8 +129,8 @@ class RuntimeEstimate:
             return self.median
         samples = self.samples if runs is None or not self.samples else runs
         if samples:
-            longer = samples[bisect.bisect_right(samples, elapsed):] if elapsed > 0 else samples
-            value = quantile(longer if len(longer) >= 3 else samples, u)
+            first = bisect.bisect_right(samples, elapsed) if elapsed > 0 else 0
+            value = quantile(samples, u, first if len(samples) - first >= 3 else 0)
         else:
             if elapsed > 0:
                 u = self._cdf(elapsed) + u * (1.0 - self._cdf(elapsed))
@@ -170,11 +170,10 @@ class RuntimeEstimate:
         without enough of them."""
         if not self.samples:
             return None
-        longer = self.samples[bisect.bisect_right(self.samples, elapsed):]
-        if len(longer) < min_samples:
+        first = bisect.bisect_right(self.samples, elapsed)
+        if len(self.samples) - first < min_samples:
             return None
-        q = dict(zip(LEVELS, self.quantiles, strict=True))[level]
-        return self._capped(quantile(longer, q))
+        return self._capped(quantile(self.samples, self.quantiles[LEVELS.index(level)], first))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +191,7 @@ def owner_kind(wl: Workload) -> str:
     return refs[0].kind if refs else "Workload"
 
 
+@functools.lru_cache(maxsize=256)
 def size_class(pods: int) -> str:
     """`1`, `2-3`, `4-7`, ...: powers of two."""
     if pods <= 1:
@@ -205,14 +205,15 @@ def runtime_class(wl: Workload) -> RuntimeClass:
     return RuntimeClass(owner_kind(wl), f"{wl.namespace}/{wl.queue_name}", size_class(pods))
 
 
-def quantile(ordered: Sequence[float], q: float) -> float:
-    """The q-quantile of sorted values, interpolated between the closest ranks."""
-    if not ordered:
+def quantile(ordered: Sequence[float], q: float, first: int = 0) -> float:
+    """The q-quantile of sorted values (of those from index `first` on: read in place, not
+    copied), interpolated between the closest ranks."""
+    if len(ordered) <= first:
         raise ValueError("no values")
-    pos = q * (len(ordered) - 1)
+    pos = q * (len(ordered) - 1 - first)
     below = math.floor(pos)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (pos - below)
+    above = min(below + 1, len(ordered) - 1 - first)
+    return ordered[first + below] + (ordered[first + above] - ordered[first + below]) * (pos - below)
 
 
 class _Runs:
@@ -255,6 +256,7 @@ class RuntimeHistory:
         # runs still going, as lower bounds (`with_running`), per class; and what they made of it
         self._running: dict[tuple[str, str, str], list[float]] = {}
         self._learned: dict[tuple[str, str, str], RuntimeEstimate] = {}
+        self._default: RuntimeEstimate | None = None
 
     # ------------------------------------------------------------ learning
 
@@ -314,17 +316,20 @@ class RuntimeHistory:
 
     def default(self) -> RuntimeEstimate:
         d = self.default_seconds
-        return RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind", basis=f"default:{d!r}")
+        if self._default is None or self._default.median != d:
+            self._default = RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind", basis=f"default:{d!r}")
+        return self._default
 
-    def estimate(self, wl: Workload) -> RuntimeEstimate:
-        """The workload's runtime from the first source that applies (see the module docstring)."""
+    def estimate(self, wl: Workload, cls: RuntimeClass | None = None) -> RuntimeEstimate:
+        """The workload's runtime from the first source that applies (see the module docstring);
+        `cls`: its `runtime_class`, when the caller has it already."""
         problems: list[str] = []
         explicit = _annotated(wl, problems)
         if explicit is not None:
             seconds, where = explicit
             return RuntimeEstimate(seconds, seconds, seconds, ANNOTATION, where, tuple(problems),
                                    basis=f"annotation:{where}:{seconds!r}")
-        learned = self.learned(runtime_class(wl))
+        learned = self.learned(cls or runtime_class(wl))
         deadline = _deadline(wl)
         if deadline is not None:
             if learned is None:
@@ -333,10 +338,9 @@ class RuntimeHistory:
             return RuntimeEstimate(min(learned.low, deadline), min(learned.median, deadline), deadline, DEADLINE,
                                    f"{deadline:g}s, below it {learned.detail}", tuple(problems),
                                    basis=f"deadline:{deadline!r}:{learned.basis}")
-        if learned is not None:
-            return dataclasses.replace(learned, problems=tuple(problems))
-        d = self.default()
-        return RuntimeEstimate(d.low, d.median, d.high, DEFAULT, d.detail, tuple(problems), basis=d.basis)
+        if problems:
+            return dataclasses.replace(learned or self.default(), problems=tuple(problems))
+        return learned or self.default()  # shared by every workload of the class: it is frozen
 
 
 def with_censored(finished: Sequence[float], running: Sequence[float]) -> tuple[float, ...]:

@@ -39,6 +39,7 @@ from scheduler.runtimes import (
     RuntimeEstimate,
     RuntimeHistory,
     parse_duration,
+    quantile,
     runtime_class,
     size_class,
     with_censored,
@@ -197,6 +198,23 @@ class TestRuntimeSources:
     def test_default_without_history(self):
         est = RuntimeHistory(default_seconds=1000).estimate(self.wl())
         assert (est.source, est.low, est.median, est.high) == (DEFAULT, 500, 1000, 2000)
+
+    def test_workloads_of_a_class_share_one_estimate_and_a_problem_gets_its_own(self):
+        history = RuntimeHistory(default_seconds=1000)
+        first, second = self.wl(), self.wl(annotations={"team": "x"})
+        assert history.estimate(first) is history.estimate(second)  # frozen: one for all of them
+        bad = history.estimate(self.wl(annotations={RUNTIME: "soon"}))
+        assert bad.problems and not history.estimate(first).problems
+        job = [owner_reference("Job", "j", api_version="batch/v1")]
+        for seconds in (100, 200, 300, 400, 500):
+            history.add_workload(self.wl(owners=job), seconds)
+        learned = history.estimate(self.wl(owners=job))
+        assert learned.source == HISTORY and history.estimate(self.wl(owners=job)) is learned
+        # the class, when the caller has it, gives the same answer
+        assert history.estimate(first, runtime_class(first)) is history.estimate(first)
+        assert history.estimate(self.wl(owners=job), runtime_class(self.wl(owners=job))) is learned
+        # a history with another default gives its own
+        assert RuntimeHistory(default_seconds=10).estimate(first).median == 10
 
     def test_window_keeps_the_latest_runs(self):
         history = RuntimeHistory(min_samples=1, window=3, quantiles=(0, 0.5, 1))
@@ -541,10 +559,10 @@ def play_breaks(monkeypatch, name: str) -> None:
 
     real_play = eta._play
 
-    def play(engine, now, waiting, estimates, spec, *args):
+    def play(engine, run, spec, *args):
         if spec.name == name:
             raise RuntimeError("the child's play breaks")
-        return real_play(engine, now, waiting, estimates, spec, *args)
+        return real_play(engine, run, spec, *args)
 
     monkeypatch.setattr(eta, "_play", play)
 
@@ -607,6 +625,24 @@ class TestRuntimeSamples:
         assert (est.sample(0.0, 650), est.sample(1.0, 650)) == (700, 1000)
         # fewer than 3 longer runs: every run
         assert est.sample(0.5, 850) == 550
+
+    @pytest.mark.parametrize("seed", range(20))
+    def test_the_runs_longer_than_what_has_run_are_read_in_place(self, seed):
+        """`sample` and `total_given` read the quantile of the runs past `elapsed` without
+        copying them: the same as the quantile of the copy."""
+        rng = random.Random(seed)
+        runs = tuple(sorted(rng.uniform(10, 1000) for _ in range(rng.randint(1, 40))))
+        est = RuntimeEstimate(runs[0], runs[len(runs) // 2], runs[-1], HISTORY, samples=runs)
+        for elapsed in (0.0, rng.uniform(0, 1000), runs[0], runs[-1], 2000.0):
+            longer = [r for r in runs if r > elapsed]
+            for level, q in zip(("low", "median", "high"), est.quantiles, strict=True):
+                want = quantile(longer, q) if len(longer) >= 3 else None
+                assert est.total_given(level, elapsed) == (pytest.approx(want) if want is not None else None)
+            u = rng.random()
+            want = quantile(longer if len(longer) >= 3 else runs, u)
+            assert est.sample(u, elapsed) == pytest.approx(want)
+        with pytest.raises(ValueError):
+            quantile(runs, 0.5, len(runs))
 
     def test_a_deadline_caps_what_a_running_workload_is_expected_to_run(self):
         runs = tuple(float(s) for s in range(100, 1100, 100))
@@ -712,8 +748,8 @@ class TestSampledPlays:
         played: dict[str, dict] = {}
         real_play = eta._play
 
-        def third_runs_out(engine, now, waiting, estimates, spec, settings, deadline, stats, *args):
-            out = real_play(engine, now, waiting, estimates, spec, settings, deadline, stats, *args)
+        def third_runs_out(engine, run, spec, stats, *args):
+            out = real_play(engine, run, spec, stats, *args)
             played[spec.name] = out[0]
             if spec.name == "sample-3":
                 stats.stopped = OUT_OF_BUDGET
@@ -817,7 +853,7 @@ class TestForkedSampledPlays:
 def eta_runner(engine: Engine, settings: EtaSettings, arrivals):
     import scheduler.eta as eta
 
-    return eta._Runner(engine, NOW, [], {}, settings, None, RuntimeHistory().estimate, arrivals)
+    return eta._Runner(engine, NOW, [], {}, {}, settings, None, RuntimeHistory().estimate, arrivals)
 
 
 def eta_spec(name: str, rng: random.Random | None = None):

@@ -439,3 +439,15 @@ class TestPodSetsShared:
         wl = workload("odd", count=2)
         wl["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {1: "a"}
         assert_located(parse_error(wl), "Workload/default/odd", "spec.podSets[0].template.spec.nodeSelector")
+
+
+class TestWorkloadKey:
+    def test_the_key_is_namespace_slash_name_and_follows_a_replace(self):
+        import dataclasses
+
+        (wl,) = parse([workload("a", namespace="team-a")]).workloads
+        assert wl.key == "team-a/a"
+        renamed = dataclasses.replace(wl, name="b", namespace="team-b")
+        assert renamed.key == "team-b/b" and wl.key == "team-a/a"
+        assert dataclasses.replace(wl, priority=7).key == "team-a/a"
+        assert renamed != wl and dataclasses.replace(renamed, name="a", namespace="team-a") == wl

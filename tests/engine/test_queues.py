@@ -140,6 +140,21 @@ class TestParking:
         events = {e.key for e in outcome.result.events if e.type == "Warning"}
         assert len([k for k in events if "same-" in k]) == 1  # one evaluation stands for all three
 
+    def test_a_pass_without_bulk_results_parks_and_counts_the_same(self):
+        """A pass that makes no results for the workloads parked with an equivalent one (the
+        start-time plays) keeps no list of them, and parks and counts them all the same."""
+        def objects():
+            return [*base(cq("a", cpu=2)), job("first", "a", count=2, created=0),
+                    *[job(f"same-{i}", "a", count=2, created=10 + i) for i in range(40)],
+                    job("other", "a", count=1, cpu="2", created=60)]
+        with_results, without = engine_of(objects()), engine_of(objects())
+        full = with_results.run_pass(NOW)
+        lean = without.run_pass(NOW, bulk_results=False)
+        assert (lean.parked, lean.admitted, lean.cycles) == (full.parked, full.admitted, full.cycles)
+        assert lean.parked == 41 and without.queues.parked_count() == with_results.queues.parked_count() == 41
+        assert len([k for k in full.decided if "/same-" in k]) == 40
+        assert len([k for k in lean.decided if "/same-" in k]) == 1  # only the one evaluated
+
     def test_without_equivalence_hashing_each_workload_is_evaluated(self):
         engine = engine_of([*base(cq("a", cpu=2)), job("first", "a", count=2, created=0),
                             *[job(f"same-{i}", "a", count=2, created=10 + i) for i in range(3)]],
