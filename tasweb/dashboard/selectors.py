@@ -13,9 +13,10 @@ order, history) comes from `tasweb.api.selectors` and the API's history filter.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,13 +158,15 @@ class FlavorCapacity:
         return [n.name for n in self.tree.leaf_nodes[leaf]]
 
 
-def _leaf_conditions(tree: TopologyTree, current: Mapping[str, Node]) -> tuple[np.ndarray, list[str]]:
-    """Per leaf, the conditions of its nodes as they are now (`current`, by name: a tree kept
-    across node changes holds the nodes as they were when it was made)."""
+def _leaf_conditions(tree: TopologyTree, current: Mapping[str, Node], only: Iterable[int] | None = None,
+                     ) -> tuple[np.ndarray, list[str]]:
+    """Per leaf (of `only`, the others left clear), the conditions of its nodes as they are
+    now (`current`, by name: a tree kept across node changes holds the nodes as they were
+    when it was made)."""
     flags = np.zeros(tree.leaf_count, dtype=np.int64)
-    taints: list[str] = []
-    for leaf, kept in enumerate(tree.leaf_nodes):
-        group = [current.get(n.name, n) for n in kept]
+    taints: list[str] = [""] * tree.leaf_count
+    for leaf in range(tree.leaf_count) if only is None else only:
+        group = [current.get(n.name, n) for n in tree.leaf_nodes[leaf]]
         bits = 0
         for node in group:
             if not node.is_ready or node.deleted:
@@ -173,7 +176,7 @@ def _leaf_conditions(tree: TopologyTree, current: Mapping[str, Node]) -> tuple[n
             if node.taints:
                 bits |= TAINTED
         flags[leaf] = bits
-        taints.append(", ".join(str(t) for node in group for t in node.taints))
+        taints[leaf] = ", ".join(str(t) for node in group for t in node.taints)
     return flags, taints
 
 
@@ -204,10 +207,13 @@ class DisplayFrame:
     leaf_taints: list[str]
     flag_counts: list[np.ndarray]
     nodes_without_levels: int
-    # what the tree and the display's capacity are made of: each node's name, level values
-    # and allocatable. A node that only goes NotReady, is cordoned or tainted leaves it as it
-    # is: the next frame keeps the tree (and the usage counted on it), only the flags change.
-    shape: frozenset = frozenset()
+    # every node of the state when the frame was made, by name: the next version's nodes are
+    # compared with them by identity (the engine makes a new Node whenever one changes), and
+    # only those that changed are looked at. A node that only goes NotReady, is cordoned or
+    # tainted leaves the tree as it is (`_tree_part`): the next frame keeps it, and the usage
+    # counted on it, and reads the flags of that node's leaf again.
+    seen: Mapping[str, Node] = field(default_factory=dict)
+    members: Mapping[str, Node] = field(default_factory=dict)  # the tree's nodes as they are now
 
 
 def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
@@ -218,26 +224,71 @@ def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
         return None
     basis = state.tas_snapshots.get(flavor)
     kept = view.kept.get(("display-frame", flavor))
-    if kept is not None and basis is not None and kept.basis is basis and kept.flavor is rf \
-            and kept.topology is topology:
+    if kept is not None and (kept.flavor is not rf or kept.topology is not topology):
+        kept = None
+    if kept is not None and basis is not None and kept.basis is basis:
         return kept
-    of_flavor = [n for n in state.nodes.values() if all(n.labels.get(k) == v for k, v in rf.node_labels.items())]
-    nodes = [n for n in of_flavor if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
-    levels = topology.levels
-    shape = frozenset((n.name, tuple(n.labels[level] for level in levels), tuple(sorted(n.allocatable.items())))
-                      for n in nodes)
-    if kept is not None and kept.flavor is rf and kept.topology is topology and kept.shape == shape:
-        tree = kept.tree
-    else:
-        # numbers in names compared as numbers (b2 before b10): for people, not for placement
-        tree = TopologyTree(levels, nodes, path_order=natural_path_order)
-    leaf_flags, leaf_taints = _leaf_conditions(tree, {n.name: n for n in nodes})
-    frame = DisplayFrame(basis=basis, flavor=rf, topology=topology, tree=tree, leaf_flags=leaf_flags,
-                         leaf_taints=leaf_taints, flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
-                         nodes_without_levels=len(of_flavor) - len(nodes), shape=shape)
+    frame = _frame_patched(kept, state, basis) if kept is not None else None
+    if frame is None:
+        frame = _frame_made(state, rf, topology, basis)
     if basis is not None:
         view.kept[("display-frame", flavor)] = frame
     return frame
+
+
+def _tree_part(node: Node | None, rf: ResourceFlavor, levels: tuple[str, ...]) -> tuple | None:
+    """What a node brings to a flavor's display tree: its level values and allocatable; None
+    for no node or one not of the flavor, () for one of the flavor without every level."""
+    if node is None or not all(node.labels.get(k) == v for k, v in rf.node_labels.items()):
+        return None
+    if not all(level in node.labels for level in levels):
+        return ()
+    return tuple(node.labels[level] for level in levels), tuple(sorted(node.allocatable.items()))
+
+
+def _frame_made(state: ClusterState, rf: ResourceFlavor, topology: Topology,
+                basis: TASFlavorSnapshot | None) -> DisplayFrame:
+    of_flavor = [n for n in state.nodes.values() if all(n.labels.get(k) == v for k, v in rf.node_labels.items())]
+    nodes = [n for n in of_flavor if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
+    # numbers in names compared as numbers (b2 before b10): for people, not for placement
+    tree = TopologyTree(topology.levels, nodes, path_order=natural_path_order)
+    members = {n.name: n for n in nodes}
+    leaf_flags, leaf_taints = _leaf_conditions(tree, members)
+    return DisplayFrame(basis=basis, flavor=rf, topology=topology, tree=tree, leaf_flags=leaf_flags,
+                        leaf_taints=leaf_taints, flag_counts=_flag_counts(tree, leaf_flags) if tree.depth else [],
+                        nodes_without_levels=len(of_flavor) - len(nodes), seen=dict(state.nodes), members=members)
+
+
+def _frame_patched(kept: DisplayFrame, state: ClusterState, basis: TASFlavorSnapshot | None) -> DisplayFrame | None:
+    """The kept frame brought up to date with the nodes that changed since it was made (by
+    identity), its tree kept; None when a change alters the tree (a node of the flavor
+    added, gone, moved or resized): the frame is then made afresh."""
+    seen, current = kept.seen, state.nodes
+    changed = [name for name, node in current.items() if seen.get(name) is not node]
+    added = sum(1 for name in changed if name not in seen)
+    gone = [name for name in seen if name not in current] if len(current) - added != len(seen) else []
+    levels = tuple(kept.topology.levels)
+    members, without_levels, leaves = dict(kept.members), kept.nodes_without_levels, set()
+    for name in [*changed, *gone]:
+        before, after = _tree_part(seen.get(name), kept.flavor, levels), _tree_part(current.get(name), kept.flavor,
+                                                                                       levels)
+        if before != after and (before or after):
+            return None
+        without_levels += (after == ()) - (before == ())
+        if after:
+            members[name] = current[name]
+            leaves.add(kept.tree.node_to_leaf[name])
+    flags, taints, counts = kept.leaf_flags, kept.leaf_taints, kept.flag_counts
+    if leaves:
+        fresh, fresh_taints = _leaf_conditions(kept.tree, members, sorted(leaves))
+        if any(fresh[leaf] != flags[leaf] or fresh_taints[leaf] != taints[leaf] for leaf in leaves):
+            flags, taints = flags.copy(), list(taints)
+            for leaf in leaves:
+                flags[leaf], taints[leaf] = fresh[leaf], fresh_taints[leaf]
+            counts = _flag_counts(kept.tree, flags) if kept.tree.depth else []
+    return dataclasses.replace(kept, basis=basis, leaf_flags=flags, leaf_taints=taints, flag_counts=counts,
+                               nodes_without_levels=without_levels, seen=dict(current) if changed or gone else seen,
+                               members=members)
 
 
 @dataclass(eq=False)

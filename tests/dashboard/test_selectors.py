@@ -149,7 +149,7 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     flavor stands (workloads and pods change only the usage); a node change makes them anew.
     After each change the display equals one computed on a view built afresh."""
     from tasweb.api import state
-    from tasweb.cluster.models import Pod, Workload
+    from tasweb.cluster.models import Node, Pod, Workload
     from tasweb.cluster.services import object_upsert
     from tasweb.scheduling.services import scheduling_pass_run
     from tasweb.simulator.objects import RACK_LABEL
@@ -195,6 +195,22 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     def moved(raw: dict) -> None:
         raw["metadata"]["labels"][RACK_LABEL] = "r2"
 
+    def ready(raw: dict) -> None:
+        for condition in raw["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition.update(status="True", reason="KubeletReady", message="")
+
+    def new_node(name: str, labels: dict) -> None:
+        raw = copy.deepcopy(Node.objects.get(name="b1-r1-n2").raw)
+        raw["metadata"].update(name=name, uid=f"uid-{name}", resourceVersion="1", labels=labels)
+        object_upsert(kind="Node", obj=raw)
+
+    def without_levels(name: str) -> dict:
+        return {"node-group": "tas-gpu", "kubernetes.io/hostname": name}
+
+    def of_the_flavor(name: str) -> dict:
+        return {**Node.objects.get(name="b1-r1-n2").raw["metadata"]["labels"], "kubernetes.io/hostname": name}
+
     # (what, a new frame, a new tree): a node's conditions make a new frame on the same tree,
     # whose usage is kept; its allocatable or its place in the topology make a new tree
     steps = [
@@ -213,6 +229,12 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
         ("a node's allocatable changed", True, True, lambda: node_update("b2-r1-n2", allocatable)),
         ("a node moved to another rack", True, True, lambda: node_update("b1-r1-n3", moved)),
         ("a pass after those", False, False, lambda: scheduling_pass_run(now=NOW)),
+        ("the NotReady node Ready again", True, False, lambda: node_update("b1-r1-n1", ready)),
+        ("a node of another flavor added", False, False, lambda: new_node("cpu-1", {"node-group": "cpu"})),
+        ("a node of the flavor without its levels", True, False, lambda: new_node("bare-1", without_levels("bare-1"))),
+        ("that node deleted", True, False, lambda: Node.objects.filter(name="bare-1").delete()),
+        ("a node of the flavor added", True, True, lambda: new_node("b1-r1-extra", of_the_flavor("b1-r1-extra"))),
+        ("a node of the flavor deleted", True, True, lambda: Node.objects.filter(name="b1-r1-extra").delete()),
     ]
     for what, anew, new_tree, change in steps:
         before, counted = frame(), usage()
@@ -223,4 +245,5 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
         assert (frame().tree is not before.tree) == new_tree, what
         assert (usage() is not counted) == new_tree, what
         assert_as_fresh()
-    assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == NOT_READY
+    assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == 0
+    assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r2-n2"]] != 0
