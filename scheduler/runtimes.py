@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.model import Workload
+from scheduler.model import PodSet, Workload
 from scheduler.parse import EXPECTED_RUNTIME
 
 ANNOTATION = "annotation"
@@ -257,6 +257,9 @@ class RuntimeHistory:
         self._running: dict[tuple[str, str, str], list[float]] = {}
         self._learned: dict[tuple[str, str, str], RuntimeEstimate] = {}
         self._default: RuntimeEstimate | None = None
+        # the estimate of each shape of workload seen (`_shape`), with the PodSets the shape
+        # names by identity (held, so that no other PodSet can take their ids)
+        self._by_shape: dict[tuple, tuple[tuple[PodSet, ...], RuntimeEstimate]] = {}
 
     # ------------------------------------------------------------ learning
 
@@ -266,6 +269,8 @@ class RuntimeHistory:
             return
         for key in _fallbacks(cls):
             self._runs.setdefault(key, _Runs()).add(seconds, self.window)
+        self._learned.clear()
+        self._by_shape.clear()
 
     def add_workload(self, wl: Workload, seconds: float) -> None:
         self.add(runtime_class(wl), seconds)
@@ -284,7 +289,7 @@ class RuntimeHistory:
         runtimes of a class whose long runs have not ended yet (a new kind of job, a service
         started afresh) are those of its short runs only, and too short."""
         view = copy.copy(self)
-        view._running, view._learned = {}, {}
+        view._running, view._learned, view._by_shape = {}, {}, {}
         for cls, seconds in running:
             if math.isfinite(seconds) and seconds > 0:
                 for key in _fallbacks(cls):
@@ -322,7 +327,19 @@ class RuntimeHistory:
 
     def estimate(self, wl: Workload, cls: RuntimeClass | None = None) -> RuntimeEstimate:
         """The workload's runtime from the first source that applies (see the module docstring);
-        `cls`: its `runtime_class`, when the caller has it already."""
+        `cls`: its `runtime_class`, when the caller has it already. Workloads of one shape
+        (their namespace, LocalQueue, owner kind, runtime annotation and PodSets, which are never
+        edited once parsed and are shared by the workloads of one template) have the same, made
+        once."""
+        shape = _shape(wl)
+        known = self._by_shape.get(shape)
+        if known is not None:
+            return known[1]
+        est = self._estimate(wl, cls)
+        self._by_shape[shape] = (tuple(wl.pod_sets), est)
+        return est
+
+    def _estimate(self, wl: Workload, cls: RuntimeClass | None) -> RuntimeEstimate:
         problems: list[str] = []
         explicit = _annotated(wl, problems)
         if explicit is not None:
@@ -383,6 +400,12 @@ def with_censored(finished: Sequence[float], running: Sequence[float]) -> tuple[
             j += 1
         out.append(support[j][0])
     return tuple(out)
+
+
+def _shape(wl: Workload) -> tuple:
+    """What a workload's runtime estimate depends on (its PodSets by identity)."""
+    return (wl.namespace, wl.queue_name, owner_kind(wl), wl.annotations.get(EXPECTED_RUNTIME),
+            *map(id, wl.pod_sets))
 
 
 def _fallbacks(cls: RuntimeClass) -> list[tuple[str, str, str]]:

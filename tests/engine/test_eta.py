@@ -215,6 +215,13 @@ class TestRuntimeSources:
         assert history.estimate(self.wl(owners=job), runtime_class(self.wl(owners=job))) is learned
         # a history with another default gives its own
         assert RuntimeHistory(default_seconds=10).estimate(first).median == 10
+        # another shape (more pods: another size class) is estimated on its own
+        eight = self.wl(owners=job, count=8)
+        assert history.estimate(eight) is not learned and "of 8-15 pods" not in history.estimate(eight).detail
+        # runs added later are seen: what was made before them is not kept
+        for seconds in (5000, 6000, 7000, 8000, 9000, 10000):
+            history.add_workload(self.wl(owners=job), seconds)
+        assert history.estimate(self.wl(owners=job)).median > learned.median
 
     def test_window_keeps_the_latest_runs(self):
         history = RuntimeHistory(min_samples=1, window=3, quantiles=(0, 0.5, 1))
