@@ -257,13 +257,10 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     holders = list(state.holders())
     elapsed = {wl.key: _elapsed(wl, now) for wl in holders}
     if isinstance(runtimes, RuntimeHistory):  # what runs now is a lower bound of its runtime
-        classes = [runtime_class(wl) for wl in holders]
-        runtimes = runtimes.with_running((cls, elapsed[wl.key]) for wl, cls in zip(holders, classes, strict=True)
+        runtimes = runtimes.with_running((runtime_class(wl), elapsed[wl.key]) for wl in holders
                                          if elapsed[wl.key] > 0)
-        estimates = {wl.key: runtimes.estimate(wl, cls) for wl, cls in zip(holders, classes, strict=True)}
     source = _runtime_source(runtimes)
-    if not isinstance(runtimes, RuntimeHistory):
-        estimates = {wl.key: source(wl) for wl in holders}
+    estimates = {wl.key: source(wl) for wl in holders}
     run = _Runner(engine, now, waiting, estimates, elapsed, settings, deadline, source, arrivals)
     if settings.range == SAMPLES:
         plays = _sampled_plays(run, out, own=own, fork=fork_plays and can_fork())

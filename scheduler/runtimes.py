@@ -325,9 +325,9 @@ class RuntimeHistory:
             self._default = RuntimeEstimate(d / 2, d, d * 2, DEFAULT, "no history of its kind", basis=f"default:{d!r}")
         return self._default
 
-    def estimate(self, wl: Workload, cls: RuntimeClass | None = None) -> RuntimeEstimate:
-        """The workload's runtime from the first source that applies (see the module docstring);
-        `cls`: its `runtime_class`, when the caller has it already. Workloads of one shape
+    def estimate(self, wl: Workload) -> RuntimeEstimate:
+        """The workload's runtime from the first source that applies (see the module docstring).
+        Workloads of one shape
         (their namespace, LocalQueue, owner kind, runtime annotation and PodSets, which are never
         edited once parsed and are shared by the workloads of one template) have the same, made
         once."""
@@ -335,18 +335,18 @@ class RuntimeHistory:
         known = self._by_shape.get(shape)
         if known is not None:
             return known[1]
-        est = self._estimate(wl, cls)
+        est = self._estimate(wl)
         self._by_shape[shape] = (tuple(wl.pod_sets), est)
         return est
 
-    def _estimate(self, wl: Workload, cls: RuntimeClass | None) -> RuntimeEstimate:
+    def _estimate(self, wl: Workload) -> RuntimeEstimate:
         problems: list[str] = []
         explicit = _annotated(wl, problems)
         if explicit is not None:
             seconds, where = explicit
             return RuntimeEstimate(seconds, seconds, seconds, ANNOTATION, where, tuple(problems),
                                    basis=f"annotation:{where}:{seconds!r}")
-        learned = self.learned(cls or runtime_class(wl))
+        learned = self.learned(runtime_class(wl))
         deadline = _deadline(wl)
         if deadline is not None:
             if learned is None:

@@ -210,9 +210,7 @@ class TestRuntimeSources:
             history.add_workload(self.wl(owners=job), seconds)
         learned = history.estimate(self.wl(owners=job))
         assert learned.source == HISTORY and history.estimate(self.wl(owners=job)) is learned
-        # the class, when the caller has it, gives the same answer
-        assert history.estimate(first, runtime_class(first)) is history.estimate(first)
-        assert history.estimate(self.wl(owners=job), runtime_class(self.wl(owners=job))) is learned
+        assert history.estimate(self.wl(owners=job)) is learned
         # a history with another default gives its own
         assert RuntimeHistory(default_seconds=10).estimate(first).median == 10
         # another shape (more pods: another size class) is estimated on its own
