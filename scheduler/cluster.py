@@ -55,6 +55,7 @@ from scheduler.parse import (
 )
 from scheduler.quota import FlavorResource, QuotaTree
 from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot
+from scheduler.tree import carries_labels
 
 _TAS_POD_ANNOTATIONS = (
     ANNOTATION_PREFERRED,
@@ -414,7 +415,7 @@ class ClusterState:
         """TAS flavors whose node labels the node carries (whose tree it may be part of)."""
         out = []
         for name, flavor in self.flavors.items():
-            if flavor.is_tas and all(node.labels.get(k) == v for k, v in flavor.node_labels.items()):
+            if flavor.is_tas and carries_labels(node.labels, flavor.node_labels):
                 out.append(name)
         return out
 

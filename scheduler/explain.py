@@ -28,7 +28,7 @@ from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import FITS, NOT_EVALUATED, TOPOLOGY, UNDECIDED, StopRecord
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
-from scheduler.tree import node_matches_flavor
+from scheduler.tree import carries_labels, node_matches_flavor
 
 MAX_FREEING_CANDIDATES = 12  # workloads tried, per domain, when looking for capacity to free
 MAX_DOMAINS_TRIED = 4
@@ -178,7 +178,7 @@ def node_exclusions(state: ClusterState, snap: TASFlavorSnapshot, placer: Placer
     flavor, levels = snap.flavor, snap.level_keys
     ex = NodeExclusions(nodes_of_flavor=0, in_topology=snap.tree.leaf_count)
     for node in state.nodes.values():
-        if not all(node.labels.get(k) == v for k, v in flavor.node_labels.items()):
+        if not carries_labels(node.labels, flavor.node_labels):
             continue
         ex.nodes_of_flavor += 1
         if not node_matches_flavor(node.labels, flavor.node_labels, levels):

@@ -24,9 +24,14 @@ def domain_id(values: Sequence[str]) -> str:
     return ",".join(values)
 
 
+def carries_labels(labels: Mapping[str, str], node_labels: Mapping[str, str]) -> bool:
+    """The node carries every one of a flavor's nodeLabels."""
+    return all(labels.get(k) == v for k, v in node_labels.items())
+
+
 def node_matches_flavor(labels: Mapping[str, str], node_labels: Mapping[str, str], levels: Sequence[str]) -> bool:
     """The node carries the flavor's nodeLabels and a label for every topology level."""
-    return all(labels.get(k) == v for k, v in node_labels.items()) and all(lvl in labels for lvl in levels)
+    return carries_labels(labels, node_labels) and all(lvl in labels for lvl in levels)
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ from scheduler.model import Node, Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
-from scheduler.tree import TopologyTree, natural_path_order, node_matches_flavor
+from scheduler.tree import TopologyTree, carries_labels, natural_path_order, node_matches_flavor
 from tasweb.api import selectors as api
 from tasweb.api.filters import ComparisonFilter, EventFilter
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
@@ -239,7 +239,7 @@ def _display_frame(view: EngineView, flavor: str) -> DisplayFrame | None:
 def _tree_part(node: Node | None, rf: ResourceFlavor, levels: tuple[str, ...]) -> tuple | None:
     """What a node brings to a flavor's display tree: its level values and allocatable; None
     for no node or one not of the flavor, () for one of the flavor without every level."""
-    if node is None or not all(node.labels.get(k) == v for k, v in rf.node_labels.items()):
+    if node is None or not carries_labels(node.labels, rf.node_labels):
         return None
     if not all(level in node.labels for level in levels):
         return ()
@@ -248,7 +248,7 @@ def _tree_part(node: Node | None, rf: ResourceFlavor, levels: tuple[str, ...]) -
 
 def _frame_made(state: ClusterState, rf: ResourceFlavor, topology: Topology,
                 basis: TASFlavorSnapshot | None) -> DisplayFrame:
-    of_flavor = [n for n in state.nodes.values() if all(n.labels.get(k) == v for k, v in rf.node_labels.items())]
+    of_flavor = [n for n in state.nodes.values() if carries_labels(n.labels, rf.node_labels)]
     nodes = [n for n in of_flavor if node_matches_flavor(n.labels, rf.node_labels, topology.levels)]
     # numbers in names compared as numbers (b2 before b10): for people, not for placement
     tree = TopologyTree(topology.levels, nodes, path_order=natural_path_order)
