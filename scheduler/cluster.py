@@ -54,7 +54,7 @@ from scheduler.parse import (
     ParsedObjects,
 )
 from scheduler.quota import FlavorResource, QuotaTree
-from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot
+from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot, updated_flavor_snapshot
 from scheduler.tree import carries_labels
 
 _TAS_POD_ANNOTATIONS = (
@@ -169,6 +169,9 @@ class ClusterState:
         self.config = config or NO_CONFIGURATION
         self.warn = warn
         self.nodes: dict[str, Node] = {}
+        # each node's place among `nodes` (the order trees take a leaf's nodes in)
+        self._node_position: dict[str, int] = {}
+        self._next_node = 0
         self.nodes_by_hostname: dict[str, Node] = {}
         self._pods: dict[str, Pod] = {}
         self._pod_order: dict[str, int] = {}
@@ -213,7 +216,10 @@ class ClusterState:
         self.non_tas_by_node: dict[str, dict[str, Mapping[str, int]]] = defaultdict(dict)
         self._snapshots: dict[str, TASFlavorSnapshot] = {}
         self._snapshots_dirty = True
-        self._dirty_flavors: set[str] = set()
+        self._dirty_flavors: set[str] = set()  # snapshots to make afresh
+        # flavor -> nodes that came, went or changed since its snapshot was made: the snapshot
+        # is made again from its tree with those changes (unless it is dirty)
+        self._node_changes: dict[str, set[str]] = {}
         self._quota: QuotaTree | None = None
         self._tas_flavor_names: frozenset[str] | None = None
         self.changes = Changes()
@@ -287,7 +293,7 @@ class ClusterState:
     @property
     def tas_snapshots(self) -> dict[str, TASFlavorSnapshot]:
         """Per TAS flavor, its capacity and usage; rebuilt where nodes or definitions changed."""
-        if self._snapshots_dirty or self._dirty_flavors:
+        if self._snapshots_dirty or self._dirty_flavors or self._node_changes:
             self._refresh_snapshots()
         return self._snapshots
 
@@ -326,13 +332,16 @@ class ClusterState:
         domains are counted (see TASFlavorSnapshot)."""
         previous = {} if self._snapshots_dirty else self._snapshots
         sharing_before = self._sharing_shape()
+        node_changes = {} if self._snapshots_dirty else self._node_changes
         if self._snapshots_dirty:
-            rebuild = {name for name, f in self.flavors.items() if f.is_tas}
+            afresh = rebuild = {name for name, f in self.flavors.items() if f.is_tas}
         else:
-            rebuild = set(self._dirty_flavors)
+            afresh = self._dirty_flavors
+            rebuild = afresh | node_changes.keys()
         self._snapshots = dict(previous)
         self._snapshots_dirty = False
         self._dirty_flavors = set()
+        self._node_changes = {}
         if not self.gates.TopologyAwareScheduling:
             self._snapshots = {}
             return
@@ -347,7 +356,10 @@ class ClusterState:
                 self.warn(f"ResourceFlavor/{flavor.name}: spec.topologyName: Topology "
                           f"{flavor.topology_name!r} not found; the flavor cannot be used for TAS")
                 continue
-            snap = build_flavor_snapshot(flavor, topology, self.nodes.values(), previous=old)
+            if old is not None and name not in afresh and old.flavor == flavor and old.topology == topology:
+                snap = updated_flavor_snapshot(old, self.nodes, node_changes[name], self._node_position)
+            else:
+                snap = build_flavor_snapshot(flavor, topology, self.nodes.values(), previous=old)
             self._count_non_tas(snap)
             self._snapshots[name] = snap
             rebuilt.append(snap)
@@ -407,9 +419,19 @@ class ClusterState:
                     snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
 
     def _mark_flavors(self, names: Iterable[str]) -> None:
+        """The flavors' snapshots are to be made afresh."""
         for name in names:
             if name in self._snapshots or (name in self.flavors and self.flavors[name].is_tas):
                 self._dirty_flavors.add(name)
+
+    def _mark_node(self, flavors: Iterable[str], node: str) -> None:
+        """The node came, went or changed: the snapshots of the flavors whose tree it is, or
+        was, part of are to be made again with it."""
+        for name in flavors:
+            if name in self._snapshots:
+                self._node_changes.setdefault(name, set()).add(node)
+            else:
+                self._mark_flavors([name])
 
     def flavors_of_node(self, node: Node) -> list[str]:
         """TAS flavors whose node labels the node carries (whose tree it may be part of)."""
@@ -665,23 +687,27 @@ class ClusterState:
             return
         if old is not None:
             self._forget_hostname(old)
+        else:
+            self._node_position[node.name] = self._next_node
+            self._next_node += 1
         self.nodes[node.name] = node
         self.nodes_by_hostname[node.labels.get(HOSTNAME_LABEL, node.name)] = node
         self._recheck_hosts(node, old)
         touched = set(self.flavors_of_node(node))
         if old is not None:
             touched |= set(self.flavors_of_node(old))
-        self._mark_flavors(touched)
+        self._mark_node(touched, node.name)
         self.changes.flavors |= touched
 
     def delete_node(self, name: str) -> None:
         old = self.nodes.pop(name, None)
         if old is None:
             return
+        del self._node_position[name]
         self._forget_hostname(old)
         self._recheck_hosts(old)
         touched = set(self.flavors_of_node(old))
-        self._mark_flavors(touched)
+        self._mark_node(touched, name)
         self.changes.flavors |= touched
 
     def _recheck_hosts(self, *nodes: Node | None) -> None:

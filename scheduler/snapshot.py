@@ -9,7 +9,7 @@ how many pods fit in every leaf with a few vector operations.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from scheduler.assignment import TopologyAssignment
 from scheduler.model import Node, ResourceFlavor, Taint, Toleration, Topology
 from scheduler.quantity import PODS
-from scheduler.tree import TopologyTree, node_matches_flavor
+from scheduler.tree import LeafCarry, TopologyTree, node_matches_flavor
 
 JOURNAL_KEPT = 256  # recent changes whose leaves are kept
 # Every amount the matrices hold stays within +-AMOUNT_CAP (2^61), so that the sum or the
@@ -54,19 +54,26 @@ class TASFlavorSnapshot:
     """Capacity and usage of every leaf domain of one TAS flavor."""
 
     def __init__(self, flavor: ResourceFlavor, topology: Topology, tree: TopologyTree, *,
-                 previous: TASFlavorSnapshot | None = None) -> None:
+                 previous: TASFlavorSnapshot | None = None, carry: LeafCarry | None = None) -> None:
         """`previous`: the flavor's snapshot this one replaces, kept current until now. The rows
         of the leaves both trees have, backed by the very same Node objects, are carried over
         from it (capacity, non-TAS and TAS usage); only the other leaves are made here, and
         `fresh_leaves` names them for the builder to count their usage. Without it (or when
-        its columns or levels differ) every leaf is fresh, with no usage yet."""
+        its columns or levels differ) every leaf is fresh, with no usage yet. `carry`: which
+        leaves those are, when `tree` was made from `previous`'s (`TopologyTree.with_changes`);
+        otherwise they are found by comparing the trees."""
         self.flavor = flavor
         self.topology = topology
         self.tree = tree
         self.tolerations: tuple[Toleration, ...] = flavor.tolerations
+        if carry is not None and (previous is None or carry.source is not previous.tree):
+            carry = None
         self.resources = ResourceIndex()
-        for group in tree.leaf_nodes:
-            for node in group:
+        if carry is not None:  # the same columns, and those only the fresh leaves' nodes offer
+            for name in previous.resources.names[:previous.built_columns]:
+                self.resources.add(name)
+        for leaf in (range(tree.leaf_count) if carry is None else carry.fresh):
+            for node in tree.leaf_nodes[leaf]:
                 for name in node.allocatable:
                     self.resources.add(name)
         self.resources.add(PODS)
@@ -77,7 +84,11 @@ class TASFlavorSnapshot:
         self.free = np.zeros(shape, dtype=np.int64)
         self.non_tas_usage = np.zeros_like(self.free)
         self.tas_usage = np.zeros_like(self.free)
-        carried = _carried_rows(previous, tree, self.resources.names) if previous is not None else None
+        carried = None
+        if carry is not None and self.built_columns == previous.built_columns:
+            carried = (carry.new, carry.old, np.arange(self.built_columns, dtype=np.intp), carry.fresh)
+        elif previous is not None:
+            carried = _carried_rows(previous, tree, self.resources.names)
         if carried is None:
             fresh: list[int] = list(range(tree.leaf_count))
             self.fresh_leaves: np.ndarray | None = None
@@ -341,9 +352,30 @@ def build_flavor_snapshot(flavor: ResourceFlavor, topology: Topology, nodes: Ite
     """The tree of the Ready, schedulable nodes that carry the flavor's labels and every level
     label; with `previous`, the rows of the leaves it shares are carried over (see
     TASFlavorSnapshot)."""
-    wanted, levels = flavor.node_labels, topology.levels
-    selected = [n for n in nodes if n.schedulable_and_ready and node_matches_flavor(n.labels, wanted, levels)]
-    return TASFlavorSnapshot(flavor, topology, TopologyTree(levels, selected), previous=previous)
+    selected = [n for n in nodes if in_flavor_tree(n, flavor, topology)]
+    return TASFlavorSnapshot(flavor, topology, TopologyTree(topology.levels, selected), previous=previous)
+
+
+def in_flavor_tree(node: Node, flavor: ResourceFlavor, topology: Topology) -> bool:
+    """The node is one of the flavor's tree: Ready, schedulable, with the flavor's labels and
+    every level's."""
+    return node.schedulable_and_ready and node_matches_flavor(node.labels, flavor.node_labels, topology.levels)
+
+
+def updated_flavor_snapshot(previous: TASFlavorSnapshot, nodes: Mapping[str, Node], changed: Collection[str],
+                            position: Mapping[str, int]) -> TASFlavorSnapshot:
+    """`previous`'s flavor snapshot made again after the nodes named in `changed` came, went
+    or changed (`nodes`: every node now, by name; `position`: each one's place among them),
+    from `previous`'s tree rather than from every node: equal to `build_flavor_snapshot`
+    over `nodes` with `previous`."""
+    flavor, topology = previous.flavor, previous.topology
+    arrived = [node for name in changed
+               if (node := nodes.get(name)) is not None and in_flavor_tree(node, flavor, topology)]
+    made = previous.tree.with_changes(changed, arrived, position)
+    if made is None:
+        return build_flavor_snapshot(flavor, topology, nodes.values(), previous=previous)
+    tree, carry = made
+    return TASFlavorSnapshot(flavor, topology, tree, previous=previous, carry=carry)
 
 
 def _carried_rows(previous: TASFlavorSnapshot, tree: TopologyTree, columns: Sequence[str]

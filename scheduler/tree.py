@@ -8,7 +8,8 @@ parent are contiguous, so per-level aggregations are single `reduceat` calls.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -77,6 +78,20 @@ def subtree_shape(children_of: Sequence[Sequence[int]], d: int) -> tuple[list[in
     return order, [[position[ch] for ch in children_of[x]] for x in order]
 
 
+_NO_LEAVES = np.zeros(0, dtype=np.intp)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafCarry:
+    """Which leaves of a tree made by `TopologyTree.with_changes` are leaves of `source` with
+    the same Node objects: `new[i]` is `source`'s leaf `old[i]`; the leaves in `fresh` are not."""
+
+    source: TopologyTree
+    new: np.ndarray
+    old: np.ndarray
+    fresh: list[int]
+
+
 class TopologyTree:
     """Domains per level, from the roots (level 0) to the leaves (the lowest level)."""
 
@@ -86,61 +101,193 @@ class TopologyTree:
         placement and encoding rely on; a display may pass `natural_path_order`)."""
         self.level_keys: tuple[str, ...] = tuple(levels)
         self.lowest_is_node = bool(levels) and levels[-1] == HOSTNAME_LABEL
+        self.path_order = path_order
         leaf_values: dict[str, tuple[str, ...]] = {}
         leaf_nodes: dict[str, list[Node]] = {}
+        keys, by_hostname = self.level_keys, self.lowest_is_node
         for node in nodes:
-            values = tuple(node.labels[key] for key in self.level_keys)
+            labels = node.labels
+            values = tuple(labels[key] for key in keys)
             # With the hostname as the lowest level Kueue keys a leaf by the hostname alone.
-            leaf_key = values[-1] if self.lowest_is_node else domain_id(values)
-            if leaf_key not in leaf_values:
+            leaf_key = values[-1] if by_hostname else domain_id(values)
+            group = leaf_nodes.get(leaf_key)
+            if group is None:
                 leaf_values[leaf_key] = values
-                leaf_nodes[leaf_key] = []
-            leaf_nodes[leaf_key].append(node)
-        self.levels: list[Level] = self._build_levels(leaf_values, path_order)
+                leaf_nodes[leaf_key] = [node]
+            else:
+                group.append(node)
+        # Sorting full paths makes every parent's children contiguous at every level.
+        order = itemgetter(1) if path_order is None else (lambda item: path_order(item[1]))
+        ordered = sorted(leaf_values.items(), key=order)
+        ids = [key for key, _ in ordered]
+        self._assemble(ids, [values for _, values in ordered], [leaf_nodes[key] for key in ids])
+
+    def _values_of(self, node: Node) -> tuple[str, ...]:
+        labels = node.labels
+        return tuple(labels[key] for key in self.level_keys)
+
+    def _leaf_key(self, values: tuple[str, ...]) -> str:
+        return values[-1] if self.lowest_is_node else domain_id(values)
+
+    def _order(self, values: tuple[str, ...]) -> Any:
+        return values if self.path_order is None else self.path_order(values)
+
+    def with_changes(self, gone: Collection[str], arrived: Iterable[Node], position: Mapping[str, int]
+                     ) -> tuple[TopologyTree, LeafCarry] | None:
+        """This tree with the nodes named in `gone` taken out and `arrived` put in (a node that
+        changed is in both; an arrived node is not in the tree otherwise), made from the leaves
+        it has instead of from every node: equal to the tree built afresh from its nodes in
+        `position` order (a node's place among them). With it, which leaves are this tree's
+        leaves, backed by the same Node objects. None where the afresh build must decide: a
+        tree without levels, or leaves the order cannot tell apart from one another."""
+        if not self.levels:
+            return None
+        gone = gone if isinstance(gone, (set, frozenset)) else set(gone)
+        groups = self._touched_groups(gone, arrived)
+        index = self.leaves.index_by_id
+        removed = sorted(index[key] for key in groups if key in index)
+        added: list[tuple[str, tuple[str, ...], list[Node]]] = []
+        for leaf_key, group in groups.items():
+            if group:
+                if len(group) > 1:
+                    group.sort(key=lambda n: position[n.name])
+                added.append((leaf_key, self._values_of(group[0]), group))
+        order = self._order
+        added.sort(key=lambda entry: order(entry[1]))
+        at = self._insertion_points(added, removed)
+        if at is None:
+            return None
+        ids, values, groups_now, carried, fresh = self._merged(added, at, removed)
+        tree = TopologyTree.__new__(TopologyTree)
+        tree.level_keys, tree.lowest_is_node, tree.path_order = self.level_keys, self.lowest_is_node, self.path_order
+        tree._assemble(ids, values, groups_now)
+        new = np.concatenate([np.arange(n, n + length) for n, _, length in carried]) if carried else _NO_LEAVES
+        old = np.concatenate([np.arange(o, o + length) for _, o, length in carried]) if carried else _NO_LEAVES
+        return tree, LeafCarry(self, new, old, fresh)
+
+    def _touched_groups(self, gone: Collection[str], arrived: Iterable[Node]) -> dict[str, list[Node]]:
+        """Per leaf key the change touches, the nodes it has after it (in no order yet)."""
+        ids, index, leaf_nodes = self.leaves.ids, self.leaves.index_by_id, self.leaf_nodes
+        groups: dict[str, list[Node]] = {}
+        for name in gone:
+            leaf = self.node_to_leaf.get(name)
+            if leaf is not None and ids[leaf] not in groups:
+                groups[ids[leaf]] = [n for n in leaf_nodes[leaf] if n.name not in gone]
+        for node in arrived:
+            leaf_key = self._leaf_key(self._values_of(node))
+            group = groups.get(leaf_key)
+            if group is None:
+                leaf = index.get(leaf_key)
+                group = groups[leaf_key] = [] if leaf is None else list(leaf_nodes[leaf])
+            group.append(node)
+        return groups
+
+    def _insertion_points(self, added: list[tuple[str, tuple[str, ...], list[Node]]], removed: list[int]
+                          ) -> list[int] | None:
+        """Per added leaf (in order), the index of the first leaf of this tree that sorts after
+        it; None when one sorts level with a leaf that stays or with another added leaf (the
+        afresh build orders those by where their nodes come, which the leaves do not say)."""
+        order, values = self._order, self.leaves.values
+        gone = set(removed)
+        at: list[int] = []
+        previous = None
+        for _, path, _ in added:
+            key = order(path)
+            if previous is not None and key == previous:
+                return None
+            i = bisect_left(values, key, key=order)
+            j = i
+            while j < len(values) and order(values[j]) == key:
+                if j not in gone:
+                    return None
+                j += 1
+            at.append(i)
+            previous = key
+        return at
+
+    def _merged(self, added: list[tuple[str, tuple[str, ...], list[Node]]], at: list[int], removed: list[int]):
+        """The leaves after the change, in order (ids, paths, node groups); the runs of this
+        tree's leaves kept, as (new index, old index, length); and the added leaves' indices."""
+        old_ids, old_values, old_groups = self.leaves.ids, self.leaves.values, self.leaf_nodes
+        ids: list[str] = []
+        values: list[tuple[str, ...]] = []
+        groups: list[list[Node]] = []
+        carried: list[tuple[int, int, int]] = []
+        fresh: list[int] = []
+        # at one index, the leaf taken out goes before the leaf put in; put in ones keep their order
+        events = sorted([(i, 0, n) for n, i in enumerate(removed)] + [(i, 1, n) for n, i in enumerate(at)])
+        events.append((len(old_ids), 0, -1))  # the leaves after the last change
+        pos = 0
+        for i, kind, n in events:
+            if i > pos:
+                carried.append((len(ids), pos, i - pos))
+                ids += old_ids[pos:i]
+                values += old_values[pos:i]
+                groups += old_groups[pos:i]
+                pos = i
+            if kind == 0:
+                pos = i + 1
+            else:
+                leaf_key, path, group = added[n]
+                fresh.append(len(ids))
+                ids.append(leaf_key)
+                values.append(path)
+                groups.append(group)
+        return ids, values, groups, carried, fresh
+
+    def _assemble(self, ids: list[str], values: list[tuple[str, ...]], groups: list[list[Node]]) -> None:
+        """The levels and indexes of leaves given in order (keys, paths, nodes)."""
+        self.levels: list[Level] = self._build_levels(ids, values)
         self._index_globally()
-        leaves = self.levels[-1] if self.levels else None
         # nodes backing each leaf, in the leaf order of the lowest level
-        self.leaf_nodes: list[list[Node]] = [leaf_nodes[i] for i in leaves.ids] if leaves else []
+        self.leaf_nodes: list[list[Node]] = groups if self.levels else []
         self.node_to_leaf: dict[str, int] = {
             node.name: i for i, group in enumerate(self.leaf_nodes) for node in group
         }
 
     # ------------------------------------------------------------ construction
 
-    def _build_levels(self, leaf_values: dict[str, tuple[str, ...]],
-                      path_order: Callable[[tuple[str, ...]], Any] | None) -> list[Level]:
+    def _build_levels(self, leaf_ids: list[str], leaf_paths: list[tuple[str, ...]]) -> list[Level]:
+        """The levels of leaves given in order (their keys and paths). The domains above the
+        leaves come in the order their paths first appear; each domain's parent is the one
+        its path continues."""
         depth = len(self.level_keys)
         if depth == 0:
             return []
-        # Sorting full paths makes every parent's children contiguous at every level.
-        ordered = sorted(leaf_values.items(),
-                         key=itemgetter(1) if path_order is None else (lambda item: path_order(item[1])))
-        paths_per_level: list[list[tuple[str, ...]]] = [[] for _ in range(depth)]
-        seen: list[set[tuple[str, ...]]] = [set() for _ in range(depth)]
-        for _, values in ordered:
-            for lvl in range(depth - 1):
-                prefix = values[: lvl + 1]
-                if prefix not in seen[lvl]:
-                    seen[lvl].add(prefix)
-                    paths_per_level[lvl].append(prefix)
-        leaf_ids = [key for key, _ in ordered]
-        paths_per_level[-1] = [values for _, values in ordered]
+        uppers = depth - 1
+        paths_per_level: list[list[tuple[str, ...]]] = [[] for _ in range(uppers)]
+        parents: list[list[int]] = [[] for _ in range(uppers)]
+        index: list[dict[tuple[str, ...], int]] = [{} for _ in range(uppers)]
+        current = [-1] * uppers  # the domain per level above the leaf in hand
+        leaf_parent: list[int] = []
+        last: tuple[str, ...] | None = None
+        for values in leaf_paths:
+            above = values[:uppers]
+            if above != last:  # siblings share every domain above them: only a new parent is looked up
+                last = above
+                for lvl in range(uppers):
+                    prefix = above[: lvl + 1]
+                    i = index[lvl].get(prefix)
+                    if i is None:
+                        i = index[lvl][prefix] = len(paths_per_level[lvl])
+                        paths_per_level[lvl].append(prefix)
+                        parents[lvl].append(current[lvl - 1] if lvl else -1)
+                    current[lvl] = i
+            leaf_parent.append(current[-1] if uppers else -1)
+        paths_per_level.append(leaf_paths)
+        parents.append(leaf_parent)
         levels: list[Level] = []
         for lvl in range(depth):
             paths = paths_per_level[lvl]
-            ids = leaf_ids if lvl == depth - 1 else [domain_id(p) for p in paths]
-            if lvl == 0:
-                parent = np.full(len(paths), -1, dtype=np.int64)
-            else:
-                above = {p: i for i, p in enumerate(paths_per_level[lvl - 1])}
-                parent = np.fromiter((above[p[:-1]] for p in paths), dtype=np.int64, count=len(paths))
+            ids = leaf_ids if lvl == uppers else [domain_id(p) for p in paths]
             levels.append(Level(
-                key=self.level_keys[lvl], values=paths, ids=ids, parent=parent,
+                key=self.level_keys[lvl], values=paths, ids=ids,
+                parent=np.array(parents[lvl], dtype=np.int64).reshape(len(paths)),
                 child_start=np.zeros(len(paths) + 1, dtype=np.int64),
                 rank=np.arange(len(paths), dtype=np.int64),  # paths are sorted already
-                index_by_id={d: i for i, d in enumerate(ids)},
+                index_by_id=dict(zip(ids, range(len(ids)), strict=True)),
             ))
-        for lvl in range(depth - 1):
+        for lvl in range(uppers):
             counts = np.bincount(levels[lvl + 1].parent, minlength=len(levels[lvl]))
             levels[lvl].child_start[1:] = np.cumsum(counts)
         return levels

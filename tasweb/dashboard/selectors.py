@@ -196,7 +196,7 @@ class DisplayFrame:
     """What a flavor's display takes from its nodes and definitions alone: the tree of every
     node of the flavor (Ready or not, cordoned or not), numbers in names in numeric order,
     and the nodes' conditions. It is kept across versions of the view while `basis`, the
-    engine's own snapshot of the flavor, is the same object: the engine builds that afresh
+    engine's own snapshot of the flavor, is the same object: the engine makes a new one
     whenever a node of the flavor, the flavor or its Topology changes."""
 
     basis: TASFlavorSnapshot | None  # None: the engine has none (TAS off), nothing is kept
