@@ -245,3 +245,29 @@ def test_a_topology_made_later_counts_the_holders_of_its_flavor_on_every_sharing
     assert int(snap.tas_usage[snap.tree.leaves.index_by_id["b1-r1-n1"], snap.resources.column["cpu"]]) == 2000
     c.assert_equals_rebuild()
     assert {tc.flavor for charge in c.state.charges.values() for tc in charge.tas} == {FLAVOR}
+
+
+def test_node_changes_make_the_tree_from_the_old_one(monkeypatch):
+    """After a node change the flavor's tree is made from the tree it replaces, not from every
+    node again (TopologyTree.with_changes), and equals the one made afresh."""
+    from scheduler import tree as tree_module
+
+    c = hosts_cluster()
+    built = []
+    original = tree_module.TopologyTree.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tree_module.TopologyTree, "__init__", counting)
+    c.put(node("b1-r2-n2", block="b1", rack="r2", cpu="8", ready="False"))
+    c.put(node("b3-r1-n1", block="b3", rack="r1", cpu="8"))  # a new block
+    c.remove("Node", "b2-r1-n2")
+    c.put(node("b1-r1-n2", block="b1", rack="r1", cpu="4"))  # resized, in place
+    assert c.fresh_hosts() == ["b1-r1-n2", "b3-r1-n1"]
+    assert built == []
+    c.assert_equals_rebuild()
+    snap = c.state.tas_snapshots[FLAVOR]
+    assert snap.tree.levels[0].ids == ["b1", "b2", "b3"]
+    assert "b1-r2-n2" not in snap.tree.leaves.index_by_id
