@@ -150,7 +150,7 @@ def measure(args: argparse.Namespace) -> dict:
         changes["workload arrives"].append(timed(lambda: (steady.arrive(), engine.sync(steady.now))))
         node = engine.state.nodes[nodes[i % len(nodes)].name]
         allocatable = dict(node.allocatable)
-        allocatable["cpu"] += -1000 if i % 2 == 0 else 1000  # a real change: the flavor's tree is rebuilt
+        allocatable["cpu"] += -1000 if i % 2 == 0 else 1000  # a real change: the flavor's snapshot is made again
         changed = dataclasses.replace(node, allocatable=allocatable)
         changes["node changes"].append(timed(lambda n=changed: (engine.upsert(n), engine.sync(steady.now))))
         after_node.append(steady.cycle())
@@ -176,7 +176,7 @@ def report(f: dict) -> str:
              f"{'a cycle (p90)':<58} {f['cycle_ms_p90']:>9.2f} ms"]
     for what, ms in f["change_ms_median"].items():
         lines.append(line(f"applying one change: {what} (median)", ms, 1.0, "ms"))
-    lines.append(f"{'the cycle after a node change (its tree rebuilt; median)':<58} "
+    lines.append(f"{'the cycle after a node change (its snapshot made again; median)':<58} "
                  f"{f['cycle_after_node_change_ms_median']:>9.2f} ms")
     return "\n".join(lines)
 
