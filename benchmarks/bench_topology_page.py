@@ -21,7 +21,9 @@ pass runs first, as the service's scheduler would have. Then, through Django's t
    then the API's tree of the flavor's blocks and racks (`/api/v1/flavors/NAME/tree/?depth=2`)
    the same two ways (the workloads in each domain kept, or listed afresh);
 3. a node goes NotReady, a pass: the page with the display's tree and usage kept (only the
-   nodes' conditions are read again), and with nothing kept.
+   nodes' conditions are read again), and with nothing kept; the API's tree;
+4. a node holding pods is deleted, a pass: the page with the display's tree made from the
+   kept one and its usage moved onto it, and with nothing kept; the API's tree.
 
 `--profile-node` prints a cProfile of the page after the node went NotReady (top 30 by
 cumulative time). At the end, after one more pass, the kept display and tree are compared with those made on a
@@ -152,10 +154,25 @@ def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int, profi
     if profile is not None:
         profile.disable()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(60)
+    node_tree = reader.tree()
     forget(view)
     node_afresh = reader.page()
+    reader.tree()  # what the next version keeps, made again
     print(f"  after a node went NotReady and a pass: the page {node_kept:.2f} s with the tree and usage kept, "
-          f"{node_afresh:.2f} s counted afresh")
+          f"{node_afresh:.2f} s counted afresh; the tree (depth 2) {node_tree:.2f} s")
+    # a node holding pods is deleted: the display's tree is made from the kept one and the
+    # usage moved onto it (the engine's snapshot too); then with nothing kept
+    from tasweb.scheduling.models import AssignmentDomain
+
+    held = AssignmentDomain.objects.order_by("node").values_list("node", flat=True).first()
+    Node.objects.filter(name=held).delete()
+    scheduling_pass_run(now=NOW + PASS_STEP * rounds)
+    view = state.engine_view()
+    deleted_kept, deleted_tree = reader.page(), reader.tree()
+    forget(view)
+    deleted_afresh = reader.page()
+    print(f"  after a node holding pods was deleted and a pass: the page {deleted_kept:.2f} s with the display "
+          f"moved onto the new tree, {deleted_afresh:.2f} s counted afresh; the tree (depth 2) {deleted_tree:.2f} s")
     # one more version, followed, read both ways against a view built afresh
     finish_workloads(finishing[rounds * finish:(rounds + 1) * finish], NOW + PASS_STEP * (rounds + 1))
     scheduling_pass_run(now=NOW + PASS_STEP * (rounds + 1))
@@ -171,6 +188,9 @@ def measure(finishing: list[tuple[str, str]], *, rounds: int, finish: int, profi
     return {"flavor": flavor, "first_s": first, "first_tree_s": first_tree, "kept_s": kept, "afresh_s": afresh,
             "tree_kept_s": tree_kept, "tree_afresh_s": tree_afresh, "admitted": admitted,
             "node_not_ready_kept_s": node_kept, "node_not_ready_afresh_s": node_afresh,
+            "node_not_ready_tree_s": node_tree,
+            "node_deleted_kept_s": deleted_kept, "node_deleted_afresh_s": deleted_afresh,
+            "node_deleted_tree_s": deleted_tree,
             "kept_in_view": sorted(str(key) for key in view.kept), "same_as_fresh": same_display and same_tree}
 
 

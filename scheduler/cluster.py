@@ -288,6 +288,11 @@ class ClusterState:
     def pod_map(self) -> Mapping[str, Pod]:
         return self._pods
 
+    @property
+    def node_position(self) -> Mapping[str, int]:
+        """Each node's place among `nodes` (the order a tree takes a leaf's nodes in). Read-only."""
+        return self._node_position
+
     # ------------------------------------------------------------ derived: snapshots and quota
 
     @property

@@ -81,6 +81,22 @@ def subtree_shape(children_of: Sequence[Sequence[int]], d: int) -> tuple[list[in
 _NO_LEAVES = np.zeros(0, dtype=np.intp)
 
 
+def moved_leaves(old: TopologyTree, new: TopologyTree) -> set[str]:
+    """Keys of the leaves that are in one tree only, or at another path in each: where an
+    assignment domain (named by its hostname, or its path) finds another leaf, or none."""
+    old_leaves, new_leaves = old.leaves if old.levels else None, new.leaves if new.levels else None
+    if old_leaves is None or new_leaves is None or old.level_keys != new.level_keys:
+        return {*(old_leaves.ids if old_leaves else ()), *(new_leaves.ids if new_leaves else ())}
+    old_index, new_index = old_leaves.index_by_id, new_leaves.index_by_id
+    moved = old_index.keys() ^ new_index.keys()
+    old_values, new_values = old_leaves.values, new_leaves.values
+    for key, i in new_index.items():
+        j = old_index.get(key)
+        if j is not None and old_values[j] != new_values[i]:
+            moved.add(key)
+    return moved
+
+
 @dataclass(frozen=True, slots=True)
 class LeafCarry:
     """Which leaves of a tree made by `TopologyTree.with_changes` are leaves of `source` with

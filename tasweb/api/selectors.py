@@ -29,7 +29,7 @@ from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
-from scheduler.tree import TopologyTree
+from scheduler.tree import TopologyTree, moved_leaves
 from tasweb.api.state import EngineView, engine_view, remembered
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import WorkloadStatus
@@ -602,6 +602,32 @@ class DomainOccupants:
         self.charges = dict(charges)
         return pairs
 
+    def move_to(self, tree: TopologyTree, state: ClusterState) -> None:
+        """Onto `tree`, the flavor's tree after nodes changed: only the workloads with pods on
+        a leaf that came, went or moved are placed again (their charges stay as last seen, so
+        `follow` still reports those that changed)."""
+        old = self.tree
+        moved = moved_leaves(old, tree)
+        self.tree = tree
+        if not moved:
+            return
+        keys: set[str] = set()
+        for leaf_key in moved:
+            for t in (old, tree):
+                leaf = t.leaves.index_by_id.get(leaf_key) if t.levels else None
+                if leaf is not None:
+                    path = t.leaves.values[leaf]
+                    keys.update(self.occupants.get(path, ()))
+                    keys.update(state.by_node.get(leaf_key if t.lowest_is_node else path[-1], ()))
+        for key in keys:
+            self._leave(key)
+            wl = state.workload(key) if key in self.charges else None
+            paths = occupied_domains(state, wl, tree, self.flavor) if wl is not None else frozenset()
+            if paths:
+                self.paths[key] = paths
+                for path in paths:
+                    self.occupants.setdefault(path, set()).add(key)
+
     def _leave(self, key: str) -> None:
         for path in self.paths.pop(key, ()):
             holders = self.occupants[path]
@@ -611,15 +637,18 @@ class DomainOccupants:
 
 
 def domain_workloads(view: EngineView, snap: TASFlavorSnapshot) -> dict[tuple[str, ...], set[str]]:
-    """Workloads holding pods in each domain of the engine's snapshot of a flavor (kept in the
-    view while that snapshot stands: the engine makes it afresh when a node, the flavor or its
-    Topology changes). Read-only, and valid until the view changes."""
+    """Workloads holding pods in each domain of the engine's snapshot of a flavor, kept in the
+    view and brought up to date from the charges that changed, and, when the engine made the
+    snapshot again after nodes changed, from the leaves that moved. Read-only, and valid
+    until the view changes."""
     state = view.state
     tas_flavors = state.tas_flavor_names()
     key = ("domain-workloads", snap.name)
     kept = view.kept.get(key)
-    if kept is None or kept.tree is not snap.tree or kept.tas_flavors != tas_flavors:
+    if kept is None or kept.tas_flavors != tas_flavors:
         kept = view.kept[key] = DomainOccupants(snap.tree, snap.name, tas_flavors)
+    elif kept.tree is not snap.tree:
+        kept.move_to(snap.tree, state)
     kept.follow(state)
     return kept.occupants
 

@@ -211,7 +211,8 @@ class DisplayFrame:
     # compared with them by identity (the engine makes a new Node whenever one changes), and
     # only those that changed are looked at. A node that only goes NotReady, is cordoned or
     # tainted leaves the tree as it is (`_tree_part`): the next frame keeps it, and the usage
-    # counted on it, and reads the flags of that node's leaf again.
+    # counted on it, and reads the flags of that node's leaf again. One that comes, goes,
+    # moves or is resized has the next tree made from this one, and the usage moved onto it.
     seen: Mapping[str, Node] = field(default_factory=dict)
     members: Mapping[str, Node] = field(default_factory=dict)  # the tree's nodes as they are now
 
@@ -261,34 +262,54 @@ def _frame_made(state: ClusterState, rf: ResourceFlavor, topology: Topology,
 
 def _frame_patched(kept: DisplayFrame, state: ClusterState, basis: TASFlavorSnapshot | None) -> DisplayFrame | None:
     """The kept frame brought up to date with the nodes that changed since it was made (by
-    identity), its tree kept; None when a change alters the tree (a node of the flavor
-    added, gone, moved or resized): the frame is then made afresh."""
+    identity). A node of the flavor added, gone, moved or resized changes the tree: it is made
+    from the kept one (`TopologyTree.with_changes`), the other leaves' conditions kept. None
+    when the tree must be made afresh."""
     seen, current = kept.seen, state.nodes
     changed = [name for name, node in current.items() if seen.get(name) is not node]
     added = sum(1 for name in changed if name not in seen)
     gone = [name for name in seen if name not in current] if len(current) - added != len(seen) else []
     levels = tuple(kept.topology.levels)
-    members, without_levels, leaves = dict(kept.members), kept.nodes_without_levels, set()
+    members, without_levels = dict(kept.members), kept.nodes_without_levels
+    reshaped: list[str] = []  # nodes whose part in the tree changed
+    looked_at: list[str] = []  # nodes of the tree whose conditions are read again
     for name in [*changed, *gone]:
         before, after = _tree_part(seen.get(name), kept.flavor, levels), _tree_part(current.get(name), kept.flavor,
                                                                                        levels)
-        if before != after and (before or after):
-            return None
         without_levels += (after == ()) - (before == ())
+        if before != after and (before or after):
+            reshaped.append(name)
         if after:
             members[name] = current[name]
-            leaves.add(kept.tree.node_to_leaf[name])
-    flags, taints, counts = kept.leaf_flags, kept.leaf_taints, kept.flag_counts
-    if leaves:
-        fresh, fresh_taints = _leaf_conditions(kept.tree, members, sorted(leaves))
-        if any(fresh[leaf] != flags[leaf] or fresh_taints[leaf] != taints[leaf] for leaf in leaves):
-            flags, taints = flags.copy(), list(taints)
+            looked_at.append(name)
+        else:
+            members.pop(name, None)
+    tree, flags, taints, counts = kept.tree, kept.leaf_flags, kept.leaf_taints, kept.flag_counts
+    leaves: set[int] = set()
+    if reshaped:
+        made = tree.with_changes(reshaped, [current[name] for name in reshaped if name in members],
+                                 state.node_position)
+        if made is None:
+            return None
+        tree, carry = made
+        flags = np.zeros(tree.leaf_count, dtype=np.int64)
+        flags[carry.new] = kept.leaf_flags[carry.old]
+        taints = [""] * tree.leaf_count
+        for new, old in zip(carry.new.tolist(), carry.old.tolist(), strict=True):
+            taints[new] = kept.leaf_taints[old]
+        leaves.update(carry.fresh)
+    leaves.update(tree.node_to_leaf[name] for name in looked_at)
+    if leaves or reshaped:
+        fresh, fresh_taints = _leaf_conditions(tree, members, sorted(leaves))
+        if reshaped or any(fresh[leaf] != flags[leaf] or fresh_taints[leaf] != taints[leaf] for leaf in leaves):
+            if not reshaped:  # the kept frame's arrays are shared: changed in copies
+                flags, taints = flags.copy(), list(taints)
             for leaf in leaves:
                 flags[leaf], taints[leaf] = fresh[leaf], fresh_taints[leaf]
-            counts = _flag_counts(kept.tree, flags) if kept.tree.depth else []
-    return dataclasses.replace(kept, basis=basis, leaf_flags=flags, leaf_taints=taints, flag_counts=counts,
-                               nodes_without_levels=without_levels, seen=dict(current) if changed or gone else seen,
-                               members=members)
+            counts = _flag_counts(tree, flags) if tree.depth else []
+    return dataclasses.replace(kept, basis=basis, tree=tree, leaf_flags=flags, leaf_taints=taints,
+                               flag_counts=counts, nodes_without_levels=without_levels,
+                               seen=dict(current) if changed or gone else seen, members=members)
 
 
 @dataclass(eq=False)
@@ -302,7 +323,7 @@ class DisplayUsage:
     are taken back and added again (at 50,000 nodes, counting every admitted workload and pod
     afresh took a second at every version)."""
 
-    snap: TASFlavorSnapshot  # on the display frame's tree (kept while the tree is)
+    snap: TASFlavorSnapshot  # on the display frame's tree (moved onto the next one, `move_to`)
     occupants: api.DomainOccupants  # on the same tree; follows the charges
     pods: dict[str, Pod] = field(default_factory=dict)  # as last seen
 
@@ -321,6 +342,32 @@ class DisplayUsage:
                                           if p is not None and counts_as_non_tas_usage(p)), sign=sign)
         self.pods = dict(pods)
 
+    def move_to(self, frame: DisplayFrame, state: ClusterState) -> bool:
+        """Onto the frame's tree, made from this usage's tree after nodes changed, once this
+        usage follows `state`: the rows of the leaves whose nodes are the same are carried,
+        the other leaves counted from the state (the charges and non-TAS pods on their nodes).
+        False when every leaf would be counted afresh: a new usage is made instead."""
+        flavor = self.snap.name
+        snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree, previous=self.snap)
+        if snap.fresh_leaves is None:
+            return False
+        fresh = snap.fresh_leaves.tolist()
+        groups, values = frame.tree.leaf_nodes, frame.tree.leaves.values if frame.tree.levels else []
+        by_node = state.non_tas_by_node
+        snap.add_non_tas_usages([(node.name, requests) for leaf in fresh for node in groups[leaf]
+                                 for requests in by_node.get(node.name, {}).values()])
+        keys: set[str] = set()
+        for leaf in fresh:
+            keys.update(state.by_node.get(values[leaf][-1], ()))
+        only = set(fresh)
+        for key in keys:
+            for tc in self.occupants.charges[key].tas if key in self.occupants.charges else ():
+                if tc.flavor == flavor:
+                    snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
+        self.snap = snap
+        self.occupants.move_to(frame.tree, state)
+        return True
+
 
 def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
     """The flavor's capacity and usage on every node of its display tree: what bound pods
@@ -330,7 +377,11 @@ def _display_usage(view: EngineView, frame: DisplayFrame) -> DisplayUsage:
     tas_flavors = state.tas_flavor_names()
     key = ("display-usage", frame.flavor.name)
     usage = view.kept.get(key)
-    if usage is None or usage.snap.tree is not frame.tree or usage.occupants.tas_flavors != tas_flavors:
+    if usage is not None and usage.snap.tree is not frame.tree and usage.occupants.tas_flavors == tas_flavors:
+        usage.follow(state)
+        if not usage.move_to(frame, state):
+            usage = None
+    if usage is None or usage.occupants.tas_flavors != tas_flavors:
         snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree)
         usage = DisplayUsage(snap=snap, occupants=api.DomainOccupants(frame.tree, frame.flavor.name, tas_flavors))
     usage.follow(state)

@@ -146,8 +146,10 @@ def capacity_fields(cap: selectors.FlavorCapacity) -> dict:
 
 def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change(cluster):
     """The display's tree and node conditions are kept while the engine's snapshot of the
-    flavor stands (workloads and pods change only the usage); a node change makes them anew.
-    After each change the display equals one computed on a view built afresh."""
+    flavor stands (workloads and pods change only the usage); a node change brings them up to
+    date, a new tree made from the kept one where the node came, went, moved or was resized,
+    with the usage moved onto it. After each change the display equals one computed on a
+    view built afresh."""
     from tasweb.api import state
     from tasweb.cluster.models import Node, Pod, Workload
     from tasweb.cluster.services import object_upsert
@@ -192,6 +194,13 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
     def allocatable(raw: dict) -> None:
         raw["status"]["allocatable"]["cpu"] = "63"
 
+    def smaller(raw: dict) -> None:
+        raw["status"]["allocatable"]["cpu"] = "62"
+
+    def holding(name: str) -> str:
+        return AssignmentDomain.objects.filter(workload__name=name).order_by("node").values_list(
+            "node", flat=True).first()
+
     def moved(raw: dict) -> None:
         raw["metadata"]["labels"][RACK_LABEL] = "r2"
 
@@ -221,6 +230,7 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
             object_upsert(kind="Workload", obj=workload_object("research", "late", count=1, gpus=2)),
             scheduling_pass_run(now=NOW))),
         ("a pod deleted", False, False, lambda: Pod.objects.filter(pk=Pod.objects.order_by("id").first().pk).delete()),
+        ("a node holding pods resized", True, True, lambda: node_update(holding("train-block"), smaller)),
         ("a workload deleted", False, False, lambda: Workload.objects.filter(name="train-block").delete()),
         ("a node NotReady", True, False, lambda: node_update("b1-r1-n1", not_ready)),
         ("a node cordoned", True, False, lambda: node_update("b1-r2-n2", cordon)),
@@ -236,14 +246,30 @@ def test_the_kept_frame_gives_what_a_fresh_view_gives_after_every_kind_of_change
         ("a node of the flavor added", True, True, lambda: new_node("b1-r1-extra", of_the_flavor("b1-r1-extra"))),
         ("a node of the flavor deleted", True, True, lambda: Node.objects.filter(name="b1-r1-extra").delete()),
     ]
-    for what, anew, new_tree, change in steps:
-        before, counted = frame(), usage()
-        change()
-        selectors.flavor_capacity(flavor="tas-gpu")
-        assert (frame() is not before) == anew, what
-        # the tree, and the usage counted on it, are kept where only conditions changed
-        assert (frame().tree is not before.tree) == new_tree, what
-        assert (usage() is not counted) == new_tree, what
-        assert_as_fresh()
+    made_afresh = []
+    original = selectors._frame_made
+
+    def counting(*args, **kwargs):
+        made_afresh.append(args)
+        return original(*args, **kwargs)
+
+    selectors._frame_made = counting
+    try:
+        for what, anew, new_tree, change in steps:
+            before, counted = frame(), usage()
+            counted_tree = counted.snap.tree
+            change()
+            selectors.flavor_capacity(flavor="tas-gpu")
+            assert (frame() is not before) == anew, what
+            # the tree, and the usage counted on it, are kept where only conditions changed;
+            # a new tree is made from the kept one, and the usage moved onto it
+            assert (frame().tree is not before.tree) == new_tree, what
+            assert usage() is counted and (usage().snap.tree is not counted_tree) == new_tree, what
+            assert usage().snap.tree is frame().tree, what
+            assert made_afresh == [], what  # nothing made afresh for the kept view
+            assert_as_fresh()
+            made_afresh.clear()
+    finally:
+        selectors._frame_made = original
     assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r1-n1"]] == 0
     assert frame().leaf_flags[frame().tree.node_to_leaf["b1-r2-n2"]] != 0
