@@ -365,7 +365,7 @@ class ClusterState:
                 snap = updated_flavor_snapshot(old, self.nodes, node_changes[name], self._node_position)
             else:
                 snap = build_flavor_snapshot(flavor, topology, self.nodes.values(), previous=old)
-            self._count_non_tas(snap)
+            self.count_non_tas(snap)
             self._snapshots[name] = snap
             rebuilt.append(snap)
         # keep the flavors' order stable (the order flavors were defined in)
@@ -389,8 +389,9 @@ class ClusterState:
         """What decides which snapshots share usage (snapshots_sharing_usage_of)."""
         return {name: snap.lowest_is_node for name, snap in self._snapshots.items()}
 
-    def _count_non_tas(self, snap: TASFlavorSnapshot) -> None:
-        """The non-TAS pods on the nodes of the snapshot's fresh leaves."""
+    def count_non_tas(self, snap: TASFlavorSnapshot) -> None:
+        """The non-TAS pods on the nodes of the snapshot's fresh leaves (every leaf when it
+        carried none over)."""
         by_node = self.non_tas_by_node
         if not by_node:
             return

@@ -121,7 +121,7 @@ class TopologyTree:
         leaf_values: dict[str, tuple[str, ...]] = {}
         leaf_nodes: dict[str, list[Node]] = {}
         keys, by_hostname = self.level_keys, self.lowest_is_node
-        for node in nodes:
+        for node in nodes:  # _values_of and _leaf_key, inlined: this runs once per node
             labels = node.labels
             values = tuple(labels[key] for key in keys)
             # With the hostname as the lowest level Kueue keys a leaf by the hostname alone.

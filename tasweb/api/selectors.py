@@ -616,9 +616,9 @@ class DomainOccupants:
             for t in (old, tree):
                 leaf = t.leaves.index_by_id.get(leaf_key) if t.levels else None
                 if leaf is not None:
-                    path = t.leaves.values[leaf]
+                    path = t.leaves.values[leaf]  # its last value names the leaf, as holders are indexed
                     keys.update(self.occupants.get(path, ()))
-                    keys.update(state.by_node.get(leaf_key if t.lowest_is_node else path[-1], ()))
+                    keys |= state.workloads_on_nodes([path[-1]])
         for key in keys:
             self._leave(key)
             wl = state.workload(key) if key in self.charges else None

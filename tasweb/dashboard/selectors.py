@@ -351,17 +351,12 @@ class DisplayUsage:
         snap = TASFlavorSnapshot(frame.flavor, frame.topology, frame.tree, previous=self.snap)
         if snap.fresh_leaves is None:
             return False
+        state.count_non_tas(snap)
         fresh = snap.fresh_leaves.tolist()
-        groups, values = frame.tree.leaf_nodes, frame.tree.leaves.values if frame.tree.levels else []
-        by_node = state.non_tas_by_node
-        snap.add_non_tas_usages([(node.name, requests) for leaf in fresh for node in groups[leaf]
-                                 for requests in by_node.get(node.name, {}).values()])
-        keys: set[str] = set()
-        for leaf in fresh:
-            keys.update(state.by_node.get(values[leaf][-1], ()))
-        only = set(fresh)
-        for key in keys:
-            for tc in self.occupants.charges[key].tas if key in self.occupants.charges else ():
+        values, only = frame.tree.leaves.values, set(fresh)
+        # holders are indexed by the last value of their domains, which names the leaf
+        for key in state.workloads_on_nodes(values[leaf][-1] for leaf in fresh):
+            for tc in state.charges[key].tas:
                 if tc.flavor == flavor:
                     snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
         self.snap = snap
