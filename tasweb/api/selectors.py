@@ -591,13 +591,7 @@ class DomainOccupants:
         changed = [key for key, charge in charges.items() if self.charges.get(key) is not charge]
         changed += [key for key in self.charges if key not in charges]
         for key in changed:
-            self._leave(key)
-            wl = state.workload(key) if key in charges else None
-            paths = occupied_domains(state, wl, self.tree, self.flavor) if wl is not None else frozenset()
-            if paths:
-                self.paths[key] = paths
-                for path in paths:
-                    self.occupants.setdefault(path, set()).add(key)
+            self._place(key, state, holds=key in charges)
         pairs = [(self.charges.get(key), charges.get(key)) for key in changed]
         self.charges = dict(charges)
         return pairs
@@ -620,13 +614,17 @@ class DomainOccupants:
                     keys.update(self.occupants.get(path, ()))
                     keys |= state.workloads_on_nodes([path[-1]])
         for key in keys:
-            self._leave(key)
-            wl = state.workload(key) if key in self.charges else None
-            paths = occupied_domains(state, wl, tree, self.flavor) if wl is not None else frozenset()
-            if paths:
-                self.paths[key] = paths
-                for path in paths:
-                    self.occupants.setdefault(path, set()).add(key)
+            self._place(key, state, holds=key in self.charges)
+
+    def _place(self, key: str, state: ClusterState, *, holds: bool) -> None:
+        """The workload's domains on the tree, as it is in `state` (none unless it `holds` a charge)."""
+        self._leave(key)
+        wl = state.workload(key) if holds else None
+        paths = occupied_domains(state, wl, self.tree, self.flavor) if wl is not None else frozenset()
+        if paths:
+            self.paths[key] = paths
+            for path in paths:
+                self.occupants.setdefault(path, set()).add(key)
 
     def _leave(self, key: str) -> None:
         for path in self.paths.pop(key, ()):
