@@ -383,7 +383,7 @@ class ClusterState:
         self._count_charges([s for s in rebuilt if s.fresh_leaves is None])
         for snap in rebuilt:
             if snap.fresh_leaves is not None and len(snap.fresh_leaves):
-                self._count_charges_on(snap, snap.fresh_leaves.tolist())
+                self.count_charges_on(snap, snap.fresh_leaves.tolist())
 
     def _sharing_shape(self) -> dict[str, bool]:
         """What decides which snapshots share usage (snapshots_sharing_usage_of)."""
@@ -411,17 +411,16 @@ class ClusterState:
                     if id(snap) in targets:
                         snap.add_assignment_usage(tc.assignment, tc.requests, 1)
 
-    def _count_charges_on(self, snap: TASFlavorSnapshot, leaves: list[int]) -> None:
+    def count_charges_on(self, snap: TASFlavorSnapshot, leaves: list[int],
+                         counts: Callable[[str], bool] | None = None) -> None:
         """The TAS usage of the holders on `leaves` of `snap`, found through `by_node` (keyed
-        by the last value of a domain, which names the leaf)."""
-        values, by_node = snap.tree.leaves.values, self.by_node
-        keys: set[str] = set()
-        for leaf in leaves:
-            keys.update(by_node.get(values[leaf][-1], ()))
+        by the last value of a domain, which names the leaf). `counts` says whose charges
+        count, by their flavor: by default those of the flavors whose usage `snap` shares."""
+        values = snap.tree.leaves.values
         only = set(leaves)
-        for key in keys:
+        for key in self.workloads_on_nodes(values[leaf][-1] for leaf in leaves):
             for tc in self.charges[key].tas:
-                if snap in self.snapshots_sharing_usage_of(tc.flavor):
+                if counts(tc.flavor) if counts is not None else snap in self.snapshots_sharing_usage_of(tc.flavor):
                     snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
 
     def _mark_flavors(self, names: Iterable[str]) -> None:

@@ -352,13 +352,8 @@ class DisplayUsage:
         if snap.fresh_leaves is None:
             return False
         state.count_non_tas(snap)
-        fresh = snap.fresh_leaves.tolist()
-        values, only = frame.tree.leaves.values, set(fresh)
-        # holders are indexed by the last value of their domains, which names the leaf
-        for key in state.workloads_on_nodes(values[leaf][-1] for leaf in fresh):
-            for tc in state.charges[key].tas:
-                if tc.flavor == flavor:
-                    snap.add_assignment_usage(tc.assignment, tc.requests, 1, only=only)
+        # the display counts its own flavor's charges only
+        state.count_charges_on(snap, snap.fresh_leaves.tolist(), counts=lambda name: name == flavor)
         self.snap = snap
         self.occupants.move_to(frame.tree, state)
         return True
