@@ -38,7 +38,7 @@ from scheduler.flavorassigner import (
 from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Requirement, Workload
 from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
-from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, preemption_message
+from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
 from scheduler.queues import (
     REQUEUE_GENERIC,
     REQUEUE_IMMEDIATE,
@@ -66,7 +66,7 @@ from scheduler.results import (
     WorkloadResult,
 )
 from scheduler.snapshot import assignment_room
-from scheduler.stops import StopRecord, quota_checks, requeue_triggers, shortfall_text
+from scheduler.stops import StopRecord, never_fits_text, quota_checks, requeue_triggers, shortfall_text
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_GO_DURATION_SECONDS = 9223372036.854775807
@@ -105,7 +105,7 @@ class Entry:
     cq: ClusterQueue
     assigner: FlavorAssigner
     assignment: FlavorAssignment
-    targets: list[Target] = field(default_factory=list)
+    targets: Targets = field(default_factory=Targets)
     generation: int = 0  # the ClusterQueue's AllocatableResourceGeneration at nomination
     # quota as nomination counted it, when the head did not simply fit (its failure's numbers)
     checks: list[stops.QuotaCheck] = field(default_factory=list)
@@ -297,12 +297,12 @@ class SchedulingCycle:
 
     def _assign(self, e: Entry) -> None:
         assignment, targets = self.try_counts(e, None)
-        if not self.admissible(assignment, targets):
-            targets = []
-            if self.state.gates.PartialAdmission and can_be_partially_admitted(e.wl):
-                reduced = self.reduce(e)
-                if reduced is not None:
-                    assignment, targets = reduced
+        # not admissible: no targets found (what the search had to choose from is kept)
+        if not self.admissible(assignment, targets) and self.state.gates.PartialAdmission \
+                and can_be_partially_admitted(e.wl):
+            reduced = self.reduce(e)
+            if reduced is not None:
+                assignment, targets = reduced
         e.assignment, e.targets = assignment, targets
         if assignment.mode == PREEMPT and any(psf.tas for psf in assignment.pod_sets) and not e.wl.unhealthy_nodes:
             # where the workload goes once its targets are gone; without targets, where it would go on
@@ -313,19 +313,19 @@ class SchedulingCycle:
             else:
                 assignment.placements = e.assigner.place(assignment, simulate_empty=True)
 
-    def try_counts(self, e: Entry, counts: dict[str, int] | None) -> tuple[FlavorAssignment, list[Target]]:
+    def try_counts(self, e: Entry, counts: dict[str, int] | None) -> tuple[FlavorAssignment, Targets]:
         assignment = e.assigner.assign(counts)
         if assignment.mode != NO_FIT:
             e.assigner.assign_topology(assignment)
         if assignment.mode != PREEMPT:
-            return assignment, []
+            return assignment, Targets()
         return assignment, e.assigner.preemption_targets(assignment)
 
     @staticmethod
     def admissible(assignment: FlavorAssignment, targets: list[Target]) -> bool:
         return assignment.mode == FIT or (assignment.mode == PREEMPT and bool(targets))
 
-    def reduce(self, e: Entry) -> tuple[FlavorAssignment, list[Target]] | None:
+    def reduce(self, e: Entry) -> tuple[FlavorAssignment, Targets] | None:
         """Partial admission: binary search for the smallest reduction, spread over the PodSets in
         proportion to what each may give up (count - minCount), that fits or can preempt to fit."""
         counts_of = {ps.name: self.state.pods_after_reclaim(e.wl, ps) for ps in e.wl.pod_sets}
@@ -447,13 +447,19 @@ class SchedulingCycle:
             return StopRecord(stops.FLAVORS_LEFT, f"{reason}; sent back to try its remaining flavors next cycle",
                               verdict=stops.UNDECIDED, quota=e.checks)
         if e.mode == PREEMPT:
-            return StopRecord(stops.NO_CANDIDATES, f"{shortfall_text(e.checks) or reason}; preemption could make "
-                              "room but no admitted workload may be preempted for it under the preemption policies "
-                              f"of ClusterQueue {e.cq.name}", quota=e.checks)
+            return StopRecord(stops.NO_CANDIDATES, f"{shortfall_text(e.checks) or reason}; "
+                              f"{stops.no_targets_text(e.targets.candidates, f'ClusterQueue {e.cq.name}')}",
+                              quota=e.checks, details={"candidates": e.targets.candidates})
         if a.kind == TOPOLOGY_PLACEMENT_FAILED or (psf is not None and psf.kind == TOPOLOGY_PLACEMENT_FAILED):
             flavor = next((f for f in psf.flavors.values()), "") if psf is not None else ""
             tr = psf.pod_set.topology_request if psf is not None else None
             level = (tr.required or tr.preferred or "") if tr is not None else ""
+            if psf is not None and psf.empty_failure:
+                # Kueue's condition keeps the first reason (quota short, or the placement on the
+                # nodes as they are); what stops it for good is that no room made would do
+                return StopRecord(stops.TOPOLOGY, f"topology: {never_fits_text(flavor, psf.empty_failure)}",
+                                  details={"podSet": a.failed_pod_set, "flavor": flavor, "level": level,
+                                           "reason": psf.empty_failure, "withNoWorkloads": True})
             return StopRecord(stops.TOPOLOGY, f"topology: {reason}", details={
                 "podSet": a.failed_pod_set, "flavor": flavor, "level": level, "reason": reason})
         if a.kind == EXCEEDS_MAX_QUOTA:

@@ -22,11 +22,19 @@ from scheduler.cluster import ClusterState
 from scheduler.flavorassigner import PREEMPT, FlavorAssigner, FlavorAssignment, PodSetFlavors, pod_set_needs
 from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, TASPodSetRequest, _Params
-from scheduler.preemption import HUMAN_READABLE_REASONS, Target
+from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
-from scheduler.stops import FITS, NOT_EVALUATED, TOPOLOGY, UNDECIDED, StopRecord
+from scheduler.stops import (
+    FITS,
+    NOT_EVALUATED,
+    TOPOLOGY,
+    UNDECIDED,
+    StopRecord,
+    never_fits_text,
+    no_targets_text,
+)
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
 from scheduler.tree import carries_labels, node_matches_flavor
 
@@ -79,7 +87,8 @@ class QuotaLine:
 
 @dataclass(slots=True)
 class Suggestion:
-    kind: str  # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "preemption" | "fits-now"
+    # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "preemption" | "never-fits" | "fits-now"
+    kind: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -412,32 +421,59 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     out.fits, out.reason = not reason, reason
     if out.fits:
         return out, req
-    for suggestion in (higher_level_suggestion(out.levels, params, mode),
+    _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
+                                        simulate_empty=True)
+    for suggestion in (never_fits_suggestion(snap.name, never),
+                       higher_level_suggestion(out.levels, params, mode),
                        fewer_pods_suggestion(out.levels, params, mode),
-                       free_capacity_suggestion(state, snap, req, placer, params, assumed, shared)):
+                       # when nothing would make room, freeing some of it would not either
+                       None if never else free_capacity_suggestion(state, snap, req, placer, params, assumed,
+                                                                   shared)):
         if suggestion is not None:
             out.suggestions.append(suggestion)
     return out, req
 
 
+def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
+    """`reason`: why the PodSet does not fit the flavor even with no admitted workload on its
+    nodes ("" when it would)."""
+    if not reason:
+        return None
+    return Suggestion("never-fits", f"{never_fits_text(flavor, reason)}; it waits until nodes are added "
+                      "or its request changes (fewer pods, a higher level)", {"flavor": flavor, "reason": reason})
+
+
+def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Shared | None) -> PodSetExplanation:
+    """A PodSet whose quota falls short and whose flavor's topology could not hold it even with
+    no admitted workload on its nodes: its levels and nodes as they are, and why no room made
+    would do (its reason is the one on empty nodes)."""
+    snap = next(state.tas_snapshots[f] for f in psf.flavors.values() if f in state.tas_snapshots)
+    explanation, _ = explain_pod_set(state, snap, psf, {}, shared)
+    explanation.fits, explanation.reason = False, psf.empty_failure
+    never = never_fits_suggestion(snap.name, psf.empty_failure)
+    if never is not None and not any(s.kind == never.kind for s in explanation.suggestions):
+        explanation.suggestions.insert(0, never)
+    return explanation
+
+
 # ---------------------------------------------------------------- preemption
 
 
-def preemption_targets(assigner: FlavorAssigner, assignment: FlavorAssignment) -> list[Target]:
+def preemption_targets(assigner: FlavorAssigner, assignment: FlavorAssignment) -> Targets:
     """The workloads the scheduling cycle would preempt for an assignment that fits only by
-    preemption (none when the ClusterQueue's preemption policy allows no candidate)."""
+    preemption (none when the ClusterQueue's preemption policy allows no candidate, or when
+    preempting those it allows would not make room)."""
     assigner.assign_topology(assignment)
-    return assigner.preemption_targets(assignment) if assignment.mode == PREEMPT else []
+    return assigner.preemption_targets(assignment) if assignment.mode == PREEMPT else Targets()
 
 
-def preemption_suggestion(targets: list[Target], *, fair_sharing: bool = False) -> Suggestion:
+def preemption_suggestion(targets: Targets, *, fair_sharing: bool = False) -> Suggestion:
     if not targets:
-        rules = ("the preemption policies (withinClusterQueue, reclaimWithinCohort) of its ClusterQueue and the "
-                 "fair sharing preemption strategies" if fair_sharing else
-                 "the preemption policies (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) of its "
-                 "ClusterQueue and cohort")
-        return Suggestion("preemption", "preemption could make room, but no admitted workload may be preempted "
-                          f"for it under {rules}: it waits for workloads to finish", {"targets": []})
+        rules = ("its ClusterQueue (withinClusterQueue, reclaimWithinCohort) and the fair sharing preemption "
+                 "strategies" if fair_sharing else
+                 "its ClusterQueue and cohort (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort)")
+        return Suggestion("preemption", f"{no_targets_text(targets.candidates, rules)}: it waits for workloads "
+                          "to finish", {"targets": [], "candidates": targets.candidates})
     names = ", ".join(f"{t.workload.key} ({HUMAN_READABLE_REASONS.get(t.reason, t.reason)})" for t in targets)
     noun = "workload" if len(targets) == 1 else "workloads"
     return Suggestion("preemption", f"the next scheduling pass preempts {len(targets)} {noun} to make room: {names}",
@@ -511,8 +547,13 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
         out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
         if assignment.mode == PREEMPT:
-            out.suggestions.append(preemption_suggestion(preemption_targets(assigner, assignment),
-                                                         fair_sharing=state.config.fair_sharing is not None))
+            targets = preemption_targets(assigner, assignment)
+            never = next((psf for psf in assignment.pod_sets if psf.empty_failure), None)
+            if never is not None:  # preempting cannot make room: the topology is too small for it
+                out.pod_sets = [explain_never_fitting(state, never, shared)]
+            else:
+                out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
+                                                             is not None))
         elif assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",

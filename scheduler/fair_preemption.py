@@ -177,6 +177,7 @@ class FairSearch(_Search):
 
     def run(self) -> list[Target]:
         candidates = self.fair_candidates()
+        self.candidates = len(candidates)
         if not candidates:
             return []
         try:

@@ -18,7 +18,7 @@ from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Taint, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
-from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Target
+from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Targets
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource, borrowing_height
 from scheduler.topology_assignment import find_topology_assignments_for_flavor, has_level, topology_request_reason
@@ -131,6 +131,9 @@ class PodSetFlavors:
     kind: str = ""
     # an error building its TAS request (Kueue's Status.err): the PodSet cannot be admitted
     error: str = ""
+    # the placement's reason when it does not fit the topology even with no admitted workload
+    # on the flavor's nodes (Kueue's simulate-empty check): no preemption or finish makes room
+    empty_failure: str = ""
 
     @property
     def message(self) -> str:
@@ -580,7 +583,7 @@ class FlavorAssigner:
             return 0
         return self.progress.next_flavor(key)
 
-    def preemption_targets(self, assignment: FlavorAssignment) -> list[Target]:
+    def preemption_targets(self, assignment: FlavorAssignment) -> Targets:
         """The workloads to preempt for an assignment that fits only by preemption: its quota,
         and its topology (placed as if they were gone); none when no candidate will do."""
         return self.preemptor.get_targets(
@@ -615,6 +618,7 @@ class FlavorAssigner:
                 psf = assignment.pod_set(failed)
                 if not psf.reasons:
                     psf.reasons.append(empty[failed].failure)
+                psf.empty_failure = empty[failed].failure
                 psf.mode, psf.kind = NO_FIT, TOPOLOGY_PLACEMENT_FAILED
             else:
                 for name in empty:

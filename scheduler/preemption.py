@@ -75,6 +75,14 @@ class Target:
     reason: str
 
 
+class Targets(list[Target]):
+    """The targets a preemption search found, and how many candidates it had: the admitted
+    workloads the preemption policies let it preempt. No targets with candidates means that
+    preempting them would not make room."""
+
+    candidates: int = 0
+
+
 @dataclass(slots=True)
 class _Candidate:
     workload: Workload
@@ -161,16 +169,20 @@ class Preemptor:
     # ------------------------------------------------------------ targets
 
     def get_targets(self, wl: Workload, cq: ClusterQueue, usage: Mapping[FlavorResource, int],
-                    frs_need: set[FlavorResource], tas_fits: Callable[[], bool] | None = None) -> list[Target]:
+                    frs_need: set[FlavorResource], tas_fits: Callable[[], bool] | None = None) -> Targets:
         """The workloads to evict for `wl` to fit `usage` (and, through `tas_fits`, its topology)."""
         fair_sharing = self.state.config.fair_sharing
+        search: _Search
         if fair_sharing is not None:
             from scheduler.fair_preemption import FairSearch  # it builds on _Search below
 
-            return FairSearch(self, wl, cq, dict(usage), frs_need, tas_fits,
-                              strategies=fair_sharing.preemption_strategies, shares=self.fair_shares).run()
-        search = _Search(self, wl, cq, dict(usage), frs_need, tas_fits)
-        return search.run()
+            search = FairSearch(self, wl, cq, dict(usage), frs_need, tas_fits,
+                                strategies=fair_sharing.preemption_strategies, shares=self.fair_shares)
+        else:
+            search = _Search(self, wl, cq, dict(usage), frs_need, tas_fits)
+        found = Targets(search.run())
+        found.candidates = search.candidates
+        return found
 
     def simulate(self, wl: Workload, cq: ClusterQueue, fr: FlavorResource, value: int) -> tuple[str, int]:
         """Whether preemption could make room for `value` of one flavor/resource: NoCandidates,
@@ -204,6 +216,7 @@ class _Search:
         self.usage = usage
         self.frs_need = frs_need
         self.tas_fits = tas_fits
+        self.candidates = 0  # how many the policies allowed (set by `run`)
         self.priority = self.state.priority_of(wl)
         borrow_within = dict(cq.preemption.get("borrowWithinCohort") or {})
         self.borrow_forbidden = borrow_within.get("policy", "Never") == "Never"
@@ -313,6 +326,7 @@ class _Search:
 
         groups = [hierarchy, by_priority, same]
         candidates = [c for g in groups for c in g if evicted(c)] + [c for g in groups for c in g if not evicted(c)]
+        self.candidates = len(candidates)
         if not candidates:
             return []
         if (not hierarchy and not by_priority) or (self.borrow_forbidden and not self.under_nominal()):

@@ -39,9 +39,9 @@ QUOTA_LIMIT = "quota-limit"  # a borrowingLimit or lendingLimit is what binds
 EXCEEDS_QUOTA = "exceeds-quota"  # more than the ClusterQueue could ever get
 NO_FLAVOR = "no-flavor"  # no flavor matches (resource not covered, node constraints, ...)
 PREEMPTION_PENDING = "preemption-pending"  # preemptions issued, waiting for the targets to go
-NO_CANDIDATES = "no-candidates"  # preemption could help but the policies allow no target
+NO_CANDIDATES = "no-candidates"  # needs preemption, but the policies allow no target or none that would do
 OVERLAPPING_TARGETS = "overlapping-targets"  # its targets are being preempted for another head
-TOPOLOGY = "topology"  # quota fits, the TopologyAssignment does not
+TOPOLOGY = "topology"  # quota fits but the TopologyAssignment does not, or no TopologyAssignment ever would
 TOPOLOGY_HELD = "topology-held"  # the room was taken or held by another head in the cycle
 FLAVORS_LEFT = "flavors-left"  # sent back to try its remaining flavors
 PODS_READY = "waiting-pods-ready"  # waitForPodsReady blocks admission
@@ -218,6 +218,25 @@ def shortfall_text(checks: Iterable[QuotaCheck]) -> str:
     short = [c for c in checks if not c.fits]
     return "; ".join(f"short by {c.text('short')} of {c.resource} in flavor {c.flavor} "
                      f"({c.text('requested')} requested, {c.text('available')} unused)" for c in short)
+
+
+def never_fits_text(flavor: str, reason: str) -> str:
+    """A PodSet the flavor's topology cannot hold even with no admitted workload on its nodes
+    (only what runs outside Kueue counted): no finish or preemption makes room for it."""
+    return (f"it does not fit flavor {flavor} even with no admitted workload on its nodes, so no "
+            f"preemption or finish makes room for it: {reason}")
+
+
+def no_targets_text(candidates: int, policies: str) -> str:
+    """Why a workload that needs preemption found no targets: no admitted workload may be
+    preempted for it under `policies` (whose preemption policies, in words), or preempting the
+    `candidates` that may be would not make room."""
+    if not candidates:
+        return (f"preemption could make room but no admitted workload may be preempted for it under the "
+                f"preemption policies of {policies}")
+    noun = "workload" if candidates == 1 else "workloads"
+    return (f"{candidates} admitted {noun} may be preempted for it under the preemption policies of {policies}, "
+            "but preempting them would not make room for it")
 
 
 # ---------------------------------------------------------------- requeue triggers

@@ -9,7 +9,8 @@ workload, why-pending's verdict is checked against the next pass over the unchan
 * `waits`: the next pass does not admit it;
 
 and the explanation never contradicts itself: when the cycle stopped a workload on quota,
-its quota lines are the cycle's numbers and one of them is short.
+its quota lines are the cycle's numbers and one of them is short. A workload said never to
+fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to spare.
 """
 
 from __future__ import annotations
@@ -104,10 +105,13 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
         assert why is not None and why.verdict == NOT_EVALUATED and not why.fits
     engine.run_pass(NOW)
     verdicts = {}
+    never_fits = []
     for key in waiting(engine):
         why = engine.explain(key, NOW)
         assert why is not None
         verdicts[key] = why.verdict
+        if any(s.kind == "never-fits" for ps in why.pod_sets for s in ps.suggestions):
+            never_fits.append(key)
         assert why.fits == (why.verdict == FITS)
         stop = why.stop
         assert stop is not None
@@ -125,6 +129,26 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
             assert now_admitted, (key, outcome.decided.get(key))
         elif verdict == WAITS:
             assert not now_admitted, (key, engine.decisions.get(key))
+    for key in never_fits:  # said never to fit: not even alone, on idle nodes, with quota to spare
+        assert not admitted_alone(objects, key), key
+
+
+def admitted_alone(objects: list[dict], key: str) -> bool:
+    """Whether the workload `key` is admitted by a pass over the same nodes with no other
+    workload, and every ClusterQueue's quota far beyond what it asks for."""
+    alone = []
+    for obj in objects:
+        if obj["kind"] == "Workload":
+            if f"{obj['metadata']['namespace']}/{obj['metadata']['name']}" == key:
+                alone.append(obj)
+        elif obj["kind"] == "ClusterQueue":
+            alone.append(queue_with_policy(obj["metadata"]["name"], cpu=1000))
+        else:
+            alone.append(obj)
+    engine = Engine.from_parsed(parse(alone), gates())
+    engine.run_pass(NOW)
+    wl = engine.state.workload(key)
+    return wl is not None and wl.has_quota_reservation
 
 
 def test_a_head_held_back_by_a_reservation_names_it():

@@ -1,0 +1,148 @@
+"""Why-pending never says that preemption or a finish could make room when it could not.
+
+* A workload its flavor's topology cannot hold even with no admitted workload on the nodes:
+  Kueue finds it with the simulate-empty check of the flavor assignment and keeps the first
+  reason in the Workload's condition (quota short, or the placement on the nodes as they are);
+  the record of the cycle and the explanation name the reason that holds for good.
+* A workload that needs preemption, where the policies allow candidates but preempting them
+  would not make room: it is not said that no workload may be preempted.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from scheduler.engine import Engine
+from scheduler.stops import NO_CANDIDATES, TOPOLOGY, WAITS
+
+from .factories import (
+    HOSTNAME,
+    NOW,
+    RACK,
+    admitted,
+    domains_json,
+    gates,
+    grid,
+    local_queue,
+    parse,
+    queue_with_policy,
+    resource_flavor,
+    topology,
+    workload,
+)
+
+
+def suggestions(why) -> list:
+    """Every suggestion, the workload's and its PodSets', as the API lists them."""
+    return [*why.suggestions, *(s for ps in why.pod_sets for s in ps.suggestions)]
+
+
+def cluster(quota: int) -> list[dict]:
+    """Two racks of two 4-CPU nodes; a low-priority workload holds one node; `big` asks for
+    three whole nodes in one rack, at a priority that may preempt it."""
+    return [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=quota, within="LowerPriority"), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("low", queue="lq", cpu="4", priority=0, created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq"),
+        workload("big", queue="lq", count=3, cpu="4", required=RACK, priority=10, created=-60),
+    ]
+
+
+@pytest.mark.parametrize("quota", [12, 100], ids=["quota-short", "quota-fits"])
+def test_a_pod_set_no_rack_can_hold_is_said_never_to_fit(quota):
+    engine = Engine.from_parsed(parse(cluster(quota)), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    assert why is not None and why.verdict == WAITS and not why.fits
+    assert why.stop.step == TOPOLOGY and why.stop.details["withNoWorkloads"]
+    assert "even with no admitted workload on its nodes" in why.summary
+    assert "allows to fit only 2 out of 3 pod(s)" in why.summary
+    # Kueue's condition message is left as Kueue writes it
+    assert why.stop.reason.startswith("couldn't assign flavors to pod set main: ")
+    kinds = [s.kind for s in suggestions(why)]
+    assert "preemption" not in kinds and "free-capacity" not in kinds
+    assert kinds[0] == "never-fits"
+    assert "higher-level" in kinds  # the block holds four nodes
+    assert not any("preempted" in s.message for s in suggestions(why))
+    (pod_set,) = why.pod_sets
+    assert not pod_set.fits and "allows to fit only 2 out of 3 pod(s)" in pod_set.reason
+    # true: the next pass admits nothing, and preempts nothing
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert not engine.state.workload("default/big").has_quota_reservation
+    assert engine.state.workload("default/low").has_quota_reservation
+    assert not any(d.key == "default/low" for d in outcome.result.decisions)
+
+
+def test_before_any_cycle_the_explanation_says_it_never_fits():
+    engine = Engine.from_parsed(parse(cluster(12)), gates())
+    why = engine.explain("default/big", NOW)
+    assert why is not None and not why.fits
+    kinds = [s.kind for s in suggestions(why)]
+    assert "never-fits" in kinds and "preemption" not in kinds
+
+
+def test_a_pod_set_that_fits_empty_racks_is_not_said_never_to_fit():
+    """Two whole nodes fit an empty rack: the low-priority workload is preempted for it."""
+    objects = cluster(12)
+    objects[-1] = workload("big", queue="lq", count=2, cpu="4", required=RACK, priority=10, created=-60)
+    objects[-2] = admitted(workload("low", queue="lq", count=3, cpu="4", priority=0, created=-600),
+                           assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r2-n1", 1),
+                                                                          ("b1-r2-n2", 1)])},
+                           cluster_queue_name="cq")
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/big", NOW)
+    assert "never-fits" not in [s.kind for s in suggestions(why)]
+    engine.run_pass(NOW)
+    assert engine.state.workload("default/low").condition_true("Evicted") or \
+        not engine.state.workload("default/low").has_quota_reservation
+
+
+def test_candidates_that_would_not_make_room_are_not_said_to_be_none():
+    """`big` needs two whole nodes in one rack and 4 more CPUs of quota. The policies let it
+    preempt `low`, but each rack keeps a node of a higher-priority workload: preempting `low`
+    frees quota and one node, not a rack."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=16, within="LowerPriority"), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(name, queue="lq", cpu="4", priority=priority, created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
+          for i, (name, priority, node) in enumerate([("high-1", 20, "b1-r1-n1"), ("high-2", 20, "b1-r2-n1"),
+                                                      ("low", 0, "b1-r1-n2")])),
+        workload("big", queue="lq", count=2, cpu="4", required=RACK, priority=10, created=-60),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    before = engine.explain("default/big", NOW)
+    [suggestion] = [s for s in suggestions(before) if s.kind == "preemption"]
+    assert suggestion.details == {"targets": [], "candidates": 1}
+    assert "no admitted workload may be preempted" not in suggestion.message
+    assert "1 admitted workload may be preempted for it" in suggestion.message
+    assert "preempting them would not make room" in suggestion.message
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    assert why.verdict == WAITS and why.stop.step == NO_CANDIDATES and why.stop.details["candidates"] == 1
+    assert "no admitted workload may be preempted" not in why.summary
+    assert "1 admitted workload may be preempted for it under the preemption policies of ClusterQueue cq, " \
+        "but preempting them would not make room for it" in why.summary
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert engine.state.workload("default/low").has_quota_reservation
+    assert not engine.state.workload("default/big").has_quota_reservation
+
+
+def test_with_no_candidate_it_says_none_may_be_preempted():
+    """The same `low` under a policy that preempts nothing."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=8, within="Never"), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("low", queue="lq", cpu="4", priority=0, created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq"),
+        workload("big", queue="lq", count=2, cpu="4", required=RACK, priority=10, created=-60),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    assert why.stop.step == NO_CANDIDATES and why.stop.details["candidates"] == 0
+    assert "no admitted workload may be preempted for it under the preemption policies of ClusterQueue cq" \
+        in why.summary
