@@ -95,6 +95,8 @@ MIN_SAMPLES = 5  # fewer sampled plays make a noisier median than the median pla
 NOT_WITHIN_HORIZON = "not within the horizon"
 OUT_OF_BUDGET = "estimate stopped: out of time budget"
 NEVER = "not admitted when nothing more is due"
+# its flavor's topology cannot hold it even with no admitted workload on its nodes
+NEVER_FITS = "never: its topology cannot hold it"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 PLAY_FAILED = "estimate stopped: the play failed"
 
@@ -250,6 +252,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     # read before the plays: the last one may change `engine`
     pending = [wl for wl in state.workload_map.values() if is_pending(wl)]
     waiting = [wl.key for wl in pending]
+    never_fits = {key for key in waiting if (stop := engine.decisions.get(key)) is not None and stop.never_fits}
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime
@@ -270,7 +273,10 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         predict = _prediction
     for wl in pending:
         runtime = estimates.get(wl.key) or source(wl)
-        out.predictions[wl.key] = predict(wl.key, queue_of[wl.key], now, plays, out.plays, runtime)
+        prediction = predict(wl.key, queue_of[wl.key], now, plays, out.plays, runtime)
+        if prediction.reason == NEVER and wl.key in never_fits:  # why nothing more would admit it
+            prediction = dataclasses.replace(prediction, reason=NEVER_FITS)
+        out.predictions[wl.key] = prediction
     out.seconds = time.perf_counter() - started
     return out
 

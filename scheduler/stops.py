@@ -105,6 +105,11 @@ class StopRecord:
     representative: str = ""  # the workload whose evaluation this record is
     computed_now: bool = False  # not the cycle's: computed when asked
 
+    @property
+    def never_fits(self) -> bool:
+        """A PodSet its flavor could not hold even with no admitted workload on its nodes."""
+        return self.step == TOPOLOGY and bool(self.details.get("withNoWorkloads"))
+
     def to_json(self) -> dict[str, Any]:
         """As `dataclasses.asdict` makes it (containers copied), with `at` in ISO 8601; written
         field by field: a pass writes tens of thousands of these, and asdict walks every value."""

@@ -252,7 +252,8 @@ class PredictedStartSerializer(s.Serializer):
     placement = PredictedPlacementSerializer(many=True, help_text="per PodSet, the placement the play gave it; "
                                              "empty without a time")
     reason = s.CharField(allow_null=True, help_text="why there is no time (not within the horizon, out of the "
-                         "estimate's time budget, not admitted when nothing more is due); null with one")
+                         "estimate's time budget, not admitted when nothing more is due, never admitted since "
+                         "its flavor's topology cannot hold it); null with one")
     estimatedAt = s.DateTimeField(help_text="the time the queue was played forward from (the pass's)")
 
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.core.cache import cache
 
-from scheduler.eta import INTERRUPTED, NEVER, OUT_OF_BUDGET, can_fork
+from scheduler.eta import INTERRUPTED, NEVER_FITS, OUT_OF_BUDGET, can_fork
 from scheduler.runtimes import RuntimeClass, RuntimeEstimate, size_class
 from tasweb.cluster.models import Workload, WorkloadStatus
 from tasweb.core.deadline import DeadlineExceeded
@@ -45,7 +45,7 @@ from .conftest import DEMO_NOW, example_objects, upsert
 pytestmark = pytest.mark.django_db
 
 WAITING = ("ml/job-bert-finetune", "ml/job-hpo-sweep")  # wait for the example's running jobs to end
-TOO_BIG = "ml/job-moe-too-big"  # fits nowhere
+TOO_BIG = "ml/job-moe-too-big"  # fits no rack, even with the cluster idle
 
 
 def crowd(n: int = 2) -> None:
@@ -96,7 +96,7 @@ def test_the_estimate_after_a_pass_stores_one_prediction_per_waiting_workload(pr
         assert placement["flavor"] and placement["count"] > 0
         assert sum(d["count"] for d in placement["topologyAssignment"]["domains"]) == placement["count"]
     too_big = predicted[TOO_BIG]
-    assert too_big.start is None and too_big.reason == NEVER and too_big.placement == []
+    assert too_big.start is None and too_big.reason == NEVER_FITS and too_big.placement == []
 
 
 def test_a_new_estimate_replaces_the_rows_and_drops_workloads_no_longer_waiting(predicted):
@@ -411,7 +411,7 @@ def test_workload_detail_and_list_carry_the_predicted_start(predicted, client):
     assert start["runtime"]["median"] == 3600.0
     # no time, and why
     too_big = client.get("/api/v1/workloads/ml/job-moe-too-big/").json()["predictedStart"]
-    assert too_big["time"] is None and too_big["reason"] == NEVER
+    assert too_big["time"] is None and too_big["reason"] == NEVER_FITS
     # a running workload has none
     assert client.get("/api/v1/workloads/ml/job-llm-pretrain/").json()["predictedStart"] is None
     items = {i["name"]: i for i in client.get("/api/v1/workloads/", {"page_size": 500}).json()["results"]}

@@ -15,6 +15,8 @@ from scheduler.errors import InputError
 from scheduler.eta import (
     CHAIN,
     INTERRUPTED,
+    NEVER,
+    NEVER_FITS,
     NOT_WITHIN_HORIZON,
     OUT_OF_BUDGET,
     PLAY_FAILED,
@@ -46,6 +48,7 @@ from scheduler.runtimes import (
 )
 
 from .factories import (
+    BLOCK,
     HOSTNAME,
     NOW,
     RACK,
@@ -312,6 +315,18 @@ class TestEstimate:
         objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK)]
         p = estimate(engine_of(objects), NOW).predictions["default/huge"]
         assert p.start is None and p.reason
+
+    def test_one_no_rack_could_hold_is_said_so_once_a_cycle_found_it(self):
+        """`huge` needs four whole nodes in a rack of two; `over` fits the racks but not the
+        quota (a ClusterQueue of 32 CPUs), ever: only the first is said never to fit."""
+        objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK),
+                   waiting("over", count=5, cpu="8", required=BLOCK)]
+        engine = engine_of(objects)
+        engine.run_pass(NOW)
+        predictions = estimate(engine, NOW).predictions
+        huge, over = predictions["default/huge"], predictions["default/over"]
+        assert huge.start is None and huge.reason == NEVER_FITS
+        assert over.start is None and over.reason == NEVER
 
     def test_budget(self):
         objects = [*two_racks(),
