@@ -209,16 +209,24 @@ def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, a
     return not reason
 
 
-def higher_level_suggestion(levels: list[LevelFit], params: _Params, mode: str) -> Suggestion | None:
+def higher_level_suggestion(levels: list[LevelFit], params: _Params, mode: str, *,
+                            idle: bool = False) -> Suggestion | None:
+    """The lowest level above the requested one with a domain that has room for the PodSet;
+    `idle`: `levels` counted with no admitted workload on the nodes (it would fit there once
+    room frees up)."""
     if mode != "required":
         return None
     for lvl in range(params.requested_level - 1, -1, -1):
         fit = levels[lvl]
         if fit.best_fits >= fit.needed:
-            return Suggestion("higher-level", f"would fit with `required: {fit.level}`: domain "
-                              f"{'/'.join(fit.best_domain)} has room for {fit.best_fits} {fit.unit}(s), "
-                              f"{fit.needed} needed",
-                              {"level": fit.level, "domain": fit.best_domain})
+            domain = "/".join(fit.best_domain)
+            if idle:
+                message = (f"would fit with `required: {fit.level}` once room frees up: domain {domain} holds "
+                           f"{fit.best_fits} {fit.unit}(s) with no admitted workload on its nodes, {fit.needed} needed")
+            else:
+                message = (f"would fit with `required: {fit.level}`: domain {domain} has room for {fit.best_fits} "
+                           f"{fit.unit}(s), {fit.needed} needed")
+            return Suggestion("higher-level", message, {"level": fit.level, "domain": fit.best_domain, "idle": idle})
     return None
 
 
@@ -423,8 +431,14 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
         return out, req
     _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
                                         simulate_empty=True)
+    higher = higher_level_suggestion(out.levels, params, mode)
+    if higher is None and never:  # a level that holds it once room frees up
+        idle, idle_params, _ = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed,
+                                                 simulate_empty=True)
+        if idle is not None and idle_params is not None:
+            higher = higher_level_suggestion(level_fits(idle, idle_params), idle_params, mode, idle=True)
     for suggestion in (never_fits_suggestion(snap.name, never),
-                       higher_level_suggestion(out.levels, params, mode),
+                       higher,
                        fewer_pods_suggestion(out.levels, params, mode),
                        # when nothing would make room, freeing some of it would not either
                        None if never else free_capacity_suggestion(state, snap, req, placer, params, assumed,

@@ -146,3 +146,18 @@ def test_with_no_candidate_it_says_none_may_be_preempted():
     assert why.stop.step == NO_CANDIDATES and why.stop.details["candidates"] == 0
     assert "no admitted workload may be preempted for it under the preemption policies of ClusterQueue cq" \
         in why.summary
+
+
+def test_a_level_that_holds_it_once_room_frees_up_is_suggested():
+    """Two nodes of the block are busy: no level holds `big` now, the block does when idle."""
+    objects = cluster(100)
+    objects.insert(-1, admitted(workload("low-2", queue="lq", cpu="4", priority=0, created=-590),
+                                assignments={"main": domains_json([HOSTNAME], [("b1-r2-n1", 1)])},
+                                cluster_queue_name="cq"))
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    [higher] = [s for s in suggestions(why) if s.kind == "higher-level"]
+    assert higher.details == {"level": "cloud.example.com/block", "domain": ["b1"], "idle": True}
+    assert higher.message == ("would fit with `required: cloud.example.com/block` once room frees up: domain b1 "
+                              "holds 4 pod(s) with no admitted workload on its nodes, 3 needed")
