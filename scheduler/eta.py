@@ -167,6 +167,10 @@ class Estimate:
     plays: dict[str, PlayStats] = field(default_factory=dict)
     clone_seconds: float = 0.0
     seconds: float = 0.0
+    # how far the play the predictions' times come from got when it stopped short (out of its
+    # budget, or at the horizon): a prediction without a start, for that reason, was not
+    # started by then; None when it did not stop short, or with sampled plays (a play each)
+    played_until: datetime | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -271,10 +275,14 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     else:
         plays = _level_plays(run, out, own=own, fork=fork_plays and can_fork())
         predict = _prediction
+        if plays:
+            main = out.plays[_main_play(plays)]
+            if main.stopped in (OUT_OF_BUDGET, NOT_WITHIN_HORIZON):
+                out.played_until = main.end
     for wl in pending:
         runtime = estimates.get(wl.key) or source(wl)
         prediction = predict(wl.key, queue_of[wl.key], now, plays, out.plays, runtime)
-        if prediction.reason == NEVER and wl.key in never_fits:  # why nothing more would admit it
+        if prediction.start is None and wl.key in never_fits:  # no play would ever admit it: why
             prediction = dataclasses.replace(prediction, reason=NEVER_FITS)
         out.predictions[wl.key] = prediction
     out.seconds = time.perf_counter() - started
@@ -534,9 +542,14 @@ def _runtime_source(runtimes: RuntimeSource | RuntimeHistory | None) -> RuntimeS
     return runtimes
 
 
+def _main_play(plays: dict[str, dict[str, _Admission]]) -> str:
+    """The play whose admissions are the predictions' times (the others give their range)."""
+    return MEDIAN if MEDIAN in plays else next(iter(plays))
+
+
 def _prediction(key: str, cluster_queue: str, now: datetime, plays: dict[str, dict[str, _Admission]],
                 stats: dict[str, PlayStats], runtime: RuntimeEstimate) -> Prediction:
-    main = MEDIAN if MEDIAN in plays else next(iter(plays))
+    main = _main_play(plays)
     admitted = plays[main].get(key)
     times = [plays[level][key].at for level in plays if key in plays[level]]
     if admitted is None:
@@ -845,7 +858,8 @@ def _play(engine: Engine, run: _Runner, spec: _PlaySpec, stats: PlayStats,
         at = max(at, last, nxt)
         play.run_pass(at, admitted, tracked)
         stats.passes += 1
-    stats.end = play.stamp(at)
+    # a play that stops at the horizon has nothing due before it: it got that far
+    stats.end = play.stamp(horizon if stats.stopped == NOT_WITHIN_HORIZON else at)
     return admitted, play.chain
 
 

@@ -15,6 +15,7 @@ from django.db.models import Count, Q, QuerySet
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
+from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET
 from scheduler.explain import (
     LevelFit,
     NodeExclusions,
@@ -286,11 +287,17 @@ def prediction_json(row: WorkloadPrediction | None, run: PredictionRun | None) -
         return None
     # a range calibrated before the outcomes were cut into bands had one band, every wait
     calibration = {"waitFrom": 0.0, "waitTo": None, **row.calibration} if row.calibration else None
+    # a prediction its play left without a start when it stopped short was not started by then
+    played_until = run.played_until if run is not None and row.start is None and row.reason in CUT_SHORT else None
     return {"time": row.start, "earliest": row.earliest, "latest": row.latest, "playsEarliest": row.plays_earliest,
             "playsLatest": row.plays_latest, "calibration": calibration, "end": row.end,
             "source": row.source, "runtime": run.runtimes.get(row.runtime_key, {}) if run is not None else {},
             "placement": row.placement or [],
-            "reason": row.reason or None, "estimatedAt": run.estimated_at if run is not None else None}
+            "reason": row.reason or None, "playedUntil": played_until,
+            "estimatedAt": run.estimated_at if run is not None else None}
+
+
+CUT_SHORT = frozenset({OUT_OF_BUDGET, NOT_WITHIN_HORIZON})  # reasons of a play that stopped short
 
 
 def predictions_of(keys: Iterable[str]) -> dict[str, dict[str, Any]]:

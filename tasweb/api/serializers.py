@@ -254,6 +254,9 @@ class PredictedStartSerializer(s.Serializer):
     reason = s.CharField(allow_null=True, help_text="why there is no time (not within the horizon, out of the "
                          "estimate's time budget, not admitted when nothing more is due, never admitted since "
                          "its flavor's topology cannot hold it); null with one")
+    playedUntil = s.DateTimeField(allow_null=True, help_text="with no time because the play stopped short (out of "
+                                  "the estimate's time budget, or at the horizon): how far it got, without starting "
+                                  "it; null otherwise")
     estimatedAt = s.DateTimeField(help_text="the time the queue was played forward from (the pass's)")
 
 

@@ -286,7 +286,8 @@ def expected_start(w: selectors.cluster.Workload, predictions: Mapping[str, Any]
     p = predictions.get(w.key)
     if p is None:
         return {"time": None, "why": "not estimated yet" if eta_enabled() else "estimates off"}
-    return {"time": p["time"], "earliest": p["earliest"], "latest": p["latest"], "why": p["reason"] or ""}
+    return {"time": p["time"], "earliest": p["earliest"], "latest": p["latest"], "why": p["reason"] or "",
+            "played_until": p.get("playedUntil")}
 
 
 def workload_list_page(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> Page:

@@ -359,15 +359,16 @@ INCOMING = "tas_incoming_predictions"  # the temporary table an estimate's rows 
 
 
 def predictions_replace(rows: Iterable[dict[str, Any]], *, estimated_at: datetime, predicted_at: datetime,
-                        scheduling_pass: int | None = None, runtimes: Mapping[str, Any] | None = None
-                        ) -> PredictionRun | None:
+                        scheduling_pass: int | None = None, runtimes: Mapping[str, Any] | None = None,
+                        played_until: datetime | None = None) -> PredictionRun | None:
     """The stored predictions become `rows` (`prediction_row`s, taken as they are made: on
     PostgreSQL the server takes the first ones while the next are made), in one transaction,
     and the stored run becomes this one; the run, or None when nothing was stored: the rows of
     an estimate made on an engine state older than the stored one's (`estimated_at`: the time
     of the pass it started from) are dropped, since an estimate's child process that outlived
     its worker must not overwrite what the next worker stored. `runtimes`: what the rows'
-    `runtime_key`s name (read once the rows are, as `prediction_row` fills it).
+    `runtime_key`s name (read once the rows are, as `prediction_row` fills it); `played_until`:
+    the estimate's (`Estimate.played_until`), kept on the run rather than on every row.
 
     On PostgreSQL only the rows that differ are written (`_merge_predictions`): between two
     estimates most workloads beyond the horizon keep theirs, and what is not written is not
@@ -390,7 +391,7 @@ def predictions_replace(rows: Iterable[dict[str, Any]], *, estimated_at: datetim
         PredictionRun.objects.all().delete()
         return PredictionRun.objects.create(estimated_at=estimated_at, predicted_at=predicted_at,
                                             scheduling_pass_id=scheduling_pass, runtimes=dict(runtimes or {}),
-                                            **counts)
+                                            played_until=played_until, **counts)
 
 
 def _merge_predictions(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
@@ -457,7 +458,7 @@ def start_estimate_run(*, engine: Engine, now: datetime, scheduling_pass: int | 
     rows = (prediction_row(p, local_queues.get(p.key, ""), now=now, runtimes=runtimes, calibration=calibration)
             for p in result.predictions.values())
     run = predictions_replace(rows, estimated_at=now, predicted_at=timezone.now(), scheduling_pass=scheduling_pass,
-                              runtimes=runtimes)
+                              runtimes=runtimes, played_until=result.played_until)
     if run is None:
         logger.info("start-time estimate as of %s dropped: the stored one is newer", now.isoformat())
         return result

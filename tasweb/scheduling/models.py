@@ -239,6 +239,10 @@ class PredictionRun(models.Model):
     # (seconds), source, detail, problems. Kept once here, since they move whenever a workload
     # of their class starts or ends, and would otherwise change every prediction of the class.
     runtimes = models.JSONField(default=dict)
+    # how far the play its times come from got when it stopped short (out of its time budget,
+    # or at the horizon): its predictions without a start, for that reason, were not started
+    # by then (scheduler.eta.Estimate.played_until)
+    played_until = models.DateTimeField(null=True, blank=True)
     # the prediction rows it inserted, updated and deleted (the others were the same already)
     inserted = models.PositiveIntegerField(default=0)
     updated = models.PositiveIntegerField(default=0)

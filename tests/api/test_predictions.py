@@ -168,15 +168,22 @@ def test_an_estimate_older_than_the_stored_one_is_dropped(predicted):
     assert PredictionRun.objects.get().estimated_at == DEMO_NOW + timedelta(minutes=1)
 
 
-def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded):
+def test_a_tiny_budget_gives_a_partial_but_valid_result(crowded, client):
     engine = estimate_source().engine
     before = {key: (wl.admission, [c.type for c in wl.conditions]) for key, wl in engine.state.workload_map.items()}
     result = start_estimate_run(engine=engine, now=DEMO_NOW, budget=0.0)
     assert any(play.stopped == OUT_OF_BUDGET for play in result.plays.values())
     rows = {r.workload_key: r for r in WorkloadPrediction.objects.all()}
     assert set(rows) == {*WAITING, TOO_BIG}
+    # the play stopped after its first pass, at DEMO_NOW: the run says how far it got
+    assert result.played_until == PredictionRun.objects.get().played_until == DEMO_NOW
     for key in WAITING:
         assert rows[key].start is None and rows[key].reason == OUT_OF_BUDGET
+        start = client.get(f"/api/v1/workloads/{key}/").json()["predictedStart"]
+        assert start["reason"] == OUT_OF_BUDGET and start["playedUntil"] == DEMO_NOW.isoformat().replace("+00:00", "Z")
+    # no play would ever admit it, however far it went: it says so, and not how far they went
+    too_big = client.get(f"/api/v1/workloads/{TOO_BIG}/").json()["predictedStart"]
+    assert too_big["reason"] == NEVER_FITS and too_big["playedUntil"] is None
     # the live engine is left as it was
     assert before == {key: (wl.admission, [c.type for c in wl.conditions])
                       for key, wl in engine.state.workload_map.items()}
@@ -402,11 +409,11 @@ def test_workload_detail_and_list_carry_the_predicted_start(predicted, client):
     body = client.get("/api/v1/workloads/ml/job-bert-finetune/").json()
     start = body["predictedStart"]
     assert set(start) == {"time", "earliest", "latest", "playsEarliest", "playsLatest", "calibration", "end",
-                          "source", "runtime", "placement", "reason", "estimatedAt"}
+                          "source", "runtime", "placement", "reason", "playedUntil", "estimatedAt"}
     assert start["calibration"] is None  # no outcomes yet: the plays' own range
     assert (start["earliest"], start["latest"]) == (start["playsEarliest"], start["playsLatest"])
     assert start["time"] == row.start.isoformat().replace("+00:00", "Z")
-    assert start["source"] == "default" and start["reason"] is None
+    assert start["source"] == "default" and start["reason"] is None and start["playedUntil"] is None
     assert start["placement"][0]["topologyAssignment"]["domains"]
     assert start["runtime"]["median"] == 3600.0
     # no time, and why

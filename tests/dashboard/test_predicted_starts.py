@@ -11,11 +11,11 @@ from html import escape
 import pytest
 from django.test import Client
 
-from scheduler.eta import NEVER_FITS
+from scheduler.eta import NEVER_FITS, OUT_OF_BUDGET
 from tasweb.cluster.services import object_upsert
 from tasweb.dashboard import figures, views
 from tasweb.scheduling.estimates import estimate_after_pass, predictions_clear
-from tasweb.scheduling.models import WorkloadPrediction
+from tasweb.scheduling.models import PredictionRun, WorkloadPrediction
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.dashboard.browser import wait_drawn
 from tests.dashboard.conftest import NOW, TOO_BIG, workload_object
@@ -72,6 +72,28 @@ def test_workload_page_says_why_there_is_no_time(predicted, settings):
     views.rendered.bodies.clear()  # a page is kept while the data it shows is unchanged
     html = Client().get(f"/workloads/{TOO_BIG}/").content.decode()
     assert "No predicted start:</strong> start-time estimates are turned off." in html
+
+
+def test_a_workload_the_play_stopped_short_of_says_how_far_it_got(predicted):
+    """An estimate whose play stopped out of its budget before starting a workload: the page
+    and the list say not before when."""
+    reached = NOW + timedelta(hours=3, minutes=5)
+    WorkloadPrediction.objects.filter(workload_key=NEXT).update(start=None, end=None, earliest=None, latest=None,
+                                                                placement=[], reason=OUT_OF_BUDGET)
+    PredictionRun.objects.update(played_until=reached)
+    views.rendered.bodies.clear()
+    html = Client().get(f"/workloads/{NEXT}/").content.decode()
+    assert (f"No predicted start:</strong> {OUT_OF_BUDGET}.\n    Not before "
+            f'<time datetime="{reached.isoformat()}">{reached:%H:%M}</time> ({reached:%Y-%m-%d} UTC): the queue was '
+            "played forward to then without starting it.") in html
+    listing = Client().get("/workloads/").content.decode()
+    cells = dict(re.findall(r'<a href="/workloads/([^"]+)/">.*?<td class="nowrap expected-start">(.*?)</td>',
+                            listing, re.S))
+    assert cells[NEXT] == (f'<span class="muted" title="{OUT_OF_BUDGET}; the queue was played forward to then '
+                           f'without starting it">not before {reached:%Y-%m-%d %H:%M}</span>')
+    # a workload no play would admit says why, and not how far they got
+    assert "Not before" not in Client().get(f"/workloads/{TOO_BIG}/").content.decode()
+    assert cells[TOO_BIG] == f'<span class="muted" title="{escape(NEVER_FITS)}">{escape(NEVER_FITS)}</span>'
 
 
 def test_workload_list_has_an_expected_start_column(predicted):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from scheduler import eta
 from scheduler.clone import clone_engine
 from scheduler.engine import Engine
 from scheduler.errors import InputError
@@ -309,6 +310,7 @@ class TestEstimate:
         assert (a.start - NOW) == timedelta(hours=2)
         assert b.start is None and b.reason == NOT_WITHIN_HORIZON and not b.within_horizon
         assert c.start is None and c.reason == NOT_WITHIN_HORIZON
+        assert est.played_until == NOW + timedelta(hours=2, minutes=30)  # nothing was due before the horizon
         assert est.plays["median"].stopped == NOT_WITHIN_HORIZON
 
     def test_too_big_never_starts(self):
@@ -335,6 +337,36 @@ class TestEstimate:
                    waiting("a", count=2, cpu="8", required=RACK, runtime="1h")]
         p = estimate(engine_of(objects), NOW, settings=EtaSettings(budget_seconds=0)).predictions["default/a"]
         assert p.start is None and p.reason == OUT_OF_BUDGET
+
+    @pytest.mark.parametrize("mode", ["plays", CHAIN, SAMPLES])
+    def test_a_play_cut_short_says_how_far_it_got(self, mode, monkeypatch):
+        """Every play stops, out of its budget, right after the pass that admits `a` (at 2 h,
+        when r1 ends): `b` and `c` have no time, and the estimate says the queue was played
+        forward to 2 h; with sampled plays, each got as far as it got, and it says nothing."""
+        def halted(play) -> bool:
+            if play.halt is None:
+                a = play.engine.state.workload("default/a")
+                if a is not None and a.has_quota_reservation:
+                    play.halt = OUT_OF_BUDGET
+            return play.halt is not None
+
+        monkeypatch.setattr(eta._Play, "halted", halted)
+        objects = [*two_racks(),
+                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
+                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
+                   waiting("a", count=2, cpu="8", required=RACK, runtime="1h", created=1),
+                   waiting("b", count=2, cpu="8", required=RACK, runtime="1h", created=2),
+                   waiting("c", count=2, cpu="8", required=RACK, runtime="1h", created=3)]
+        est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=mode, samples=3))
+        a, b, c = (est.predictions[f"default/{n}"] for n in "abc")
+        assert a.start == NOW + timedelta(hours=2)
+        assert b.start is None and b.reason == OUT_OF_BUDGET and c.start is None and c.reason == OUT_OF_BUDGET
+        assert est.played_until == (None if mode == SAMPLES else NOW + timedelta(hours=2))
+
+    def test_a_play_that_ends_says_nothing_of_how_far_it_got(self):
+        objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK)]
+        est = estimate(engine_of(objects), NOW)
+        assert est.predictions["default/huge"].reason == NEVER and est.played_until is None
 
     def test_the_budget_is_kept_between_the_cycles_of_a_pass(self):
         """After a large release one pass admits thousands, a cycle each: the play asks whether
