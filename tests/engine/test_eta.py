@@ -98,6 +98,16 @@ def two_racks() -> list[dict]:
     return [*tas_setup(quota={"cpu": "32"}), *grid(blocks=1, racks=2, nodes=2, cpu="8")]
 
 
+def racks_taken_three_waiting() -> list[dict]:
+    """`two_racks`, taken by r1 (ends in 2 h) and r2 (3 h); a, b and c each wait for a rack."""
+    return [*two_racks(),
+            running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
+            running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
+            waiting("a", count=2, cpu="8", required=RACK, runtime="1h", created=1),
+            waiting("b", count=2, cpu="8", required=RACK, runtime="1h", created=2),
+            waiting("c", count=2, cpu="8", required=RACK, runtime="1h", created=3)]
+
+
 def state_fingerprint(engine: Engine) -> tuple:
     state = engine.state
     return (
@@ -299,12 +309,7 @@ class TestEstimate:
         assert (p.start - NOW).total_seconds() == 360  # 10 % of its hour from now
 
     def test_horizon(self):
-        objects = [*two_racks(),
-                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
-                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
-                   waiting("a", count=2, cpu="8", required=RACK, runtime="1h", created=1),
-                   waiting("b", count=2, cpu="8", required=RACK, runtime="1h", created=2),
-                   waiting("c", count=2, cpu="8", required=RACK, runtime="1h", created=3)]
+        objects = racks_taken_three_waiting()
         est = estimate(engine_of(objects), NOW, settings=EtaSettings(horizon=timedelta(hours=2, minutes=30)))
         a, b, c = (est.predictions[f"default/{n}"] for n in "abc")
         assert (a.start - NOW) == timedelta(hours=2)
@@ -351,12 +356,7 @@ class TestEstimate:
             return play.halt is not None
 
         monkeypatch.setattr(eta._Play, "halted", halted)
-        objects = [*two_racks(),
-                   running("r1", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=0, runtime="2h", cpu="8"),
-                   running("r2", [("b1-r2-n1", 1), ("b1-r2-n2", 1)], started=0, runtime="3h", cpu="8"),
-                   waiting("a", count=2, cpu="8", required=RACK, runtime="1h", created=1),
-                   waiting("b", count=2, cpu="8", required=RACK, runtime="1h", created=2),
-                   waiting("c", count=2, cpu="8", required=RACK, runtime="1h", created=3)]
+        objects = racks_taken_three_waiting()
         est = estimate(engine_of(objects), NOW, settings=EtaSettings(range=mode, samples=3))
         a, b, c = (est.predictions[f"default/{n}"] for n in "abc")
         assert a.start == NOW + timedelta(hours=2)
