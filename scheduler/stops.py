@@ -235,13 +235,14 @@ def never_fits_text(flavor: str, reason: str) -> str:
 def no_targets_text(candidates: int, policies: str) -> str:
     """Why a workload that needs preemption found no targets: no admitted workload may be
     preempted for it under `policies` (whose preemption policies, in words), or preempting the
-    `candidates` that may be would not make room."""
+    `candidates` that may be, as far as the preemption rules allow (borrowing, the fair sharing
+    strategies), would not make room."""
     if not candidates:
         return (f"preemption could make room but no admitted workload may be preempted for it under the "
                 f"preemption policies of {policies}")
     noun = "workload" if candidates == 1 else "workloads"
     return (f"{candidates} admitted {noun} may be preempted for it under the preemption policies of {policies}, "
-            "but preempting them would not make room for it")
+            "but preempting them, as far as the preemption rules allow, would not make room for it")
 
 
 # ---------------------------------------------------------------- requeue triggers

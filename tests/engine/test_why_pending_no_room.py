@@ -119,13 +119,13 @@ def test_candidates_that_would_not_make_room_are_not_said_to_be_none():
     assert suggestion.details == {"targets": [], "candidates": 1}
     assert "no admitted workload may be preempted" not in suggestion.message
     assert "1 admitted workload may be preempted for it" in suggestion.message
-    assert "preempting them would not make room" in suggestion.message
+    assert "preempting them, as far as the preemption rules allow, would not make room" in suggestion.message
     engine.run_pass(NOW)
     why = engine.explain("default/big", NOW)
     assert why.verdict == WAITS and why.stop.step == NO_CANDIDATES and why.stop.details["candidates"] == 1
     assert "no admitted workload may be preempted" not in why.summary
     assert "1 admitted workload may be preempted for it under the preemption policies of ClusterQueue cq, " \
-        "but preempting them would not make room for it" in why.summary
+        "but preempting them, as far as the preemption rules allow, would not make room for it" in why.summary
     engine.run_pass(NOW + timedelta(seconds=1))
     assert engine.state.workload("default/low").has_quota_reservation
     assert not engine.state.workload("default/big").has_quota_reservation
