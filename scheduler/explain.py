@@ -453,8 +453,9 @@ def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
     nodes ("" when it would)."""
     if not reason:
         return None
-    return Suggestion("never-fits", f"{never_fits_text(flavor, reason)}; it waits until nodes are added "
-                      "or its request changes (fewer pods, a higher level)", {"flavor": flavor, "reason": reason})
+    return Suggestion("never-fits", f"{never_fits_text(flavor, reason)}; it waits until the flavor's nodes "
+                      "change (more of them, or more of them usable) or its request does (fewer pods, a higher "
+                      "level)", {"flavor": flavor, "reason": reason})
 
 
 def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Shared | None) -> PodSetExplanation:
