@@ -280,6 +280,9 @@ def workload_detail(*, workload: cluster.Workload) -> dict[str, Any]:
     }
 
 
+CUT_SHORT = frozenset({OUT_OF_BUDGET, NOT_WITHIN_HORIZON})  # reasons of a play that stopped short
+
+
 def prediction_json(row: WorkloadPrediction | None, run: PredictionRun | None) -> dict[str, Any] | None:
     """A stored start-time prediction as the API shows it, with the estimate it comes from
     (`prediction_run`); None without one."""
@@ -295,9 +298,6 @@ def prediction_json(row: WorkloadPrediction | None, run: PredictionRun | None) -
             "placement": row.placement or [],
             "reason": row.reason or None, "playedUntil": played_until,
             "estimatedAt": run.estimated_at if run is not None else None}
-
-
-CUT_SHORT = frozenset({OUT_OF_BUDGET, NOT_WITHIN_HORIZON})  # reasons of a play that stopped short
 
 
 def predictions_of(keys: Iterable[str]) -> dict[str, dict[str, Any]]:
