@@ -161,6 +161,16 @@ class Changes:
                     or self.queues_changed)
 
 
+@dataclass(slots=True)
+class NodeCensus:
+    """The nodes carrying a flavor's labels, and those of them its topology tree leaves out."""
+
+    nodes_of_flavor: int = 0
+    missing_level_label: int = 0
+    not_ready: int = 0
+    unschedulable: int = 0
+
+
 class ClusterState:
     def __init__(self, parsed: ParsedObjects | None = None, gates: FeatureGates | None = None,
                  warn: Callable[[str], None] = lambda _msg: None, *,
@@ -169,6 +179,8 @@ class ClusterState:
         self.config = config or NO_CONFIGURATION
         self.warn = warn
         self.nodes: dict[str, Node] = {}
+        self.nodes_generation = 0  # moves on at every node added, changed or deleted
+        self._censuses: dict[str, tuple[tuple, NodeCensus]] = {}
         # each node's place among `nodes` (the order trees take a leaf's nodes in)
         self._node_position: dict[str, int] = {}
         self._next_node = 0
@@ -446,6 +458,27 @@ class ClusterState:
                 out.append(name)
         return out
 
+    def node_census(self, flavor: ResourceFlavor, level_keys: tuple[str, ...]) -> NodeCensus:
+        """How many nodes carry the flavor's labels, and why those outside its topology tree
+        are: counted once per change of the nodes, not at every question about them."""
+        key = (self.nodes_generation, flavor, level_keys)
+        cached = self._censuses.get(flavor.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        census = NodeCensus()
+        for node in self.nodes.values():
+            if not carries_labels(node.labels, flavor.node_labels):
+                continue
+            census.nodes_of_flavor += 1
+            if not all(level in node.labels for level in level_keys):
+                census.missing_level_label += 1
+            elif not node.is_ready or node.deleted:
+                census.not_ready += 1
+            elif node.unschedulable:
+                census.unschedulable += 1
+        self._censuses[flavor.name] = (key, census)
+        return census
+
     # ------------------------------------------------------------ lookups
 
     def node_for_hostname(self, hostname: str) -> Node | None:
@@ -696,6 +729,7 @@ class ClusterState:
             self._node_position[node.name] = self._next_node
             self._next_node += 1
         self.nodes[node.name] = node
+        self.nodes_generation += 1
         self.nodes_by_hostname[node.labels.get(HOSTNAME_LABEL, node.name)] = node
         self._recheck_hosts(node, old)
         touched = set(self.flavors_of_node(node))
@@ -709,6 +743,7 @@ class ClusterState:
         if old is None:
             return
         del self._node_position[name]
+        self.nodes_generation += 1
         self._forget_hostname(old)
         self._recheck_hosts(old)
         touched = set(self.flavors_of_node(old))

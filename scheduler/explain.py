@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.flavorassigner import PREEMPT, FlavorAssigner, FlavorAssignment, PodSetFlavors, pod_set_needs
 from scheduler.model import PodSet, Workload
-from scheduler.placement import Placer, TASPodSetRequest, _Params
+from scheduler.placement import Placer, TASPodSetRequest, _Params, counters_of
 from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
@@ -36,7 +35,6 @@ from scheduler.stops import (
     no_targets_text,
 )
 from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
-from scheduler.tree import carries_labels, node_matches_flavor
 
 MAX_FREEING_CANDIDATES = 12  # workloads tried, per domain, when looking for capacity to free
 MAX_DOMAINS_TRIED = 4
@@ -170,32 +168,25 @@ def level_fits(placer: Placer, params: _Params) -> list[LevelFit]:
     needed = params.count // params.slice_size if slices else params.count
     out = []
     for lvl in range(tree.depth):
-        domains = list(tree.level_domains(lvl))
+        domains = tree.level_domains(lvl)
         if not domains:
             continue
-        capacity = c.slice if slices and lvl <= params.slice_level else c.state
-        best = max(domains, key=lambda d: (capacity[d], -placer.rank[d]))
+        capacity = counters_of(c.slice if slices and lvl <= params.slice_level else c.state, domains)
+        most = max(capacity)
+        best = min((d for d, fits in zip(domains, capacity, strict=True) if fits == most),
+                   key=placer.rank.__getitem__)
         out.append(LevelFit(
             level=tree.level_keys[lvl], needed=needed, unit="slice" if slices else "pod",
-            best_domain=list(tree.values_of[best]), best_fits=capacity[best], domains=len(domains),
-            domains_that_fit=sum(1 for d in domains if capacity[d] >= needed),
-            total_fits=sum(capacity[d] for d in domains)))
+            best_domain=list(tree.values_of[best]), best_fits=most, domains=len(domains),
+            domains_that_fit=sum(1 for fits in capacity if fits >= needed), total_fits=sum(capacity)))
     return out
 
 
 def node_exclusions(state: ClusterState, snap: TASFlavorSnapshot, placer: Placer) -> NodeExclusions:
-    flavor, levels = snap.flavor, snap.level_keys
-    ex = NodeExclusions(nodes_of_flavor=0, in_topology=snap.tree.leaf_count)
-    for node in state.nodes.values():
-        if not carries_labels(node.labels, flavor.node_labels):
-            continue
-        ex.nodes_of_flavor += 1
-        if not node_matches_flavor(node.labels, flavor.node_labels, levels):
-            ex.missing_level_label += 1
-        elif not node.is_ready or node.deleted:
-            ex.not_ready += 1
-        elif node.unschedulable:
-            ex.unschedulable += 1
+    census = state.node_census(snap.flavor, tuple(snap.level_keys))
+    ex = NodeExclusions(nodes_of_flavor=census.nodes_of_flavor, in_topology=snap.tree.leaf_count,
+                        not_ready=census.not_ready, unschedulable=census.unschedulable,
+                        missing_level_label=census.missing_level_label)
     stats = placer.stats
     ex.taints = dict(stats.taints)
     ex.node_selector = stats.node_selector
@@ -266,59 +257,62 @@ def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: 
     return Suggestion("free-capacity", f"would fit once {', '.join(names)} finish(es)", {"workloads": names})
 
 
-def _assignments_on(state: ClusterState, snap: TASFlavorSnapshot, wl: Workload) -> list[TopologyAssignment]:
-    """The workload's TopologyAssignments on this flavor's snapshot."""
-    return [psa.topology_assignment for psa in (wl.admission.pod_set_assignments if wl.admission else ())
-            if psa.topology_assignment is not None and state.tas_flavor_of(psa) == snap.name]
-
-
 _UNSEEN = object()
 
 
 class _RunningWorkloads:
     """The workloads holding a reservation, with their pods per domain of `snap` and, for
-    those tried, the usage they add to `snap`: computed once per search, not once per
-    domain tried and per removal (a 10,000-pod workload has 10,000 domains)."""
+    those tried, the usage they add to `snap`: the holders of a domain are found through the
+    state's index of workloads by node, and each domain's are counted once per search, not
+    once per removal (a 10,000-pod workload has 10,000 domains)."""
 
     def __init__(self, state: ClusterState, snap: TASFlavorSnapshot) -> None:
         self.state, self.snap = state, snap
-        self.running = [(w, tas) for w in state.workloads if w.has_quota_reservation and not w.is_finished
-                        if (tas := _assignments_on(state, snap, w))]
-        self._pods_by_depth: dict[int, list[dict[tuple[str, ...], int]]] = {}
+        # the flavors whose charges `snap` counts (its own, and those sharing its nodes)
+        self._flavors = {name for name in state.tas_snapshots if snap in state.snapshots_sharing_usage_of(name)}
+        self._pods_in: dict[tuple[str, ...], list[tuple[Workload, int]]] = {}
+        # per depth, an assignment domain's values -> the path of its leaf's domain at that depth
+        self._prefixes: dict[int, dict[tuple[str, ...], object]] = {}
         self._usage: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def pods_in(self, path: tuple[str, ...]) -> list[tuple[Workload, int]]:
         """(workload, pods inside `path`) for every running workload with pods there, in the
-        state's order, counted for every workload in one pass per depth."""
+        state's order."""
+        found = self._pods_in.get(path)
+        if found is None:
+            found = self._pods_in[path] = self._count_pods_in(path)
+        return list(found)
+
+    def _count_pods_in(self, path: tuple[str, ...]) -> list[tuple[Workload, int]]:
+        tree, state = self.snap.tree, self.state
+        index = tree.domain_index(path)
+        if index is None:
+            return []
+        leaf_values = tree.leaves.values
         depth = len(path)
-        per_workload = self._pods_by_depth.get(depth)
-        if per_workload is None:
-            tree = self.snap.tree
-            leaf_values = tree.leaves.values
-            prefix_of: dict[tuple[str, ...], object] = {}  # a domain's values -> its leaf's path prefix
-            per_workload = []
-            for _, tas in self.running:
-                pods: dict[tuple[str, ...], int] = {}
-                for ta in tas:
-                    for dom in ta.domains:
-                        prefix = prefix_of.get(dom.values, _UNSEEN)
-                        if prefix is _UNSEEN:
-                            leaf = tree.leaf_for_values(dom.values)
-                            prefix = prefix_of[dom.values] = None if leaf is None else leaf_values[leaf][:depth]
-                        if prefix is not None:
-                            pods[prefix] = pods.get(prefix, 0) + dom.count  # type: ignore[index]
-                per_workload.append(pods)
-            self._pods_by_depth[depth] = per_workload
+        hosts = (leaf_values[leaf][-1] for leaf in tree.leaves_under(depth - 1, index))
+        prefix_of = self._prefixes.setdefault(depth, {})
         out = []
-        for (wl, _), pods in zip(self.running, per_workload, strict=True):
-            n = pods.get(path, 0)
-            if n > 0:
-                out.append((wl, n))
+        for wl in state.in_order(state.workloads_on_nodes(hosts)):
+            charge = state.charges.get(wl.key)
+            pods = 0
+            for tc in charge.tas if charge is not None else ():
+                if tc.flavor not in self._flavors:
+                    continue
+                for dom in tc.assignment.domains:
+                    prefix = prefix_of.get(dom.values, _UNSEEN)
+                    if prefix is _UNSEEN:
+                        leaf = tree.leaf_for_values(dom.values)
+                        prefix = prefix_of[dom.values] = None if leaf is None else leaf_values[leaf][:depth]
+                    if prefix == path:
+                        pods += dom.count
+            if pods > 0:
+                out.append((wl, pods))
         return out
 
     def usage(self, wl: Workload) -> tuple[np.ndarray, np.ndarray]:
-        """(leaves, rows): what `ClusterState.add_workload_tas_usage(wl, 1)` adds to `snap`,
-        one row per assignment domain (a leaf may repeat)."""
+        """(leaves, rows): what the workload's charge adds to `snap`, one row per assignment
+        domain (a leaf may repeat)."""
         cached = self._usage.get(id(wl))
         if cached is not None:
             return cached
@@ -328,21 +322,14 @@ class _RunningWorkloads:
         pods_column[snap.resources.column[PODS]] = 1
         leaves: list[np.ndarray] = []
         rows: list[np.ndarray] = []
-        for psa in wl.admission.pod_set_assignments if wl.admission else ():
-            ps = wl.pod_set(psa.name)
-            if psa.topology_assignment is None or ps is None:
-                continue
-            flavor = state.tas_flavor_of(psa)
-            if flavor is None:
-                continue
-            times = sum(1 for s in state.snapshots_sharing_usage_of(flavor) if s is snap)
-            if not times:
-                continue
-            found = [(leaf, dom.count) for dom in psa.topology_assignment.domains
+        charge = state.charges.get(wl.key)
+        for tc in charge.tas if charge is not None else ():
+            times = sum(1 for s in state.snapshots_sharing_usage_of(tc.flavor) if s is snap)
+            found = [(leaf, dom.count) for dom in tc.assignment.domains
                      if (leaf := snap.tree.leaf_for_values(dom.values)) is not None]
-            if not found:
+            if not times or not found:
                 continue
-            per_pod = snap.vector(ps.spec.requests) + pods_column  # each pod: its requests and a slot
+            per_pod = snap.vector(tc.requests) + pods_column  # each pod: its requests and a slot
             at = np.fromiter((leaf for leaf, _ in found), dtype=np.intp, count=len(found))
             counts = np.fromiter((count for _, count in found), dtype=np.int64, count=len(found))
             for _ in range(times):
@@ -491,7 +478,7 @@ def preemption_suggestion(targets: Targets, *, fair_sharing: bool = False) -> Su
                           "to finish", {"targets": [], "candidates": targets.candidates})
     names = ", ".join(f"{t.workload.key} ({HUMAN_READABLE_REASONS.get(t.reason, t.reason)})" for t in targets)
     noun = "workload" if len(targets) == 1 else "workloads"
-    return Suggestion("preemption", f"the next scheduling pass preempts {len(targets)} {noun} to make room: {names}",
+    return Suggestion("preemption", f"preempting {len(targets)} {noun} would make room for it now: {names}",
                       {"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
 
 
@@ -594,6 +581,11 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
     out.fits = not failing
     if failing:
         out.summary = f"couldn't assign flavors to pod set {failing[0].name}: {failing[0].reason}"
+        # the quota has room, the topology does not: Kueue looks for workloads to preempt
+        targets = preemption_targets(assigner, assignment)
+        if assignment.mode == PREEMPT:
+            out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
+                                                         is not None))
     else:
         out.summary = "the quota and the topology have room for it now"
         out.suggestions.append(Suggestion("fits-now", out.summary))

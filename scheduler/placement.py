@@ -256,6 +256,16 @@ class _Overlay:
     def __setitem__(self, d: int, value: int) -> None:
         self.over[d] = value
 
+    def window(self, domains: range) -> list[int]:
+        """The counters of a range of domains, as a list."""
+        start, stop = domains.start, domains.stop
+        out = self.base[start:stop]
+        out.extend(0 for _ in range(stop - start - len(out)))
+        for d, value in self.over.items():
+            if start <= d < stop:
+                out[d - start] = value
+        return out
+
     def extend(self, values: Iterable[int]) -> None:
         over, size = self.over, self.size
         for value in values:
@@ -278,6 +288,11 @@ def _readable(values: list[int] | _Overlay, domains: Sequence[int]) -> list[int]
 # Below this many domains a counter is copied for each run (a list copy costs less than the
 # overlay's reads); above it, phase 2 reads through an overlay.
 COPY_BELOW = 16384
+
+
+def counters_of(values: list[int] | _Overlay, domains: range) -> list[int]:
+    """A placement's counters (`Placer.counts`) of a range of domains, as a list."""
+    return values.window(domains) if isinstance(values, _Overlay) else values[domains.start:domains.stop]
 
 
 class _Counts:

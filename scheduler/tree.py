@@ -365,6 +365,15 @@ class TopologyTree:
             level -= 1
         return index
 
+    def leaves_under(self, level: int, index: int) -> range:
+        """The leaves (indices within the leaf level) of domain `index` at `level`: children
+        are contiguous, so a subtree's leaves are one range."""
+        start, end = index, index + 1
+        for lvl in range(level, self.depth - 1):
+            child_start = self.levels[lvl].child_start
+            start, end = int(child_start[start]), int(child_start[end])
+        return range(start, end)
+
     def level_domains(self, level: int) -> range:
         """Global indices of every domain at `level`."""
         start = self.offsets[level]

@@ -286,7 +286,7 @@ class TestExplanation:
         assert not why.fits
         [suggestion] = [s for s in why.suggestions if s.kind == "preemption"]
         assert suggestion.details["targets"] == [{"workload": "default/low", "reason": "InClusterQueue"}]
-        assert "preempts 1 workload to make room: default/low (prioritization in the ClusterQueue)" \
+        assert "preempting 1 workload would make room for it now: default/low (prioritization in the ClusterQueue)" \
             in suggestion.message
 
     def test_says_when_no_workload_may_be_preempted(self):

@@ -10,6 +10,7 @@ from .factories import (
     flavor_snapshot,
     grid,
     node,
+    parse_one,
     resource_flavor,
     tas_setup,
     topology,
@@ -51,6 +52,15 @@ class TestDomains:
         assert tree.parent_of[leaf] == b2_r1 and tree.parent_of[b2_r1] == b2 and tree.parent_of[b2] == -1
         assert tree.ancestor(2, tree.leaf_for_values(["b2-r1-n2"]), 0) == 1
 
+    def test_leaves_under_a_domain_at_every_level(self):
+        tree = tree_of(tas_setup() + grid(blocks=2, racks=2, nodes=3))
+        leaves = tree.leaves.ids
+        assert [leaves[i] for i in tree.leaves_under(0, 1)] == [f"b2-r{r}-n{n}" for r in (1, 2) for n in (1, 2, 3)]
+        rack = tree.levels[1].index_by_id["b2,r1"]
+        assert [leaves[i] for i in tree.leaves_under(1, rack)] == ["b2-r1-n1", "b2-r1-n2", "b2-r1-n3"]
+        leaf = tree.leaf_for_values(["b1-r2-n3"])
+        assert list(tree.leaves_under(2, leaf)) == [leaf]
+
     def test_domains_are_ordered_by_values_not_by_input_order(self):
         nodes = [node("z", block="b2", rack="r1"), node("y", block="b1", rack="r2"), node("x", block="b1", rack="r1")]
         tree = tree_of(tas_setup() + nodes)
@@ -87,9 +97,21 @@ class TestWhichNodes:
             node("other-pool", block="b1", rack="r1", labels={"pool": "cpu"}),
             node("no-pool", block="b1", rack="r1"),
         ]
-        tree = tree_of(objects)
+        state = cluster_state(objects)
+        tree = state.tas_snapshots["tas-flavor"].tree
         assert sorted(tree.node_to_leaf) == ["good-1", "good-2"]
         assert tree.levels[1].ids == ["b1,r1", "b1,r2"]
+        # what keeps the others out, as why-pending counts them
+        census = state.node_census(state.flavors["tas-flavor"], tree.level_keys)
+        assert (census.nodes_of_flavor, census.missing_level_label, census.not_ready, census.unschedulable) == \
+            (9, 2, 4, 1)
+        # and again once a node changes (the count is kept between changes)
+        state.upsert_node(parse_one(node("good-2", block="b1", rack="r2", labels=pool, ready="False")))
+        census = state.node_census(state.flavors["tas-flavor"], tree.level_keys)
+        assert (census.nodes_of_flavor, census.not_ready) == (9, 5)
+        state.delete_node("cordoned")
+        census = state.node_census(state.flavors["tas-flavor"], tree.level_keys)
+        assert (census.nodes_of_flavor, census.unschedulable) == (8, 0)
 
     def test_flavor_without_node_labels_takes_every_labelled_node(self):
         objects = [*tas_setup(), node("a", block="b1", rack="r1", labels={"pool": "x"}),

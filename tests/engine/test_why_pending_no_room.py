@@ -161,3 +161,44 @@ def test_a_level_that_holds_it_once_room_frees_up_is_suggested():
     assert higher.details == {"level": "cloud.example.com/block", "domain": ["b1"], "idle": True}
     assert higher.message == ("would fit with `required: cloud.example.com/block` once room frees up: domain b1 "
                               "holds 4 pod(s) with no admitted workload on its nodes, 3 needed")
+
+
+def racks_held_by_low_priority(within: str) -> list[dict]:
+    """Quota to spare; each rack has one node taken by a low-priority workload, so `big` (two
+    whole nodes in one rack) fits no rack as the nodes are."""
+    return [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=100, within=within), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(name, queue="lq", cpu="4", priority=0, created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
+          for i, (name, node) in enumerate([("low-1", "b1-r1-n1"), ("low-2", "b1-r2-n1")])),
+        workload("big", queue="lq", count=2, cpu="4", required=RACK, priority=10, created=-60),
+    ]
+
+
+def test_with_quota_to_spare_the_racks_preemption_frees_is_named_before_any_cycle():
+    """Kueue turns a topology that has no room now into a preemption search; an answer
+    computed before any cycle does the same, and names whom the next pass preempts."""
+    engine = Engine.from_parsed(parse(racks_held_by_low_priority("LowerPriority")), gates())
+    why = engine.explain("default/big", NOW)
+    [preemption] = [s for s in suggestions(why) if s.kind == "preemption"]
+    assert preemption.details["targets"] == [{"workload": "default/low-1", "reason": "InClusterQueue"}]
+    assert preemption.message == ("preempting 1 workload would make room for it now: default/low-1 "
+                                  "(prioritization in the ClusterQueue)")
+    engine.run_pass(NOW)
+    assert engine.state.workload("default/low-1").condition_true("Evicted")
+    assert not engine.state.workload("default/low-2").condition_true("Evicted")
+    after = engine.explain("default/big", NOW)
+    assert after.verdict == "preempting" and "default/low-1" in after.summary
+
+
+def test_with_quota_to_spare_and_no_candidate_it_waits_for_workloads_to_finish():
+    engine = Engine.from_parsed(parse(racks_held_by_low_priority("Never")), gates())
+    why = engine.explain("default/big", NOW)
+    [preemption] = [s for s in suggestions(why) if s.kind == "preemption"]
+    assert preemption.details == {"targets": [], "candidates": 0}
+    assert "no admitted workload may be preempted" in preemption.message
+    [freeing] = [s for s in suggestions(why) if s.kind == "free-capacity"]
+    assert freeing.details == {"workloads": ["default/low-1"]}
+    engine.run_pass(NOW)
+    assert not any(engine.state.workload(k).condition_true("Evicted") for k in ("default/low-1", "default/low-2"))

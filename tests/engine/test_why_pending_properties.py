@@ -10,7 +10,9 @@ workload, why-pending's verdict is checked against the next pass over the unchan
 
 and the explanation never contradicts itself: when the cycle stopped a workload on quota,
 its quota lines are the cycle's numbers and one of them is short. A workload said never to
-fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to spare.
+fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to spare. What an
+answer computed now says would make room does: without the workloads it names for
+preemption, the workload fits; without those it waits to finish, its PodSet fits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 from scheduler.cluster import is_pending
 from scheduler.engine import Engine
+from scheduler.explain import compute_explanation
 from scheduler.stops import FITS, NO_CANDIDATES, NOT_EVALUATED, NOT_HEAD, QUOTA, QUOTA_HELD, QUOTA_LIMIT, WAITS
 
 from .factories import (
@@ -103,6 +106,7 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
     for key in waiting(engine):  # nothing evaluated yet: computed now, and it claims nothing
         why = engine.explain(key, NOW)
         assert why is not None and why.verdict == NOT_EVALUATED and not why.fits
+        check_room_claims(objects, key, why)
     engine.run_pass(NOW)
     verdicts = {}
     never_fits = []
@@ -131,6 +135,30 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
             assert not now_admitted, (key, engine.decisions.get(key))
     for key in never_fits:  # said never to fit: not even alone, on idle nodes, with quota to spare
         assert not admitted_alone(objects, key), key
+
+
+def check_room_claims(objects: list[dict], key: str, why) -> None:
+    """What the explanation says would make room does: with the workloads it would preempt
+    gone, the workload fits quota and topology; with those it waits for gone, its PodSet fits
+    the topology."""
+    for suggestion in why.suggestions:
+        if suggestion.kind == "preemption" and suggestion.details["targets"]:
+            gone = {t["workload"] for t in suggestion.details["targets"]}
+            assert explained_without(objects, key, gone).fits, (key, suggestion.message)
+    for pod_set in why.pod_sets:
+        for suggestion in pod_set.suggestions:
+            if suggestion.kind == "free-capacity":
+                after = explained_without(objects, key, set(suggestion.details["workloads"]))
+                [same] = [p for p in after.pod_sets if p.name == pod_set.name]
+                assert same.fits, (key, suggestion.message, same.reason)
+
+
+def explained_without(objects: list[dict], key: str, gone: set[str]):
+    """The workload `key` explained from scratch on the cluster without the workloads `gone`."""
+    kept = [o for o in objects
+            if o["kind"] != "Workload" or f"{o['metadata']['namespace']}/{o['metadata']['name']}" not in gone]
+    engine = Engine.from_parsed(parse(kept), gates())
+    return compute_explanation(engine.state, engine.state.workload(key))
 
 
 def admitted_alone(objects: list[dict], key: str) -> bool:
