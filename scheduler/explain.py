@@ -523,6 +523,11 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
                                c.text("available"), c.fits, source="cycle", short=c.text("short") if c.short else "",
                                limit=c.limit)
                      for c in stop.quota]
+        # a PodSet the quota failed now tells the cycle's reason, as the quota lines do
+        for ps in out.pod_sets:
+            if not ps.fits and not ps.levels and stop.reason.startswith(f"couldn't assign flavors to pod set "
+                                                                         f"{ps.name}: "):
+                ps.reason = stop.reason
     if stop.step.startswith(TOPOLOGY):
         failing = stop.details.get("podSet")
         for ps in out.pod_sets:

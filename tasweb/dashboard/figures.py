@@ -705,6 +705,17 @@ QUEUE_COLOURS = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple", "sk
 RANGE_COLOUR = "rgba(153, 153, 153, 0.35)"  # earliest to latest: lighter than any bar
 
 
+GANTT_LABEL_CHARS = 40
+
+
+def middle_ellipsis(text: str, most: int) -> str:
+    """`text` within `most` characters: its start and end kept, its middle an ellipsis."""
+    if len(text) <= most:
+        return text
+    head = (most - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (most - 1 - head):]}"
+
+
 def _ms(delta: timedelta) -> float:
     return delta.total_seconds() * 1000.0
 
@@ -739,11 +750,16 @@ def start_timeline(rows: list[Mapping[str, Any]], *, group: str = "local_queue")
                        f"<br>and to end around {r['end']:%H:%M} (runtime from {r['source']})" for r in mine],
             hovertemplate="%{hovertext}<extra></extra>"))
     estimated = rows[0]["estimated_at"]
-    fig.update_yaxes(categoryorder="array", categoryarray=keys, autorange="reversed", showgrid=False)
+    # a label is the workload's key, its middle left out when long (the bar's hover has it whole)
+    fig.update_yaxes(categoryorder="array", categoryarray=keys, autorange="reversed", showgrid=False,
+                     tickvals=keys, ticktext=[middle_ellipsis(k, GANTT_LABEL_CHARS) for k in keys], automargin=True)
     fig.update_xaxes(type="date", showgrid=True, gridcolor="#eef1f4", title_text="time (UTC)")
     fig.update_layout(**base_layout(
-        height=90 + 26 * len(keys), barmode="overlay", showlegend=True,
-        margin={"l": 220, "r": 20, "t": 10, "b": 40}, legend={"orientation": "h", "y": -0.2},
+        height=110 + 26 * len(keys), barmode="overlay", showlegend=True,
+        # above the bars: below them, a legend's place depends on the chart's height and can
+        # cover the time axis
+        margin={"l": 10, "r": 20, "t": 30, "b": 40},
+        legend={"orientation": "h", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom"},
         shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": estimated, "x1": estimated, "y0": 0, "y1": 1,
                  "line": {"color": OKABE_ITO["black"], "width": 1, "dash": "dot"}}]))
     return fig

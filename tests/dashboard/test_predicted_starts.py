@@ -5,7 +5,7 @@ admissions as a timeline, under the Content-Security-Policy."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from html import escape
 
 import pytest
@@ -160,3 +160,26 @@ def test_workload_page_shows_the_prediction_with_no_violation(live_predicted, se
         assert violations(page, console) == []
     finally:
         context.close()
+
+
+def test_long_workload_keys_are_shortened_in_the_middle_and_the_legend_stays_clear_of_the_axis():
+    start = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    long_key = "research/jobset-rl-actor-learner-with-a-long-name-jj8xs-w2fxf"
+    rows = [{"key": key, "start": start, "end": start + timedelta(hours=1), "earliest": None, "latest": None,
+             "local_queue": "research/gpu-jobs", "source": "the default", "estimated_at": start}
+            for key in (long_key, "ml/short")]
+    fig = figures.start_timeline(rows)
+    assert list(fig.layout.yaxis.tickvals) == [long_key, "ml/short"]
+    label, short = fig.layout.yaxis.ticktext
+    assert short == "ml/short"
+    assert len(label) == figures.GANTT_LABEL_CHARS and label.startswith("research/jobset") \
+        and label.endswith("jj8xs-w2fxf") and "…" in label
+    assert fig.layout.yaxis.automargin
+    # above the plot whatever its height: a legend below it lands on the time axis' title
+    assert fig.layout.legend.yanchor == "bottom" and fig.layout.legend.y >= 1
+
+
+def test_middle_ellipsis_keeps_short_text_whole():
+    assert figures.middle_ellipsis("abc", 3) == "abc"
+    assert figures.middle_ellipsis("abcdefgh", 5) == "ab…gh"
+    assert figures.middle_ellipsis("abcdefghi", 6) == "ab…ghi"

@@ -36,6 +36,7 @@ from .factories import (
     grid,
     local_queue,
     parse,
+    parse_one,
     queue_with_policy,
     resource_flavor,
     topology,
@@ -242,3 +243,26 @@ def test_parked_equivalents_share_one_record():
     why = engine.explain("default/w3", NOW)
     assert "parked as inadmissible since pass 1" in why.summary
     assert "short by 1 of cpu in flavor tas-flavor" in why.summary
+
+
+def test_a_pod_set_short_of_quota_tells_the_cycles_numbers_as_the_quota_lines_do():
+    """After the pass, another workload takes quota: the answer is still the cycle's (short
+    by 2), and the PodSet's line does not tell the number counted now (short by 4)."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 1, 2, cpu="8"),
+        queue_with_policy("cq", cpu=8, within="Never"), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("running", queue="lq", cpu="4", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq"),
+        workload("big", queue="lq", cpu="6", created=-60),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    engine.upsert(parse_one(admitted(workload("later", queue="lq", cpu="2", created=-30),
+                                     assignments={"main": domains_json([HOSTNAME], [("b1-r1-n2", 1)])},
+                                     cluster_queue_name="cq")))
+    why = engine.explain("default/big", NOW)
+    assert why.stop.quota and "2 more needed" in why.stop.reason
+    [pod_set] = why.pod_sets
+    assert pod_set.reason == why.stop.reason
+    [cpu] = [line for line in why.quota if line.resource == "cpu"]
+    assert cpu.source == "cycle" and cpu.short == "2"
