@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from scheduler.cluster import ClusterState
-from scheduler.flavorassigner import PREEMPT, FlavorAssigner, FlavorAssignment, PodSetFlavors, pod_set_needs
+from scheduler.flavorassigner import (
+    EXCEEDS_MAX_QUOTA,
+    PREEMPT,
+    WAITING_FOR_QUOTA,
+    FlavorAssigner,
+    FlavorAssignment,
+    PodSetFlavors,
+    pod_set_needs,
+)
 from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, TASPodSetRequest, _Params, counters_of
 from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
@@ -86,6 +94,7 @@ class QuotaLine:
 @dataclass(slots=True)
 class Suggestion:
     # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "preemption" | "never-fits" | "fits-now"
+    # | "quota-only" | "topology-full" | "exceeds-quota"
     kind: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
@@ -397,7 +406,11 @@ def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodS
 
 
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
-                    assumed: dict, shared: Shared | None = None) -> tuple[PodSetExplanation, TASPodSetRequest]:
+                    assumed: dict, shared: Shared | None = None, *,
+                    remedies: bool = True) -> tuple[PodSetExplanation, TASPodSetRequest]:
+    """The PodSet on the flavor's topology as it is now; when it does not fit, what would make
+    it (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
+    other remedies would not be true)."""
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
@@ -418,6 +431,9 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
         return out, req
     _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
                                         simulate_empty=True)
+    if not remedies:
+        out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),) if s is not None]
+        return out, req
     higher = higher_level_suggestion(out.levels, params, mode)
     if higher is None and never:  # a level that holds it once room frees up
         idle, idle_params, _ = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed,
@@ -456,6 +472,50 @@ def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Share
     if never is not None and not any(s.kind == never.kind for s in explanation.suggestions):
         explanation.suggestions.insert(0, never)
     return explanation
+
+
+def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignment: FlavorAssignment,
+                          shared: Shared | None) -> list[PodSetExplanation]:
+    """The quota stopped the workload: each TAS PodSet on its flavor's topology as it is now,
+    and what that means once the quota has room: only the quota holds it back, the nodes have
+    no room for it now either, or they never will (no quota makes room then)."""
+    out = []
+    assumed: dict[str, dict[str, int]] = {}
+    for psf in assignment.pod_sets:
+        snap = _tas_snapshot_for(state, assigner, psf)
+        if snap is None or not psf.tas or psf.count == 0:
+            continue
+        explanation, req = explain_pod_set(state, snap, psf, assumed, shared, remedies=False)
+        placed = explanation.fits
+        if placed:
+            explanation.suggestions.append(Suggestion(
+                "quota-only", f"only the quota holds it back: the topology has room for pod set {psf.pod_set.name} "
+                f"({psf.count} pod(s)) now", {"podSet": psf.pod_set.name, "flavor": snap.name}))
+            assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+            if req.name in assignments:
+                add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+        elif not explanation.suggestions:  # not never-fits: room must free up as well
+            explanation.suggestions.append(Suggestion(
+                "topology-full", f"the topology has no room for pod set {psf.pod_set.name} now either: "
+                f"{explanation.reason}; the quota and room on the nodes must both free up",
+                {"podSet": psf.pod_set.name, "flavor": snap.name, "reason": explanation.reason}))
+        if psf.reasons or psf.pod_set.name == assignment.failed_pod_set:  # the quota failed this one
+            explanation.fits = False
+            explanation.reason = psf.message if psf.reasons else assignment.failure
+        out.append(explanation)
+    return out
+
+
+def _tas_snapshot_for(state: ClusterState, assigner: FlavorAssigner, psf: PodSetFlavors) -> TASFlavorSnapshot | None:
+    """The TAS flavor the PodSet took, or, when the quota gave it none, the one TAS flavor its
+    ClusterQueue has for its resources (None when there are several to choose from)."""
+    snapshots = state.tas_snapshots
+    taken = {f for f in psf.flavors.values() if f in snapshots}
+    if not taken:
+        needs = pod_set_needs(psf.pod_set, psf.count, state.config)
+        taken = {fq.name for rg in assigner.cq.resource_groups if set(needs) & set(rg.covered_resources)
+                 for fq in rg.flavors if fq.name in snapshots}
+    return snapshots[next(iter(taken))] if len(taken) == 1 else None
 
 
 # ---------------------------------------------------------------- preemption
@@ -525,8 +585,8 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
                      for c in stop.quota]
         # a PodSet the quota failed now tells the cycle's reason, as the quota lines do
         for ps in out.pod_sets:
-            if not ps.fits and not ps.levels and stop.reason.startswith(f"couldn't assign flavors to pod set "
-                                                                         f"{ps.name}: "):
+            prefix = f"couldn't assign flavors to pod set {ps.name}: "
+            if not ps.fits and ps.reason.startswith(prefix) and stop.reason.startswith(prefix):
                 ps.reason = stop.reason
     if stop.step.startswith(TOPOLOGY):
         failing = stop.details.get("podSet")
@@ -559,9 +619,16 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
             if never is not None:  # preempting cannot make room: the topology is too small for it
                 out.pod_sets = [explain_never_fitting(state, never, shared)]
             else:
+                out.pod_sets = topology_behind_quota(state, assigner, assignment, shared) or out.pod_sets
                 out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
                                                              is not None))
-        elif assignment.kind in ("WaitingForQuota", "ExceedsMaxQuota"):
+        elif assignment.kind == EXCEEDS_MAX_QUOTA:
+            out.suggestions.append(Suggestion(
+                "exceeds-quota", "it asks for more than its ClusterQueue can ever have (its nominal quota and "
+                "what it may borrow): no workload finishing makes room; only more quota or a smaller request does",
+                {"clusterQueue": cq.name}))
+        elif assignment.kind == WAITING_FOR_QUOTA:
+            out.pod_sets = topology_behind_quota(state, assigner, assignment, shared) or out.pod_sets
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",
                                               {"admitted": sorted(w.key for w in state.workloads

@@ -27,6 +27,7 @@ from .factories import (
     grid,
     local_queue,
     parse,
+    parse_one,
     queue_with_policy,
     resource_flavor,
     topology,
@@ -202,3 +203,69 @@ def test_with_quota_to_spare_and_no_candidate_it_waits_for_workloads_to_finish()
     assert freeing.details == {"workloads": ["default/low-1"]}
     engine.run_pass(NOW)
     assert not any(engine.state.workload(k).condition_true("Evicted") for k in ("default/low-1", "default/low-2"))
+
+
+def borrowing(count: int, running_on: list[str]) -> list[dict]:
+    """`big` (in cq-a, 4 CPUs of its own) must borrow from cq-b, whose running workload uses
+    all of cq-b's 8: the quota holds it back; `running_on` are the nodes that workload takes."""
+    return [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq-a", cpu=4, cohort="co"), queue_with_policy("cq-b", cpu=8, cohort="co"),
+        local_queue("lq-a", cluster_queue_name="cq-a"), local_queue("lq-b", cluster_queue_name="cq-b"),
+        admitted(workload("b-run", queue="lq-b", count=2, cpu="4", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [(node, 1) for node in running_on])},
+                 cluster_queue_name="cq-b"),
+        workload("big", queue="lq-a", count=count, cpu="4", required=RACK, created=-60),
+    ]
+
+
+def with_more_quota(engine: Engine) -> bool:
+    """Whether `big` is admitted once its ClusterQueue has quota to spare."""
+    engine.upsert(parse_one(queue_with_policy("cq-a", cpu=100, cohort="co")))
+    engine.run_pass(NOW + timedelta(seconds=5))
+    return engine.state.workload("default/big").has_quota_reservation
+
+
+@pytest.mark.parametrize("evaluated", [False, True], ids=["computed-now", "after-a-pass"])
+def test_short_of_quota_with_room_on_the_nodes_says_only_the_quota_holds_it_back(evaluated):
+    engine = Engine.from_parsed(parse(borrowing(2, ["b1-r1-n1", "b1-r1-n2"])), gates())
+    if evaluated:
+        engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    assert not why.fits and ("4 more needed" in why.summary or "short by 4 of cpu" in why.summary)
+    [pod_set] = why.pod_sets
+    assert not pod_set.fits and "insufficient unused quota" in pod_set.reason
+    assert pod_set.levels and pod_set.levels[1].best_fits == 2  # rack r2 is free
+    assert [s.kind for s in pod_set.suggestions] == ["quota-only"]
+    assert "free-quota" in [s.kind for s in why.suggestions]
+    assert with_more_quota(engine)  # true: quota was all it lacked
+
+
+def test_short_of_quota_and_of_room_says_both_must_free_up():
+    engine = Engine.from_parsed(parse(borrowing(2, ["b1-r1-n1", "b1-r2-n1"])), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    [pod_set] = why.pod_sets
+    [full] = pod_set.suggestions
+    assert full.kind == "topology-full" and "allows to fit only 1 out of 2 pod(s)" in full.message
+    assert not with_more_quota(engine)  # true: the quota alone does not let it in
+
+
+def test_short_of_quota_and_never_fitting_says_so():
+    """Three whole nodes in a rack of two: no quota or finish ever makes room."""
+    engine = Engine.from_parsed(parse(borrowing(3, ["b1-r1-n1", "b1-r2-n1"])), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    [pod_set] = why.pod_sets
+    assert [s.kind for s in pod_set.suggestions] == ["never-fits"]
+    assert "even with no admitted workload on its nodes" in pod_set.suggestions[0].message
+    assert not with_more_quota(engine)
+
+
+def test_a_request_beyond_what_the_queue_can_ever_have_is_not_told_to_wait_for_finishes():
+    engine = Engine.from_parsed(parse(borrowing(4, ["b1-r1-n1", "b1-r2-n1"])), gates())  # 16 CPUs > 4 + 8
+    engine.run_pass(NOW)
+    why = engine.explain("default/big", NOW)
+    kinds = [s.kind for s in suggestions(why)]
+    assert kinds == ["exceeds-quota"]
+    assert "no workload finishing makes room" in why.suggestions[0].message

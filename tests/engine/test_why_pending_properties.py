@@ -12,7 +12,9 @@ and the explanation never contradicts itself: when the cycle stopped a workload 
 its quota lines are the cycle's numbers and one of them is short. A workload said never to
 fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to spare. What an
 answer computed now says would make room does: without the workloads it names for
-preemption, the workload fits; without those it waits to finish, its PodSet fits.
+preemption, the workload fits; without those it waits to finish, its PodSet fits; a PodSet
+said to be held back by the quota alone fits once the quota is ample, one said to lack room on
+the nodes too does not.
 """
 
 from __future__ import annotations
@@ -152,6 +154,10 @@ def check_room_claims(objects: list[dict], key: str, why) -> None:
                 after = explained_without(objects, key, set(suggestion.details["workloads"]))
                 [same] = [p for p in after.pod_sets if p.name == pod_set.name]
                 assert same.fits, (key, suggestion.message, same.reason)
+            elif suggestion.kind in ("quota-only", "topology-full"):  # what more quota alone would do
+                after = explained_with_quota(objects, key)
+                [same] = [p for p in after.pod_sets if p.name == pod_set.name]
+                assert same.fits == (suggestion.kind == "quota-only"), (key, suggestion.message, same.reason)
 
 
 def explained_without(objects: list[dict], key: str, gone: set[str]):
@@ -159,6 +165,14 @@ def explained_without(objects: list[dict], key: str, gone: set[str]):
     kept = [o for o in objects
             if o["kind"] != "Workload" or f"{o['metadata']['namespace']}/{o['metadata']['name']}" not in gone]
     engine = Engine.from_parsed(parse(kept), gates())
+    return compute_explanation(engine.state, engine.state.workload(key))
+
+
+def explained_with_quota(objects: list[dict], key: str):
+    """The workload `key` explained from scratch on the same cluster, every ClusterQueue with
+    quota far beyond what it asks for."""
+    more = [queue_with_policy(o["metadata"]["name"], cpu=1000) if o["kind"] == "ClusterQueue" else o for o in objects]
+    engine = Engine.from_parsed(parse(more), gates())
     return compute_explanation(engine.state, engine.state.workload(key))
 
 
