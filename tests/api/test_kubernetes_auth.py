@@ -13,7 +13,7 @@ from tasweb.api import kubeauth
 from tasweb.api.checks import auth_settings_check
 from tasweb.cluster.models import Workload
 from tasweb.scheduling.models import EventKind
-from tests.api.conftest import event, upsert, workload_object
+from tests.api.conftest import BLOCK, event, upsert, workload_object
 from tests.kubeauth import NODES, WORKLOADS, closed_port_url, kube_auth, point_at  # noqa: F401
 from tests.sources.fakekube import ACCESS_REVIEWS, TOKEN_REVIEWS
 
@@ -31,8 +31,9 @@ def two_namespaces(scheduled):
     in the same ClusterQueue; history in both."""
     upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "cluster-queue"}})
+    # a block could hold it once the ml workloads there finish: its explanation names them
     upsert(workload_object("r-high", namespace="research", queue="team-b", priority=900,
-                           created="2025-06-01T11:00:00Z", count=200, gpus=8))
+                           created="2025-06-01T11:00:00Z", count=30, gpus=8, level=BLOCK))
     upsert(workload_object("r-low", namespace="research", queue="team-b", priority=0,
                            created="2025-06-01T11:01:00Z", count=200, gpus=8))
     upsert(workload_object("m-waits", namespace="ml", queue="team-a", priority=0,
