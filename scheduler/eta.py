@@ -87,6 +87,7 @@ from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class
+from scheduler.stops import EXCEEDS_QUOTA, StopRecord
 
 PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
 RANGES = (PLAYS, CHAIN, SAMPLES)
@@ -97,6 +98,8 @@ OUT_OF_BUDGET = "estimate stopped: out of time budget"
 NEVER = "not admitted when nothing more is due"
 # its flavor's topology cannot hold it even with no admitted workload on its nodes
 NEVER_FITS = "never: its topology cannot hold it"
+# it asks for more than its ClusterQueue can ever have (nominal quota and what it may borrow)
+NEVER_EXCEEDS_QUOTA = "never: more than its ClusterQueue can ever have"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 PLAY_FAILED = "estimate stopped: the play failed"
 
@@ -157,6 +160,10 @@ class PlayStats:
     seconds: float = 0.0
     end: datetime | None = None  # simulated time reached
     stopped: str = ""  # "" (all admitted), NOT_WITHIN_HORIZON, OUT_OF_BUDGET, NEVER, INTERRUPTED
+    # stopped NEVER: the workloads it left waiting whose last evaluation says no pass ever
+    # admits them (a reason per key): found once the quota had room, which the real pass may
+    # not have seen (Kueue looks at the topology only when the quota fits)
+    never: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -256,7 +263,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     # read before the plays: the last one may change `engine`
     pending = [wl for wl in state.workload_map.values() if is_pending(wl)]
     waiting = [wl.key for wl in pending]
-    never_fits = {key for key in waiting if (stop := engine.decisions.get(key)) is not None and stop.never_fits}
+    never = {key: why for key in waiting if (why := never_reason(engine.decisions.get(key)))}
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime
@@ -279,14 +286,27 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
             main = out.plays[_main_play(plays)]
             if main.stopped in (OUT_OF_BUDGET, NOT_WITHIN_HORIZON):
                 out.played_until = main.end
+    for stats in out.plays.values():
+        for key, why in stats.never.items():
+            never.setdefault(key, why)
     for wl in pending:
         runtime = estimates.get(wl.key) or source(wl)
         prediction = predict(wl.key, queue_of[wl.key], now, plays, out.plays, runtime)
-        if prediction.start is None and wl.key in never_fits:  # no play would ever admit it: why
-            prediction = dataclasses.replace(prediction, reason=NEVER_FITS)
+        if prediction.start is None and wl.key in never:  # no play would ever admit it: why
+            prediction = dataclasses.replace(prediction, reason=never[wl.key])
         out.predictions[wl.key] = prediction
     out.seconds = time.perf_counter() - started
     return out
+
+
+def never_reason(stop: StopRecord | None) -> str:
+    """Why no pass ever admits a workload the scheduler stopped at `stop`, "" unless one of
+    these: its topology cannot hold it, or it asks for more than its ClusterQueue can have."""
+    if stop is None:
+        return ""
+    if stop.never_fits:
+        return NEVER_FITS
+    return NEVER_EXCEEDS_QUOTA if stop.step == EXCEEDS_QUOTA else ""
 
 
 def _played_levels(settings: EtaSettings) -> tuple[list[str], list[str]]:
@@ -843,6 +863,8 @@ def _play(engine: Engine, run: _Runner, spec: _PlaySpec, stats: PlayStats,
         nxt = play.next_due()
         if nxt is None:
             stats.stopped = NEVER
+            stats.never = {key: why for key in tracked if key not in admitted
+                           if (why := never_reason(engine.decisions.get(key)))}
             break
         if nxt > horizon:
             stats.stopped = NOT_WITHIN_HORIZON

@@ -17,6 +17,7 @@ from scheduler.eta import (
     CHAIN,
     INTERRUPTED,
     NEVER,
+    NEVER_EXCEEDS_QUOTA,
     NEVER_FITS,
     NOT_WITHIN_HORIZON,
     OUT_OF_BUDGET,
@@ -325,7 +326,7 @@ class TestEstimate:
 
     def test_one_no_rack_could_hold_is_said_so_once_a_cycle_found_it(self):
         """`huge` needs four whole nodes in a rack of two; `over` fits the racks but not the
-        quota (a ClusterQueue of 32 CPUs), ever: only the first is said never to fit."""
+        quota (a ClusterQueue of 32 CPUs), ever: each is said why it never starts."""
         objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK),
                    waiting("over", count=5, cpu="8", required=BLOCK)]
         engine = engine_of(objects)
@@ -333,7 +334,25 @@ class TestEstimate:
         predictions = estimate(engine, NOW).predictions
         huge, over = predictions["default/huge"], predictions["default/over"]
         assert huge.start is None and huge.reason == NEVER_FITS
-        assert over.start is None and over.reason == NEVER
+        assert over.start is None and over.reason == NEVER_EXCEEDS_QUOTA
+
+    def test_one_the_quota_stops_first_is_said_never_to_fit_once_a_play_frees_the_quota(self):
+        """`huge` must borrow from cq-b, whose running workload holds the quota for an hour:
+        the pass stops it on the quota (Kueue does not look at the topology then). The play
+        frees the quota, finds that no rack of two nodes holds its three, and says so."""
+        objects = [*grid(blocks=1, racks=2, nodes=2, cpu="8"), topology(), resource_flavor(),
+                   queue_with_policy("cq-a", cpu=8, cohort="co"), queue_with_policy("cq-b", cpu=24, cohort="co"),
+                   local_queue("lq-a", cluster_queue_name="cq-a"), local_queue("lq-b", cluster_queue_name="cq-b"),
+                   running("b-run", [("b1-r1-n1", 1), ("b1-r1-n2", 1)], started=-60, runtime="1h", cpu="8",
+                           cq="cq-b", queue="lq-b"),
+                   waiting("huge", count=3, cpu="8", required=RACK, queue="lq-a")]
+        engine = engine_of(objects)
+        engine.run_pass(NOW)
+        assert not engine.decisions["default/huge"].never_fits  # what the real pass knows
+        est = estimate(engine, NOW)
+        assert est.plays["median"].stopped == NEVER
+        huge = est.predictions["default/huge"]
+        assert huge.start is None and huge.reason == NEVER_FITS
 
     def test_budget(self):
         objects = [*two_racks(),
@@ -364,9 +383,11 @@ class TestEstimate:
         assert est.played_until == (None if mode == SAMPLES else NOW + timedelta(hours=2))
 
     def test_a_play_that_ends_says_nothing_of_how_far_it_got(self):
+        """No pass evaluated `huge` yet: the play's first does, and finds no rack holds it."""
         objects = [*two_racks(), waiting("huge", count=4, cpu="8", required=RACK)]
         est = estimate(engine_of(objects), NOW)
-        assert est.predictions["default/huge"].reason == NEVER and est.played_until is None
+        assert est.plays["median"].stopped == NEVER
+        assert est.predictions["default/huge"].reason == NEVER_FITS and est.played_until is None
 
     def test_the_budget_is_kept_between_the_cycles_of_a_pass(self):
         """After a large release one pass admits thousands, a cycle each: the play asks whether
