@@ -491,9 +491,7 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
             explanation.suggestions.append(Suggestion(
                 "quota-only", f"only the quota holds it back: the topology has room for pod set {psf.pod_set.name} "
                 f"({psf.count} pod(s)) now", {"podSet": psf.pod_set.name, "flavor": snap.name}))
-            assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
-            if req.name in assignments:
-                add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+            assume_placed(state, snap, req, assumed)
         elif not explanation.suggestions:  # not never-fits: room must free up as well
             explanation.suggestions.append(Suggestion(
                 "topology-full", f"the topology has no room for pod set {psf.pod_set.name} now either: "
@@ -504,6 +502,14 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
             explanation.reason = psf.message if psf.reasons else assignment.failure
         out.append(explanation)
     return out
+
+
+def assume_placed(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest, assumed: dict) -> None:
+    """A PodSet that fits: its placement's usage counted for the PodSets after it, as the
+    flavor assigner counts it."""
+    assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+    if req.name in assignments:
+        add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
 
 
 def _tas_snapshot_for(state: ClusterState, assigner: FlavorAssigner, psf: PodSetFlavors) -> TASFlavorSnapshot | None:
@@ -646,9 +652,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
         explanation, req = explain_pod_set(state, snap, psf, assumed, shared)
         out.pod_sets.append(explanation)
         if explanation.fits:
-            assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
-            if req.name in assignments:
-                add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+            assume_placed(state, snap, req, assumed)
     failing = [p for p in out.pod_sets if not p.fits]
     out.fits = not failing
     if failing:
