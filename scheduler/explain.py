@@ -406,10 +406,11 @@ def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodS
 
 
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
-                    assumed: dict, shared: Shared | None = None, *,
-                    remedies: bool = True) -> tuple[PodSetExplanation, TASPodSetRequest]:
-    """The PodSet on the flavor's topology as it is now; when it does not fit, what would make
-    it (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
+                    assumed: dict, shared: Shared | None = None, *, remedies: bool = True) -> PodSetExplanation:
+    """The PodSet on the flavor's topology as it is now (on top of `assumed`, the usage of the
+    workload's PodSets before it; when it fits, its own usage is added there for those after
+    it, as the flavor assigner counts it); when it does not fit, what would make it
+    (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
     other remedies would not be true)."""
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
@@ -419,21 +420,23 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     placer, params, reason = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed)
     if placer is None or params is None:
         out.reason = reason
-        return out, req
+        return out
     out.slice_size = params.slice_size
     out.slice_level = snap.level_keys[params.slice_level]
     out.level = out.level or snap.level_keys[params.requested_level]
     out.levels = level_fits(placer, params)
     out.exclusions = node_exclusions(state, snap, placer)
-    _, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+    assignments, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
     out.fits, out.reason = not reason, reason
     if out.fits:
-        return out, req
+        if req.name in assignments:
+            add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+        return out
     _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
                                         simulate_empty=True)
     if not remedies:
         out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),) if s is not None]
-        return out, req
+        return out
     higher = higher_level_suggestion(out.levels, params, mode)
     if higher is None and never:  # a level that holds it once room frees up
         idle, idle_params, _ = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed,
@@ -448,7 +451,7 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
                                                                    shared)):
         if suggestion is not None:
             out.suggestions.append(suggestion)
-    return out, req
+    return out
 
 
 def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
@@ -466,7 +469,7 @@ def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Share
     no admitted workload on its nodes: its levels and nodes as they are, and why no room made
     would do (its reason is the one on empty nodes)."""
     snap = next(state.tas_snapshots[f] for f in psf.flavors.values() if f in state.tas_snapshots)
-    explanation, _ = explain_pod_set(state, snap, psf, {}, shared)
+    explanation = explain_pod_set(state, snap, psf, {}, shared)
     explanation.fits, explanation.reason = False, psf.empty_failure
     never = never_fits_suggestion(snap.name, psf.empty_failure)
     if never is not None and not any(s.kind == never.kind for s in explanation.suggestions):
@@ -485,13 +488,12 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
         snap = _tas_snapshot_for(state, assigner, psf)
         if snap is None or not psf.tas or psf.count == 0:
             continue
-        explanation, req = explain_pod_set(state, snap, psf, assumed, shared, remedies=False)
+        explanation = explain_pod_set(state, snap, psf, assumed, shared, remedies=False)
         placed = explanation.fits
         if placed:
             explanation.suggestions.append(Suggestion(
                 "quota-only", f"only the quota holds it back: the topology has room for pod set {psf.pod_set.name} "
                 f"({psf.count} pod(s)) now", {"podSet": psf.pod_set.name, "flavor": snap.name}))
-            assume_placed(state, snap, req, assumed)
         elif not explanation.suggestions:  # not never-fits: room must free up as well
             explanation.suggestions.append(Suggestion(
                 "topology-full", f"the topology has no room for pod set {psf.pod_set.name} now either: "
@@ -502,14 +504,6 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
             explanation.reason = psf.message if psf.reasons else assignment.failure
         out.append(explanation)
     return out
-
-
-def assume_placed(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest, assumed: dict) -> None:
-    """A PodSet that fits: its placement's usage counted for the PodSets after it, as the
-    flavor assigner counts it."""
-    assignments, _ = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
-    if req.name in assignments:
-        add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
 
 
 def _tas_snapshot_for(state: ClusterState, assigner: FlavorAssigner, psf: PodSetFlavors) -> TASFlavorSnapshot | None:
@@ -649,10 +643,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
                                                   flavor=next(iter(psf.flavors.values()), "")))
             continue
         snap = state.tas_snapshots[snap_name]
-        explanation, req = explain_pod_set(state, snap, psf, assumed, shared)
-        out.pod_sets.append(explanation)
-        if explanation.fits:
-            assume_placed(state, snap, req, assumed)
+        out.pod_sets.append(explain_pod_set(state, snap, psf, assumed, shared))
     failing = [p for p in out.pod_sets if not p.fits]
     out.fits = not failing
     if failing:

@@ -28,6 +28,7 @@ from .factories import (
     local_queue,
     parse,
     parse_one,
+    pod_set,
     queue_with_policy,
     resource_flavor,
     topology,
@@ -269,3 +270,22 @@ def test_a_request_beyond_what_the_queue_can_ever_have_is_not_told_to_wait_for_f
     kinds = [s.kind for s in suggestions(why)]
     assert kinds == ["exceeds-quota"]
     assert "no workload finishing makes room" in why.suggestions[0].message
+
+
+def test_a_pod_set_is_explained_on_top_of_the_pod_sets_placed_before_it():
+    """Each PodSet fits a rack of two alone; `workers`, after `leader` took a node of the
+    only rack with room, does not, as the flavor assigner counts it."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("low", queue="lq", count=2, cpu="4", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r1-n2", 1)])},
+                 cluster_queue_name="cq"),
+        workload("job", queue="lq", created=-60, pod_sets=[
+            pod_set("leader", count=1, cpu="4", required=RACK), pod_set("workers", count=2, cpu="4", required=RACK)]),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/job", NOW)
+    leader, workers = why.pod_sets
+    assert leader.fits and not workers.fits
+    assert "allows to fit only 1 out of 2 pod(s)" in workers.reason
