@@ -115,3 +115,19 @@ def test_the_seed_summary_is_printed_once(command, settings, caplog, monkeypatch
     assert seed_summary_lines(shown) == [
         "simulator: 64 nodes; created 1 ClusterQueue, 2 LocalQueue, 64 Node, 67 Pod, 1 ResourceFlavor, "
         "1 Topology, 3 WorkloadPriorityClass"]
+
+
+@pytest.mark.django_db
+@pytest.mark.services
+def test_the_tick_task_asks_for_a_pass_only_after_a_tick_that_wrote(settings, monkeypatch):
+    from tasweb.simulator import tasks
+
+    settings.TAS_SIMULATOR = {"initial_workloads": 2, "arrivals_per_minute": 0, "node_failures_per_minute": 0,
+                              "drains_per_minute": 0}
+    requested: list[int] = []
+    monkeypatch.setattr(tasks, "request_pass", lambda: requested.append(1))
+    call_command("tas_seed", stdout=StringIO())
+    tasks.tick()  # submits the initial workloads
+    assert len(requested) == 1
+    tasks.tick()  # nothing admitted them, nothing arrives: a quiet tick
+    assert len(requested) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,7 +21,7 @@ def timer_left() -> float:
 def tick_runs(monkeypatch: pytest.MonkeyPatch):
     """The simulator's tick task with its work replaced by `tick_runs[0]` (a callable)."""
     work: list = [lambda: None]
-    monkeypatch.setattr(simulator_tasks, "simulator_tick", lambda: work[0]())
+    monkeypatch.setattr(simulator_tasks, "simulator_tick", lambda: work[0]() or SimpleNamespace(writes=0))
     monkeypatch.setattr(simulator_tasks, "request_pass", lambda: None)
     return work
 
