@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -161,7 +162,19 @@ def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any
         blocking.append({"key": key, "url": reverse("dashboard:workload", kwargs={"namespace": namespace,
                                                                                   "name": name})})
     return {"why": why, "why_pod_sets": pod_sets, "why_quota": explanation.get("quota") or [],
-            "why_suggestions": explanation.get("suggestions") or [], "why_blocking": blocking}, figs
+            "why_suggestions": explanation.get("suggestions") or [], "why_blocking": blocking,
+            "why_stop_at": _parsed_time((explanation.get("stop") or {}).get("at"))}, figs
+
+
+def _parsed_time(value: Any) -> datetime | None:
+    """An ISO 8601 time from an API document, for the templates' `date` filter (None if absent
+    or unreadable)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",

@@ -67,3 +67,6 @@ def test_a_head_held_back_by_a_reservation_names_the_holder(live_cluster, server
     link = page.locator("#workload-why a.why-blocking")
     assert link.inner_text() == "research/a-big" and link.get_attribute("href") == "/workloads/research/a-big/"
     assert page.locator("#workload-why .why-stop").get_attribute("data-verdict") == "waits"
+    # when the cycle decided, in the pages' own format (not the record's ISO string)
+    decided = page.inner_text("#workload-why .why-stop")
+    assert f"at {NOW + timedelta(seconds=20):%Y-%m-%d %H:%M:%S} UTC." in decided, decided
