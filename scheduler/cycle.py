@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from scheduler import stops
 from scheduler.cluster import Charge, ClusterState, TASCharge
@@ -447,9 +448,12 @@ class SchedulingCycle:
             return StopRecord(stops.FLAVORS_LEFT, f"{reason}; sent back to try its remaining flavors next cycle",
                               verdict=stops.UNDECIDED, quota=e.checks)
         if e.mode == PREEMPT:
+            details: dict[str, Any] = {"candidates": e.targets.candidates}
+            if a.topology_failed:  # the nodes as they are had no room: which PodSet, and why
+                details["podSet"], details["reason"] = a.topology_failure
             return StopRecord(stops.NO_CANDIDATES, f"{shortfall_text(e.checks) or reason}; "
                               f"{stops.no_targets_text(e.targets.candidates, f'ClusterQueue {e.cq.name}')}",
-                              quota=e.checks, details={"candidates": e.targets.candidates})
+                              quota=e.checks, details=details)
         if a.kind == TOPOLOGY_PLACEMENT_FAILED or (psf is not None and psf.kind == TOPOLOGY_PLACEMENT_FAILED):
             flavor = next((f for f in psf.flavors.values()), "") if psf is not None else ""
             tr = psf.pod_set.topology_request if psf is not None else None

@@ -35,6 +35,7 @@ from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import (
     FITS,
+    NO_CANDIDATES,
     NOT_EVALUATED,
     TOPOLOGY,
     UNDECIDED,
@@ -588,13 +589,23 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
             prefix = f"couldn't assign flavors to pod set {ps.name}: "
             if not ps.fits and ps.reason.startswith(prefix) and stop.reason.startswith(prefix):
                 ps.reason = stop.reason
-    if stop.step.startswith(TOPOLOGY):
-        failing = stop.details.get("podSet")
+    named = stop.details.get("podSet")
+    if stop.step.startswith(TOPOLOGY) or (stop.step == NO_CANDIDATES and named is not None):
         for ps in out.pod_sets:
-            if ps.name == failing or (failing is None and ps.fits):
+            if ps.name == named or (named is None and ps.fits):
+                if ps.fits and ps.name == named and stop.step in (TOPOLOGY, NO_CANDIDATES):
+                    ps.suggestions.append(room_freed_suggestion(ps))
                 ps.fits = False
                 ps.reason = stop.details.get("reason") or stop.message
     return out
+
+
+def room_freed_suggestion(ps: PodSetExplanation) -> Suggestion:
+    """A PodSet the cycle could not place on the nodes as they were, which fits them now: the
+    record still decides, and the details below it are the nodes as they are now."""
+    return Suggestion("room-freed", f"room has freed on the nodes since the scheduling cycle decided: computed "
+                      f"now, pod set {ps.name} ({ps.count} pod(s)) fits the topology; the cycle's decision stands "
+                      "until a pass tries it again", {"podSet": ps.name, "flavor": ps.flavor})
 
 
 def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None = None) -> WorkloadExplanation:

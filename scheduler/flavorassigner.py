@@ -166,6 +166,8 @@ class FlavorAssignment:
     # TAS placement failed on the nodes as they are (quota was not what stopped it): capacity
     # freed on the flavor's nodes by any ClusterQueue may change the answer
     topology_failed: bool = False
+    # the PodSet it failed for, and the placement's reason
+    topology_failure: tuple[str, str] = ("", "")
 
     @property
     def pending_flavors(self) -> bool:
@@ -610,6 +612,7 @@ class FlavorAssigner:
             psf.reasons.append(placements[failed].failure)
             psf.mode = PREEMPT
             assignment.topology_failed = True
+            assignment.topology_failure = (failed, placements[failed].failure)
             assignment.refresh()
         if assignment.mode == PREEMPT and not self.wl.unhealthy_nodes:
             empty = self.place(assignment, simulate_empty=True)

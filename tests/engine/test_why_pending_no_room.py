@@ -289,3 +289,36 @@ def test_a_pod_set_is_explained_on_top_of_the_pod_sets_placed_before_it():
     leader, workers = why.pod_sets
     assert leader.fits and not workers.fits
     assert "allows to fit only 1 out of 2 pod(s)" in workers.reason
+
+
+def test_a_pod_set_the_cycle_could_not_place_which_fits_now_keeps_the_cycles_reason_and_says_room_freed():
+    """`big` needs two whole nodes in one rack; each rack has a node taken and no workload may
+    be preempted: the cycle stops it (no candidates) on the topology. Once `a` finishes, the
+    answer keeps the cycle's decision and reason for the PodSet, and says the nodes have room
+    now, which the next pass confirms."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(name, queue="lq", cpu="4", created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
+          for i, (name, node) in enumerate([("a", "b1-r1-n1"), ("b", "b1-r2-n1")])),
+        workload("big", queue="lq", count=2, cpu="4", required=RACK, created=-60),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    stopped = engine.explain("default/big", NOW)
+    assert stopped.stop.step == NO_CANDIDATES and stopped.stop.details["podSet"] == "main"
+    assert "room-freed" not in [s.kind for s in suggestions(stopped)]
+    (pod_set,) = stopped.pod_sets
+    assert not pod_set.fits and pod_set.reason == stopped.stop.details["reason"]
+
+    engine.delete("Workload", "default/a")
+    why = engine.explain("default/big", NOW + timedelta(seconds=1))
+    assert why.stop.step == NO_CANDIDATES and why.verdict == WAITS and not why.fits
+    (pod_set,) = why.pod_sets
+    assert not pod_set.fits and pod_set.reason == stopped.stop.details["reason"]
+    [freed] = [s for s in suggestions(why) if s.kind == "room-freed"]
+    assert "pod set main (2 pod(s)) fits the topology" in freed.message
+    # what it says is so: the next pass admits it
+    engine.run_pass(NOW + timedelta(seconds=2))
+    assert engine.state.workload("default/big").has_quota_reservation

@@ -14,7 +14,8 @@ fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to s
 answer computed now says would make room does: without the workloads it names for
 preemption, the workload fits; without those it waits to finish, its PodSet fits; a PodSet
 said to be held back by the quota alone fits once the quota is ample, one said to lack room on
-the nodes too does not.
+the nodes too does not. On the cluster the pass left, no PodSet the cycle could not place is
+said to have room now (`room-freed`).
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
         verdicts[key] = why.verdict
         if any(s.kind == "never-fits" for ps in why.pod_sets for s in ps.suggestions):
             never_fits.append(key)
+        # within a pass room only shrinks: on the cluster the pass left, no PodSet the cycle
+        # could not place fits now
+        assert not any(s.kind == "room-freed" for ps in why.pod_sets for s in ps.suggestions), (key, why.summary)
         assert why.fits == (why.verdict == FITS)
         stop = why.stop
         assert stop is not None
