@@ -352,6 +352,7 @@ class SchedulingCycle:
         that is not an admission carries where the cycle stopped it (`result.stop`)."""
         check = self.fits(e)
         recomputed = False
+        nominated_fit = e.mode == FIT
         if check == _NO_TOPOLOGY and self.state.gates.TASRecomputeAssignmentWithinSchedulingCycle:
             recomputed = True
             # the nominated TopologyAssignment was computed before this cycle's admissions: recompute it,
@@ -368,7 +369,11 @@ class SchedulingCycle:
             else:
                 requeue = REQUEUE_NO_FIT if e.mode == NO_FIT else REQUEUE_NO_CANDIDATES
             status = PENDING if e.assignment.pending_flavors else INADMISSIBLE
-            taken = recomputed and e.mode == NO_FIT and not e.assignment.pending_flavors
+            # recomputed after earlier heads of the cycle took or held the room it was nominated
+            # with: what they took is what stops it (one that now needs preemption and finds no
+            # target would fit once a hold is gone), not the nodes as they are
+            taken = recomputed and not e.assignment.pending_flavors and (
+                e.mode == NO_FIT or (nominated_fit and e.assignment.topology_failed))
             stop = self.taken_stop(e, _NO_TOPOLOGY) if taken else self.unfit_stop(e)
             if e.mode == NO_FIT:
                 result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,

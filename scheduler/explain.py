@@ -479,10 +479,12 @@ def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Share
 
 
 def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignment: FlavorAssignment,
-                          shared: Shared | None) -> list[PodSetExplanation]:
-    """The quota stopped the workload: each TAS PodSet on its flavor's topology as it is now,
-    and what that means once the quota has room: only the quota holds it back, the nodes have
-    no room for it now either, or they never will (no quota makes room then)."""
+                          shared: Shared | None, failed: str) -> list[PodSetExplanation]:
+    """The quota stopped the workload at PodSet `failed` (the assignment's, before any TAS
+    step: that step marks every PodSet it checks for preemption): each TAS PodSet on its
+    flavor's topology as it is now, and what that means once the quota has room: only the
+    quota holds it back, the nodes have no room for it now either, or they never will (no
+    quota makes room then). A PodSet whose own quota fits is not said to fail it."""
     out = []
     assumed: dict[str, dict[str, int]] = {}
     for psf in assignment.pod_sets:
@@ -500,7 +502,7 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
                 "topology-full", f"the topology has no room for pod set {psf.pod_set.name} now either: "
                 f"{explanation.reason}; the quota and room on the nodes must both free up",
                 {"podSet": psf.pod_set.name, "flavor": snap.name, "reason": explanation.reason}))
-        if psf.reasons or psf.pod_set.name == assignment.failed_pod_set:  # the quota failed this one
+        if psf.reasons or psf.pod_set.name == failed:  # the quota failed this one
             explanation.fits = False
             explanation.reason = psf.message if psf.reasons else assignment.failure
         out.append(explanation)
@@ -624,13 +626,14 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
         out.summary = assignment.failure
         out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
+        failed = assignment.failed_pod_set
         if assignment.mode == PREEMPT:
             targets = preemption_targets(assigner, assignment)
             never = next((psf for psf in assignment.pod_sets if psf.empty_failure), None)
             if never is not None:  # preempting cannot make room: the topology is too small for it
                 out.pod_sets = [explain_never_fitting(state, never, shared)]
             else:
-                out.pod_sets = topology_behind_quota(state, assigner, assignment, shared) or out.pod_sets
+                out.pod_sets = topology_behind_quota(state, assigner, assignment, shared, failed) or out.pod_sets
                 out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
                                                              is not None))
         elif assignment.kind == EXCEEDS_MAX_QUOTA:
@@ -639,7 +642,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
                 "what it may borrow): no workload finishing makes room; only more quota or a smaller request does",
                 {"clusterQueue": cq.name}))
         elif assignment.kind == WAITING_FOR_QUOTA:
-            out.pod_sets = topology_behind_quota(state, assigner, assignment, shared) or out.pod_sets
+            out.pod_sets = topology_behind_quota(state, assigner, assignment, shared, failed) or out.pod_sets
             out.suggestions.append(Suggestion("free-quota", "the ClusterQueue's quota is used up: it frees as "
                                               "admitted workloads in it finish",
                                               {"admitted": sorted(w.key for w in state.workloads

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler.engine import Engine
-from scheduler.stops import NO_CANDIDATES, TOPOLOGY, WAITS
+from scheduler.stops import NO_CANDIDATES, TOPOLOGY, TOPOLOGY_HELD, WAITS
 
 from .factories import (
     HOSTNAME,
@@ -263,6 +263,30 @@ def test_short_of_quota_and_never_fitting_says_so():
     assert not with_more_quota(engine)
 
 
+@pytest.mark.parametrize("evaluated", [False, True], ids=["computed-now", "after-a-pass"])
+def test_only_the_pod_set_the_quota_failed_is_said_to_lack_quota(evaluated):
+    """The quota counts PodSets in order: `learner` (1 CPU) fits the 2 CPUs left, `actors`
+    (4 CPUs) is 3 short. The learner is not told the actors' reason."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=10), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("run", queue="lq", count=2, cpu="4", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r1-n2", 1)])},
+                 cluster_queue_name="cq"),
+        workload("two", queue="lq", created=-60, pod_sets=[pod_set("learner", required=HOSTNAME),
+                                                           pod_set("actors", count=4, preferred=RACK)]),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    if evaluated:
+        engine.run_pass(NOW)
+    why = engine.explain("default/two", NOW)
+    assert not why.fits and ("3 more needed" in why.summary or "short by 3 of cpu" in why.summary)
+    learner, actors = why.pod_sets
+    assert learner.fits and "actors" not in learner.reason
+    assert not actors.fits and "pod set actors: insufficient unused quota for cpu" in actors.reason
+    assert [s.kind for s in learner.suggestions] == [s.kind for s in actors.suggestions] == ["quota-only"]
+
+
 def test_a_request_beyond_what_the_queue_can_ever_have_is_not_told_to_wait_for_finishes():
     engine = Engine.from_parsed(parse(borrowing(4, ["b1-r1-n1", "b1-r2-n1"])), gates())  # 16 CPUs > 4 + 8
     engine.run_pass(NOW)
@@ -322,3 +346,29 @@ def test_a_pod_set_the_cycle_could_not_place_which_fits_now_keeps_the_cycles_rea
     # what it says is so: the next pass admits it
     engine.run_pass(NOW + timedelta(seconds=2))
     assert engine.state.workload("default/big").has_quota_reservation
+
+
+def test_a_head_that_lost_its_room_to_a_reservation_of_the_cycle_is_told_so():
+    """`hold` (older, 3 whole nodes in the rack, 2 of them free, no preemption allowed) reserves
+    an empty rack's placement for the cycle; `small` was nominated on a free node, and once
+    recomputed under that hold needs preemption it may not make. Its answer names the
+    reservation, not the nodes as they are (on which it fits), and nothing claims room freed."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 1, 3, cpu="2"),
+        queue_with_policy("cq-run", cpu=2), local_queue("lq-run", cluster_queue_name="cq-run"),
+        queue_with_policy("cq-small", cpu=1), local_queue("lq-small", cluster_queue_name="cq-small"),
+        queue_with_policy("cq-hold", cpu=6), local_queue("lq-hold", cluster_queue_name="cq-hold"),
+        admitted(workload("run", queue="lq-run", cpu="2", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq-run"),
+        workload("hold", queue="lq-hold", count=3, cpu="2", required=RACK, created=-120),
+        workload("small", queue="lq-small", cpu="1", required=RACK, created=-60),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    why = engine.explain("default/small", NOW)
+    assert why.stop.step == TOPOLOGY_HELD and why.stop.blocking == ["default/hold"]
+    assert "after default/hold's reservation in this cycle" in why.summary
+    (pod_set,) = why.pod_sets
+    assert not pod_set.fits and "room-freed" not in [s.kind for s in suggestions(why)]
+    held = engine.explain("default/hold", NOW)
+    assert held.stop.step == NO_CANDIDATES and held.stop.details["podSet"] == "main"
