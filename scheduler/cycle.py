@@ -353,6 +353,8 @@ class SchedulingCycle:
         check = self.fits(e)
         recomputed = False
         nominated_fit = e.mode == FIT
+        # where nomination found no room on the nodes as they are (before this cycle's holds)
+        nominated_failure = e.assignment.topology_failure if e.assignment.topology_failed else None
         if check == _NO_TOPOLOGY and self.state.gates.TASRecomputeAssignmentWithinSchedulingCycle:
             recomputed = True
             # the nominated TopologyAssignment was computed before this cycle's admissions: recompute it,
@@ -369,12 +371,12 @@ class SchedulingCycle:
             else:
                 requeue = REQUEUE_NO_FIT if e.mode == NO_FIT else REQUEUE_NO_CANDIDATES
             status = PENDING if e.assignment.pending_flavors else INADMISSIBLE
-            # recomputed after earlier heads of the cycle took or held the room it was nominated
-            # with: what they took is what stops it (one that now needs preemption and finds no
-            # target would fit once a hold is gone), not the nodes as they are
-            taken = recomputed and not e.assignment.pending_flavors and (
-                e.mode == NO_FIT or (nominated_fit and e.assignment.topology_failed))
-            stop = self.taken_stop(e, _NO_TOPOLOGY) if taken else self.unfit_stop(e)
+            # recomputed after earlier heads of the cycle took or held room: where nomination found
+            # it all, what they took is what stops it (one that now needs preemption and finds no
+            # target would fit once a hold is gone); where it lacked room, the nodes as they are do
+            taken = recomputed and not e.assignment.pending_flavors and (e.mode == NO_FIT or nominated_fit)
+            stop = self.taken_stop(e, self.lacking(e)) if taken else \
+                self.unfit_stop(e, nominated_failure if recomputed else None)
             if e.mode == NO_FIT:
                 result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,
                                            assignment=e.assignment)
@@ -444,8 +446,11 @@ class SchedulingCycle:
         result.stop = stop
         return result
 
-    def unfit_stop(self, e: Entry) -> StopRecord:
-        """A head that neither fits nor can preempt: the step that stopped it, with nomination's numbers."""
+    def unfit_stop(self, e: Entry, nominated: tuple[str, str] | None = None) -> StopRecord:
+        """A head that neither fits nor can preempt: the step that stopped it, with nomination's
+        numbers; `nominated` is the PodSet and reason of a TAS placement that failed at
+        nomination, for a head recomputed since (under what other heads held: the nodes as
+        they are are what nomination saw)."""
         a = e.assignment
         psf = a.pod_set(a.failed_pod_set) if a.failed_pod_set else None
         reason = psf.failure_reason if psf is not None else a.failure
@@ -454,8 +459,10 @@ class SchedulingCycle:
                               verdict=stops.UNDECIDED, quota=e.checks)
         if e.mode == PREEMPT:
             details: dict[str, Any] = {"candidates": e.targets.candidates}
-            if a.topology_failed:  # the nodes as they are had no room: which PodSet, and why
-                details["podSet"], details["reason"] = a.topology_failure
+            failure = nominated or (a.topology_failure if a.topology_failed else None)
+            if failure is not None:  # the nodes as they are had no room: which PodSet, and why
+                details["podSet"], details["reason"] = failure
+                reason = failure[1]
             return StopRecord(stops.NO_CANDIDATES, f"{shortfall_text(e.checks) or reason}; "
                               f"{stops.no_targets_text(e.targets.candidates, f'ClusterQueue {e.cq.name}')}",
                               quota=e.checks, details=details)
@@ -481,6 +488,14 @@ class SchedulingCycle:
                               f"{' and '.join(limits)}", quota=e.checks, details={"limits": limits})
         return StopRecord(stops.QUOTA, f"quota: {shortfall_text(e.checks) or reason}", quota=e.checks)
 
+    def lacking(self, e: Entry) -> str:
+        """What an entry recomputed in this cycle lacks now: quota (some of it held or taken by
+        earlier heads), else room on the nodes."""
+        if not e.wl.has_quota_reservation and any(
+                not c.fits for c in quota_checks(self.state, e.cq, e.assignment.usage())):
+            return _NO_QUOTA
+        return _NO_TOPOLOGY
+
     def taken_stop(self, e: Entry, check: str) -> StopRecord:
         """A head that fitted at nomination but not after what earlier heads of this cycle took or
         held: the numbers now, and who took it."""
@@ -502,8 +517,9 @@ class SchedulingCycle:
         if not takers:
             return "another workload"
         names = []
+        preempting = set(self.preempted_for.values())
         for key in takers:
-            what = "admission" if key in self.admitted_now else "reservation"
+            what = "admission" if key in self.admitted_now else "preemption" if key in preempting else "reservation"
             names.append(f"{key}'s {what}")
         return ", ".join(names)
 

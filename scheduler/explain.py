@@ -12,6 +12,7 @@ the next pass admits it, since heads ahead of it in its ClusterQueue and cohort 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,13 +38,21 @@ from scheduler.stops import (
     FITS,
     NO_CANDIDATES,
     NOT_EVALUATED,
+    QUOTA,
+    QUOTA_LIMIT,
     TOPOLOGY,
     UNDECIDED,
+    WAITS,
     StopRecord,
     never_fits_text,
     no_targets_text,
 )
-from scheduler.topology_assignment import add_assumed_usage, find_topology_assignment, prepare_placement
+from scheduler.topology_assignment import (
+    add_assumed_usage,
+    find_topology_assignment,
+    find_topology_assignments_for_flavor,
+    prepare_placement,
+)
 
 MAX_FREEING_CANDIDATES = 12  # workloads tried, per domain, when looking for capacity to free
 MAX_DOMAINS_TRIED = 4
@@ -205,9 +214,24 @@ def node_exclusions(state: ClusterState, snap: TASFlavorSnapshot, placer: Placer
     return ex
 
 
-def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, assumed: dict) -> bool:
+def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, assumed: dict,
+          before: Sequence[TASPodSetRequest] = ()) -> bool:
+    """Whether the request fits; with `before` (the workload's PodSets placed ahead of it on
+    this flavor), whether they and it all fit, placed in order from scratch: their places on
+    the nodes as they are now may not be where they go once others have finished."""
+    if before:
+        return not _placement_failure(snap, req, state, before)
     _, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
     return not reason
+
+
+def _placement_failure(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState,
+                       before: Sequence[TASPodSetRequest], *, simulate_empty: bool = False) -> str:
+    """Why the request does not fit after the PodSets `before` it are placed, in order, as the
+    flavor assigner places them ("" when they all fit)."""
+    placed = find_topology_assignments_for_flavor(snap, [*before, req], gates=state.gates,
+                                                  simulate_empty=simulate_empty)
+    return next((p.failure for p in placed.values() if p.failure), "" if req.name in placed else "not placed")
 
 
 def higher_level_suggestion(levels: list[LevelFit], params: _Params, mode: str, *,
@@ -247,7 +271,8 @@ def fewer_pods_suggestion(levels: list[LevelFit], params: _Params, mode: str) ->
 
 
 def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest, placer: Placer,
-                             params: _Params, assumed: dict, shared: Shared | None = None) -> Suggestion | None:
+                             params: _Params, assumed: dict, shared: Shared | None = None,
+                             before: Sequence[TASPodSetRequest] = ()) -> Suggestion | None:
     """The fewest admitted workloads whose finishing would let the PodSet fit."""
     tree = placer.tree
     level = params.requested_level if params.required else 0
@@ -258,7 +283,7 @@ def free_capacity_suggestion(state: ClusterState, snap: TASFlavorSnapshot, req: 
     running = shared.running(state, snap) if shared is not None else _RunningWorkloads(state, snap)
     for d in domains:
         path = tree.values_of[d]
-        chosen = freeing_workloads(state, snap, req, path, assumed, running=running)
+        chosen = freeing_workloads(state, snap, req, path, assumed, running=running, before=before)
         if chosen is not None and (best is None or len(chosen) < len(best)):
             best = chosen
     if not best:
@@ -383,9 +408,10 @@ class Shared:
 
 def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodSetRequest,
                       path: tuple[str, ...], assumed: dict, *,
-                      running: _RunningWorkloads | None = None) -> list[Workload] | None:
+                      running: _RunningWorkloads | None = None,
+                      before: Sequence[TASPodSetRequest] = ()) -> list[Workload] | None:
     """Remove, biggest first (lowest priority first on ties), the workloads running inside
-    `path` until the request fits; put their usage back afterwards."""
+    `path` until the request fits (after the PodSets `before` it); put their usage back afterwards."""
     if running is None:
         running = _RunningWorkloads(state, snap)
     inside = running.pods_in(path)
@@ -395,7 +421,7 @@ def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodS
         for wl, _ in inside[:MAX_FREEING_CANDIDATES]:
             running.add(wl, sign=-1)
             removed.append(wl)
-            if _fits(snap, req, state, assumed):
+            if _fits(snap, req, state, assumed, before):
                 return list(removed)
         return None
     finally:
@@ -406,18 +432,27 @@ def freeing_workloads(state: ClusterState, snap: TASFlavorSnapshot, req: TASPodS
 # ---------------------------------------------------------------- entry point
 
 
+def pod_set_request(psf: PodSetFlavors, snap: TASFlavorSnapshot) -> TASPodSetRequest:
+    """The TAS placement request of a PodSet on the flavor `snap`."""
+    ps = psf.pod_set
+    return TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=snap.name,
+                            implied=psf.implied)
+
+
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
-                    assumed: dict, shared: Shared | None = None, *, remedies: bool = True) -> PodSetExplanation:
+                    assumed: dict, shared: Shared | None = None, *, remedies: bool = True,
+                    before: list[TASPodSetRequest] | None = None) -> PodSetExplanation:
     """The PodSet on the flavor's topology as it is now (on top of `assumed`, the usage of the
     workload's PodSets before it; when it fits, its own usage is added there for those after
     it, as the flavor assigner counts it); when it does not fit, what would make it
     (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
-    other remedies would not be true)."""
+    other remedies would not be true). `before` lists the requests of the workload's PodSets
+    placed ahead of it on this flavor (this one is added when it fits): whether it never fits,
+    and which finishes would make room, are found with them placed first."""
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
-    req = TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=snap.name,
-                           implied=psf.implied)
+    req = pod_set_request(psf, snap)
     placer, params, reason = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed)
     if placer is None or params is None:
         out.reason = reason
@@ -429,18 +464,29 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     out.exclusions = node_exclusions(state, snap, placer)
     assignments, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
     out.fits, out.reason = not reason, reason
+    ahead = list(before) if before else []
     if out.fits:
         if req.name in assignments:
             add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+        if before is not None:
+            before.append(req)
         return out
-    _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
-                                        simulate_empty=True)
+    if ahead:
+        never = _placement_failure(snap, req, state, ahead, simulate_empty=True)
+    else:
+        _, never = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed,
+                                            simulate_empty=True)
     if not remedies:
         out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),) if s is not None]
         return out
     higher = higher_level_suggestion(out.levels, params, mode)
     if higher is None and never:  # a level that holds it once room frees up
-        idle, idle_params, _ = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed,
+        idle_assumed = assumed
+        if ahead:  # the PodSets before it where they go on idle nodes
+            idle_assumed = {}
+            find_topology_assignments_for_flavor(snap, ahead, gates=state.gates, simulate_empty=True,
+                                                 assumed_usage=idle_assumed)
+        idle, idle_params, _ = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=idle_assumed,
                                                  simulate_empty=True)
         if idle is not None and idle_params is not None:
             higher = higher_level_suggestion(level_fits(idle, idle_params), idle_params, mode, idle=True)
@@ -449,10 +495,33 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
                        fewer_pods_suggestion(out.levels, params, mode),
                        # when nothing would make room, freeing some of it would not either
                        None if never else free_capacity_suggestion(state, snap, req, placer, params, assumed,
-                                                                   shared)):
+                                                                   shared, ahead)):
         if suggestion is not None:
             out.suggestions.append(suggestion)
     return out
+
+
+@dataclass
+class PlacedInOrder:
+    """A workload's TAS PodSets explained in the flavor assigner's order: each on top of those
+    placed before it on its flavor; past the first that does not fit, the flavor assigner
+    places no more of them on that flavor, and neither does the explanation."""
+
+    before: dict[str, list[TASPodSetRequest]] = field(default_factory=dict)  # flavor -> placed requests
+    failed: dict[str, str] = field(default_factory=dict)  # flavor -> the first PodSet that did not fit
+
+    def explain(self, state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors, assumed: dict,
+                shared: Shared | None, *, remedies: bool = True) -> PodSetExplanation:
+        first = self.failed.get(snap.name)
+        if first is not None:
+            mode, level = mode_of(psf.pod_set, psf.implied)
+            return PodSetExplanation(psf.pod_set.name, psf.count, flavor=snap.name, mode=mode, level=level,
+                                     reason=f"not placed: pod set {first} before it does not fit")
+        out = explain_pod_set(state, snap, psf, assumed, shared, remedies=remedies,
+                              before=self.before.setdefault(snap.name, []))
+        if not out.fits:
+            self.failed[snap.name] = psf.pod_set.name
+        return out
 
 
 def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
@@ -465,17 +534,34 @@ def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
                       "level)", {"flavor": flavor, "reason": reason})
 
 
-def explain_never_fitting(state: ClusterState, psf: PodSetFlavors, shared: Shared | None) -> PodSetExplanation:
-    """A PodSet whose quota falls short and whose flavor's topology could not hold it even with
-    no admitted workload on its nodes: its levels and nodes as they are, and why no room made
-    would do (its reason is the one on empty nodes)."""
-    snap = next(state.tas_snapshots[f] for f in psf.flavors.values() if f in state.tas_snapshots)
-    explanation = explain_pod_set(state, snap, psf, {}, shared)
-    explanation.fits, explanation.reason = False, psf.empty_failure
-    never = never_fits_suggestion(snap.name, psf.empty_failure)
-    if never is not None and not any(s.kind == never.kind for s in explanation.suggestions):
-        explanation.suggestions.insert(0, never)
-    return explanation
+def explain_never_fitting(state: ClusterState, assignment: FlavorAssignment, never: PodSetFlavors,
+                          shared: Shared | None) -> list[PodSetExplanation]:
+    """A PodSet (`never`) that its flavor's topology could not hold even with no admitted
+    workload on its nodes, after the workload's PodSets placed before it there: those PodSets
+    as they are now, then it, with its levels and nodes as they are and why no room made would
+    do (its reason is the one on empty nodes)."""
+    snap = next(state.tas_snapshots[f] for f in never.flavors.values() if f in state.tas_snapshots)
+    out: list[PodSetExplanation] = []
+    assumed: dict[str, dict[str, int]] = {}
+    before: list[TASPodSetRequest] = []
+    for psf in assignment.pod_sets:
+        if psf.pod_set.name == never.pod_set.name:
+            break
+        if psf.tas and snap.name in psf.flavors.values():
+            # no remedies: however they fit, the workload waits for the one that never does
+            out.append(explain_pod_set(state, snap, psf, assumed, shared, remedies=False))
+            before.append(pod_set_request(psf, snap))
+    explanation = explain_pod_set(state, snap, never, assumed, shared, before=before)
+    explanation.fits, explanation.reason = False, never.empty_failure
+    suggestion = never_fits_suggestion(snap.name, never.empty_failure)
+    if suggestion is not None and not any(s.kind == suggestion.kind for s in explanation.suggestions):
+        explanation.suggestions.insert(0, suggestion)
+    # no finish makes room; and what would fit "now" counts only the PodSets before it that fit now
+    all_placed = all(e.fits for e in out)
+    explanation.suggestions = [s for s in explanation.suggestions if s.kind != "free-capacity" and (
+        all_placed or s.kind == "never-fits" or (s.kind == "higher-level" and s.details.get("idle")))]
+    out.append(explanation)
+    return out
 
 
 def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignment: FlavorAssignment,
@@ -487,17 +573,18 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
     quota makes room then). A PodSet whose own quota fits is not said to fail it."""
     out = []
     assumed: dict[str, dict[str, int]] = {}
+    placed = PlacedInOrder()
     for psf in assignment.pod_sets:
         snap = _tas_snapshot_for(state, assigner, psf)
         if snap is None or not psf.tas or psf.count == 0:
             continue
-        explanation = explain_pod_set(state, snap, psf, assumed, shared, remedies=False)
-        placed = explanation.fits
-        if placed:
+        reached = snap.name not in placed.failed
+        explanation = placed.explain(state, snap, psf, assumed, shared, remedies=False)
+        if explanation.fits:
             explanation.suggestions.append(Suggestion(
                 "quota-only", f"only the quota holds it back: the topology has room for pod set {psf.pod_set.name} "
                 f"({psf.count} pod(s)) now", {"podSet": psf.pod_set.name, "flavor": snap.name}))
-        elif not explanation.suggestions:  # not never-fits: room must free up as well
+        elif reached and not explanation.suggestions:  # not never-fits: room must free up as well
             explanation.suggestions.append(Suggestion(
                 "topology-full", f"the topology has no room for pod set {psf.pod_set.name} now either: "
                 f"{explanation.reason}; the quota and room on the nodes must both free up",
@@ -575,7 +662,10 @@ def not_evaluated(out: WorkloadExplanation, wl: Workload) -> WorkloadExplanation
 
 
 def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanation:
-    """The cycle's record decides; details computed now never contradict it."""
+    """The cycle's record decides; details computed now never contradict it. When the details
+    computed now find room for the whole workload where the cycle found none on the quota and
+    nodes as they were, the answer says that capacity has freed since (`room-freed`)."""
+    fits_now = out.fits
     out.stop = stop
     out.verdict = stop.verdict
     out.fits = stop.verdict == FITS
@@ -588,26 +678,38 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
                      for c in stop.quota]
         # a PodSet the quota failed now tells the cycle's reason, as the quota lines do
         for ps in out.pod_sets:
-            prefix = f"couldn't assign flavors to pod set {ps.name}: "
-            if not ps.fits and ps.reason.startswith(prefix) and stop.reason.startswith(prefix):
-                ps.reason = stop.reason
+            own = own_reason(stop.reason, ps.name)
+            if not ps.fits and own and ps.reason.startswith(f"{POD_SET_REASON}{ps.name}: "):
+                ps.reason = own
     named = stop.details.get("podSet")
     if stop.step.startswith(TOPOLOGY) or (stop.step == NO_CANDIDATES and named is not None):
         for ps in out.pod_sets:
             if ps.name == named or (named is None and ps.fits):
-                if ps.fits and ps.name == named and stop.step in (TOPOLOGY, NO_CANDIDATES):
-                    ps.suggestions.append(room_freed_suggestion(ps))
                 ps.fits = False
                 ps.reason = stop.details.get("reason") or stop.message
+    if fits_now and stop.verdict == WAITS and stop.step in DECIDED_ON_CAPACITY:
+        out.suggestions.append(Suggestion(
+            "room-freed", "capacity has freed since the scheduling cycle decided: computed now, the quota and the "
+            "topology have room for it; the cycle's decision stands until a pass tries it again",
+            {"podSet": named} if named is not None else {}))
     return out
 
 
-def room_freed_suggestion(ps: PodSetExplanation) -> Suggestion:
-    """A PodSet the cycle could not place on the nodes as they were, which fits them now: the
-    record still decides, and the details below it are the nodes as they are now."""
-    return Suggestion("room-freed", f"room has freed on the nodes since the scheduling cycle decided: computed "
-                      f"now, pod set {ps.name} ({ps.count} pod(s)) fits the topology; the cycle's decision stands "
-                      "until a pass tries it again", {"podSet": ps.name, "flavor": ps.flavor})
+POD_SET_REASON = "couldn't assign flavors to pod set "
+# the steps a cycle decides on the quota and the nodes as they are at its start (not on what
+# other heads of the cycle held, nor on the queue's order)
+DECIDED_ON_CAPACITY = frozenset({QUOTA, QUOTA_LIMIT, TOPOLOGY, NO_CANDIDATES})
+
+
+def own_reason(reason: str, pod_set: str) -> str:
+    """The part of a workload's reason (Kueue's names every PodSet that failed, joined by "; ")
+    that is about `pod_set`; "" if none is."""
+    prefix = f"{POD_SET_REASON}{pod_set}: "
+    for i, text in enumerate(reason.split("; " + POD_SET_REASON)):
+        text = text if i == 0 else POD_SET_REASON + text
+        if text.startswith(prefix):
+            return text
+    return ""
 
 
 def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None = None) -> WorkloadExplanation:
@@ -624,14 +726,17 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
     assignment = assigner.assign()
     if not assignment.ok:
         out.summary = assignment.failure
-        out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=assignment.failure)
+        # the PodSet it failed at, with its own reason (the workload's names every PodSet that failed)
+        failing = assignment.pod_set(assignment.failed_pod_set)
+        reason = failing.message if failing is not None and (failing.reasons or failing.error) else assignment.failure
+        out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=reason)
                         for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
         failed = assignment.failed_pod_set
         if assignment.mode == PREEMPT:
             targets = preemption_targets(assigner, assignment)
             never = next((psf for psf in assignment.pod_sets if psf.empty_failure), None)
             if never is not None:  # preempting cannot make room: the topology is too small for it
-                out.pod_sets = [explain_never_fitting(state, never, shared)]
+                out.pod_sets = explain_never_fitting(state, assignment, never, shared)
             else:
                 out.pod_sets = topology_behind_quota(state, assigner, assignment, shared, failed) or out.pod_sets
                 out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
@@ -650,21 +755,30 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
                                                                   and w.admission.cluster_queue == cq.name)}))
         return out
     assumed: dict[str, dict[str, int]] = {}
+    placed = PlacedInOrder()
     for psf in assignment.pod_sets:
         snap_name = next((f for f in psf.flavors.values() if f in state.tas_snapshots), None)
         if not psf.tas or snap_name is None:
             out.pod_sets.append(PodSetExplanation(psf.pod_set.name, psf.count, fits=True,
                                                   flavor=next(iter(psf.flavors.values()), "")))
             continue
-        snap = state.tas_snapshots[snap_name]
-        out.pod_sets.append(explain_pod_set(state, snap, psf, assumed, shared))
+        out.pod_sets.append(placed.explain(state, state.tas_snapshots[snap_name], psf, assumed, shared))
     failing = [p for p in out.pod_sets if not p.fits]
     out.fits = not failing
     if failing:
         out.summary = f"couldn't assign flavors to pod set {failing[0].name}: {failing[0].reason}"
         # the quota has room, the topology does not: Kueue looks for workloads to preempt
         targets = preemption_targets(assigner, assignment)
-        if assignment.mode == PREEMPT:
+        never = next((psf for psf in assignment.pod_sets if psf.empty_failure), None)
+        if never is not None and never.pod_set.name != failing[0].name:
+            # a PodSet after the one that does not fit now never fits after those before it: what
+            # would make room for the first would not admit the workload
+            told = {e.name: e for e in explain_never_fitting(state, assignment, never, shared)}
+            out.pod_sets = [told.get(p.name, p) for p in out.pod_sets]
+            flavor = next((f for f in never.flavors.values() if f in state.tas_snapshots), "")
+            out.summary = f"couldn't assign flavors to pod set {never.pod_set.name}: " \
+                          f"{never_fits_text(flavor, never.empty_failure)}"
+        elif assignment.mode == PREEMPT:
             out.suggestions.append(preemption_suggestion(targets, fair_sharing=state.config.fair_sharing
                                                          is not None))
     else:

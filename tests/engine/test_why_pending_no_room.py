@@ -285,6 +285,8 @@ def test_only_the_pod_set_the_quota_failed_is_said_to_lack_quota(evaluated):
     assert learner.fits and "actors" not in learner.reason
     assert not actors.fits and "pod set actors: insufficient unused quota for cpu" in actors.reason
     assert [s.kind for s in learner.suggestions] == [s.kind for s in actors.suggestions] == ["quota-only"]
+    if evaluated:  # the cycle's reason, of the actors alone
+        assert actors.reason == why.stop.reason
 
 
 def test_a_request_beyond_what_the_queue_can_ever_have_is_not_told_to_wait_for_finishes():
@@ -341,8 +343,9 @@ def test_a_pod_set_the_cycle_could_not_place_which_fits_now_keeps_the_cycles_rea
     assert why.stop.step == NO_CANDIDATES and why.verdict == WAITS and not why.fits
     (pod_set,) = why.pod_sets
     assert not pod_set.fits and pod_set.reason == stopped.stop.details["reason"]
-    [freed] = [s for s in suggestions(why) if s.kind == "room-freed"]
-    assert "pod set main (2 pod(s)) fits the topology" in freed.message
+    [freed] = [s for s in why.suggestions if s.kind == "room-freed"]
+    assert freed.message.startswith("capacity has freed since the scheduling cycle decided")
+    assert freed.details == {"podSet": "main"}
     # what it says is so: the next pass admits it
     engine.run_pass(NOW + timedelta(seconds=2))
     assert engine.state.workload("default/big").has_quota_reservation
@@ -372,3 +375,51 @@ def test_a_head_that_lost_its_room_to_a_reservation_of_the_cycle_is_told_so():
     assert not pod_set.fits and "room-freed" not in [s.kind for s in suggestions(why)]
     held = engine.explain("default/hold", NOW)
     assert held.stop.step == NO_CANDIDATES and held.stop.details["podSet"] == "main"
+
+
+def leader_and_workers(lead_cpu: str = "2", work_cpu: str = "2") -> list[dict]:
+    """One rack of two 2-CPU nodes, a 1-CPU workload running on the first; `two` asks for a
+    leader and workers, two pods each, in the rack: after the leader, the workers never fit."""
+    return [
+        topology(), resource_flavor(), *grid(1, 1, 2, cpu="2"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("run", queue="lq", cpu="1", created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq"),
+        workload("two", queue="lq", created=-60, pod_sets=[pod_set("lead", count=2, cpu=lead_cpu, required=RACK),
+                                                           pod_set("work", count=2, cpu=work_cpu, required=RACK)]),
+    ]
+
+
+def test_a_pod_set_that_never_fits_after_the_one_before_it_is_offered_no_finish_or_room_now():
+    """On its own, `work` would fit once `run` finishes; after `lead` it never does: the answer
+    names `work` as never fitting and offers nothing that ignores `lead`."""
+    engine = Engine.from_parsed(parse(leader_and_workers()), gates())
+    for why in (engine.explain("default/two", NOW), (engine.run_pass(NOW), engine.explain("default/two", NOW))[1]):
+        assert not why.fits
+        lead, work = why.pod_sets
+        assert lead.name == "lead" and not lead.suggestions  # its remedies would not admit the workload
+        assert work.name == "work" and not work.fits
+        assert [s.kind for s in work.suggestions] == ["never-fits"], work.suggestions
+    engine.delete("Workload", "default/run")
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert not engine.state.workload("default/two").has_quota_reservation
+
+
+def test_a_pod_set_after_one_that_does_not_fit_is_not_placed():
+    """The flavor assigner stops at the first PodSet that does not fit (`lead`, 2 x 2 CPUs, with
+    two of the rack's three nodes partly taken); `work` (1 CPU) is not placed, and not said to fit."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 1, 3, cpu="2"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(f"run-{i}", queue="lq", cpu="1", created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
+          for i, node in enumerate(["b1-r1-n1", "b1-r1-n2"])),
+        workload("two", queue="lq", created=-60, pod_sets=[pod_set("lead", count=2, cpu="2", required=RACK),
+                                                           pod_set("work", count=1, cpu="1", required=RACK)]),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/two", NOW)
+    lead, work = why.pod_sets
+    assert not lead.fits and [s.kind for s in lead.suggestions] == ["fewer-pods", "free-capacity"]
+    assert not work.fits and work.reason == "not placed: pod set lead before it does not fit"
+    assert not work.suggestions

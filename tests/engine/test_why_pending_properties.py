@@ -14,8 +14,8 @@ fit (`never-fits`) is not admitted even alone on the idle nodes, with quota to s
 answer computed now says would make room does: without the workloads it names for
 preemption, the workload fits; without those it waits to finish, its PodSet fits; a PodSet
 said to be held back by the quota alone fits once the quota is ample, one said to lack room on
-the nodes too does not. On the cluster the pass left, no PodSet the cycle could not place is
-said to have room now (`room-freed`).
+the nodes too does not. On the cluster the pass left, no answer says capacity has freed since
+the cycle decided (`room-freed`), and a PodSet's reason is its own.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from .factories import (
     local_queue,
     parse,
     parse_one,
+    pod_set,
     queue_with_policy,
     resource_flavor,
     topology,
@@ -47,6 +48,7 @@ from .factories import (
 )
 
 QUOTA_STEPS = {QUOTA, QUOTA_HELD, QUOTA_LIMIT}
+PODSET_REASON = "couldn't assign flavors to pod set "
 
 
 @st.composite
@@ -80,29 +82,36 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
                                 cluster_queue_name=f"cq-{cq}"))
     pending = []
     for j in range(draw(st.integers(1, 7))):
-        topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
-        kwargs: dict = {}
-        if topo == "required-rack":
-            kwargs["required"] = "cloud.example.com/rack"
-        elif topo == "required-block":
-            kwargs["required"] = "cloud.example.com/block"
-        elif topo == "preferred":
-            kwargs["preferred"] = "cloud.example.com/rack"
-        elif topo == "unconstrained":
-            kwargs["unconstrained"] = True
         cq = draw(st.integers(0, queues - 1))
-        objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", count=draw(st.integers(1, 3)),
-                                cpu=str(draw(st.integers(1, 3))), priority=draw(st.integers(0, 3)),
-                                created=draw(st.integers(-300, 0)), **kwargs))
+        # one PodSet, or two (a leader and its workers, say), each with its own request
+        pod_sets = [draw(pod_sets_of(name)) for name in (["main"] if draw(st.integers(0, 2)) else ["lead", "work"])]
+        objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", pod_sets=pod_sets, priority=draw(st.integers(0, 3)),
+                                created=draw(st.integers(-300, 0))))
         pending.append(f"default/wl-{j}")
     return objects, pending
+
+
+@st.composite
+def pod_sets_of(draw, name: str) -> dict:
+    """A PodSet of 1-3 pods of 1-3 CPUs, with one of the topology requests."""
+    topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
+    kwargs: dict = {}
+    if topo == "required-rack":
+        kwargs["required"] = "cloud.example.com/rack"
+    elif topo == "required-block":
+        kwargs["required"] = "cloud.example.com/block"
+    elif topo == "preferred":
+        kwargs["preferred"] = "cloud.example.com/rack"
+    elif topo == "unconstrained":
+        kwargs["unconstrained"] = True
+    return pod_set(name, count=draw(st.integers(1, 3)), cpu=str(draw(st.integers(1, 3))), **kwargs)
 
 
 def waiting(engine: Engine) -> list[str]:
     return sorted(w.key for w in engine.state.workloads if is_pending(w))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_why_pending_verdict_is_what_the_next_pass_does(case):
     objects, _ = case
@@ -120,9 +129,13 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
         verdicts[key] = why.verdict
         if any(s.kind == "never-fits" for ps in why.pod_sets for s in ps.suggestions):
             never_fits.append(key)
-        # within a pass room only shrinks: on the cluster the pass left, no PodSet the cycle
-        # could not place fits now
-        assert not any(s.kind == "room-freed" for ps in why.pod_sets for s in ps.suggestions), (key, why.summary)
+        # within a pass capacity only shrinks: on the cluster the pass left, nothing the cycle
+        # decided on the capacity as it was fits now
+        assert not any(s.kind == "room-freed" for s in why.suggestions), (key, why.summary)
+        for ps in why.pod_sets:  # a PodSet's reason is its own, never another PodSet's
+            if ps.reason.startswith(PODSET_REASON):
+                assert ps.reason.removeprefix(PODSET_REASON).split(":")[0] == ps.name, (key, ps.name, ps.reason)
+                assert ps.reason.count(PODSET_REASON) == 1, (key, ps.name, ps.reason)
         assert why.fits == (why.verdict == FITS)
         stop = why.stop
         assert stop is not None
@@ -152,15 +165,15 @@ def check_room_claims(objects: list[dict], key: str, why) -> None:
         if suggestion.kind == "preemption" and suggestion.details["targets"]:
             gone = {t["workload"] for t in suggestion.details["targets"]}
             assert explained_without(objects, key, gone).fits, (key, suggestion.message)
-    for pod_set in why.pod_sets:
-        for suggestion in pod_set.suggestions:
+    for told in why.pod_sets:
+        for suggestion in told.suggestions:
             if suggestion.kind == "free-capacity":
                 after = explained_without(objects, key, set(suggestion.details["workloads"]))
-                [same] = [p for p in after.pod_sets if p.name == pod_set.name]
+                [same] = [p for p in after.pod_sets if p.name == told.name]
                 assert same.fits, (key, suggestion.message, same.reason)
             elif suggestion.kind in ("quota-only", "topology-full"):  # what more quota alone would do
                 after = explained_with_quota(objects, key)
-                [same] = [p for p in after.pod_sets if p.name == pod_set.name]
+                [same] = [p for p in after.pod_sets if p.name == told.name]
                 assert same.fits == (suggestion.kind == "quota-only"), (key, suggestion.message, same.reason)
 
 
