@@ -902,8 +902,18 @@ def explanation_json(e: WorkloadExplanation) -> dict[str, Any]:
             "suggestions": [_suggestion_json(s) for s in ps.suggestions],
         } for ps in e.pod_sets],
         "suggestions": [_suggestion_json(s) for s in e.suggestions]
-        + [_suggestion_json(s) for ps in e.pod_sets for s in ps.suggestions],
+        + [_pod_set_suggestion_json(ps, s, several=len(e.pod_sets) > 1) for ps in e.pod_sets for s in ps.suggestions],
     }
+
+
+def _pod_set_suggestion_json(ps: PodSetExplanation, s: Suggestion, *, several: bool) -> dict[str, Any]:
+    """A PodSet's suggestion among the workload's: with several PodSets, it says which one it is for."""
+    out = _suggestion_json(s)
+    if several:
+        if not out["message"].startswith("pod set ") and f"pod set {ps.name}" not in out["message"]:
+            out["message"] = f"pod set {ps.name}: {out['message']}"
+        out["details"].setdefault("podSet", ps.name)
+    return out
 
 
 def workload_stop(workload: cluster.Workload) -> StopRecord | None:

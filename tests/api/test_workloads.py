@@ -178,3 +178,25 @@ def test_why_pending_quota(scheduled, client):
     gpu = next(line for line in body["explanation"]["quota"] if line["resource"] == "nvidia.com/gpu")
     assert gpu["fits"] is False and gpu["requested"] == "300"
     assert "does not fit" in gpu["message"]
+
+
+def test_a_pod_set_suggestion_among_the_workloads_says_which_pod_set_it_is_for():
+    from scheduler.explain import PodSetExplanation, Suggestion, WorkloadExplanation
+    from tasweb.api.selectors import explanation_json
+
+    freeing = Suggestion("free-capacity", "would fit once ml/x finish(es)", {"workloads": ["ml/x"]})
+    quota = Suggestion("quota-only", "only the quota holds it back: the topology has room for pod set work (2 "
+                       "pod(s)) now", {"podSet": "work"})
+
+    def answer(*pod_sets: PodSetExplanation) -> list[dict]:
+        return explanation_json(WorkloadExplanation("ml/w", "cq", False, "", pod_sets=list(pod_sets)))["suggestions"]
+
+    lead = PodSetExplanation("lead", 1, suggestions=[freeing])
+    work = PodSetExplanation("work", 2, suggestions=[quota])
+    told = answer(lead, work)
+    assert told[0] == {"kind": "free-capacity", "message": "pod set lead: would fit once ml/x finish(es)",
+                       "details": {"workloads": ["ml/x"], "podSet": "lead"}}
+    assert told[1]["message"] == quota.message  # it names its PodSet already
+    # one PodSet: as it is
+    assert answer(PodSetExplanation("main", 1, suggestions=[freeing]))[0]["message"] == freeing.message
+    assert freeing.details == {"workloads": ["ml/x"]}  # the engine's answer is left as it was
