@@ -727,11 +727,10 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
     if not assignment.ok:
         out.summary = assignment.failure
         # the PodSet it failed at, with its own reason (the workload's names every PodSet that failed)
-        failing = assignment.pod_set(assignment.failed_pod_set)
-        reason = failing.message if failing is not None and (failing.reasons or failing.error) else assignment.failure
-        out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=reason)
-                        for ps in wl.pod_sets if ps.name == assignment.failed_pod_set]
         failed = assignment.failed_pod_set
+        stopped = assignment.pod_set(failed)
+        reason = stopped.message if stopped is not None and (stopped.reasons or stopped.error) else assignment.failure
+        out.pod_sets = [PodSetExplanation(ps.name, ps.count, reason=reason) for ps in wl.pod_sets if ps.name == failed]
         if assignment.mode == PREEMPT:
             targets = preemption_targets(assigner, assignment)
             never = next((psf for psf in assignment.pod_sets if psf.empty_failure), None)
