@@ -90,7 +90,7 @@ def _node_rows(q: TopologyQuery, scope: AccessScope) -> list[dict[str, Any]]:
         path = cap.tree.levels[-1].values[i]
         bits = int(cap.leaf_flags[i])
         rows.append({
-            "nodes": cap.nodes_of_leaf(i), "domain": "/".join(path),
+            "nodes": cap.nodes_of_leaf(i), "domain": "/".join(path), "domain_values": list(path),
             "not_ready": bool(bits & NOT_READY), "cordoned": bool(bits & CORDONED), "tainted": bool(bits & TAINTED),
             "taints": cap.leaf_taints[i],
             "capacity": unit.show(a.allocatable[i]), "used": unit.show(a.used[i]), "free": unit.show(a.free[i]),
