@@ -29,7 +29,7 @@ from scheduler.flavorassigner import (
     pod_set_needs,
 )
 from scheduler.model import PodSet, Workload
-from scheduler.placement import Placer, TASPodSetRequest, _Params, counters_of
+from scheduler.placement import Placer, PodSetPlacement, TASPodSetRequest, _Params, counters_of
 from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
 from scheduler.quantity import PODS, format_value
 from scheduler.quota import FlavorResource
@@ -225,12 +225,18 @@ def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, a
     return not reason
 
 
+def placed_after(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState,
+                 before: Sequence[TASPodSetRequest], *, simulate_empty: bool = False) -> dict[str, PodSetPlacement]:
+    """The request placed after the PodSets `before` it, in order (those of its podSetGroupName
+    with it), as the flavor assigner places them."""
+    return find_topology_assignments_for_flavor(snap, [*before, req], gates=state.gates, simulate_empty=simulate_empty)
+
+
 def _placement_failure(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState,
                        before: Sequence[TASPodSetRequest], *, simulate_empty: bool = False) -> str:
     """Why the request does not fit after the PodSets `before` it are placed, in order, as the
     flavor assigner places them ("" when they all fit)."""
-    placed = find_topology_assignments_for_flavor(snap, [*before, req], gates=state.gates,
-                                                  simulate_empty=simulate_empty)
+    placed = placed_after(snap, req, state, before, simulate_empty=simulate_empty)
     return next((p.failure for p in placed.values() if p.failure), "" if req.name in placed else "not placed")
 
 
@@ -441,14 +447,18 @@ def pod_set_request(psf: PodSetFlavors, snap: TASFlavorSnapshot) -> TASPodSetReq
 
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
                     assumed: dict, shared: Shared | None = None, *, remedies: bool = True,
-                    before: list[TASPodSetRequest] | None = None) -> PodSetExplanation:
+                    before: list[TASPodSetRequest] | None = None,
+                    partners: Sequence[TASPodSetRequest] = ()) -> PodSetExplanation:
     """The PodSet on the flavor's topology as it is now (on top of `assumed`, the usage of the
     workload's PodSets before it; when it fits, its own usage is added there for those after
     it, as the flavor assigner counts it); when it does not fit, what would make it
     (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
     other remedies would not be true). `before` lists the requests of the workload's PodSets
     placed ahead of it on this flavor (this one is added when it fits): whether it never fits,
-    and which finishes would make room, are found with them placed first."""
+    and which finishes would make room, are found with them placed first. `partners` are the
+    other PodSets of its podSetGroupName, placed with it in one go (Kueue's PodSet groups):
+    whether it fits is theirs together, and the levels, counted for it alone, offer no
+    remedy."""
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
@@ -462,12 +472,20 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     out.level = out.level or snap.level_keys[params.requested_level]
     out.levels = level_fits(placer, params)
     out.exclusions = node_exclusions(state, snap, placer)
-    assignments, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
-    out.fits, out.reason = not reason, reason
     ahead = list(before) if before else []
+    placed = {r.name for r in ahead}
+    ahead += [p for p in partners if p.name not in placed]
+    if partners:  # its group is placed in one go, after the PodSets before it
+        found = placed_after(snap, req, state, ahead)
+        reason = next((p.failure for p in found.values() if p.failure), "")
+        assignment = found[req.name].assignment if req.name in found and not reason else None
+    else:
+        assignments, reason = find_topology_assignment(snap, req, None, gates=state.gates, assumed_usage=assumed)
+        assignment = assignments.get(req.name)
+    out.fits, out.reason = not reason, reason
     if out.fits:
-        if req.name in assignments:
-            add_assumed_usage(assumed, assignments[req.name], req.single_pod_requests, snap)
+        if assignment is not None:
+            add_assumed_usage(assumed, assignment, req.single_pod_requests, snap)
         if before is not None:
             before.append(req)
         return out
@@ -478,6 +496,11 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
                                             simulate_empty=True)
     if not remedies:
         out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),) if s is not None]
+        return out
+    if partners:  # the levels count it alone: no level or count would do for the group
+        out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),
+                                       None if never else free_capacity_suggestion(
+                                           state, snap, req, placer, params, assumed, shared, ahead)) if s is not None]
         return out
     higher = higher_level_suggestion(out.levels, params, mode)
     if higher is None and never:  # a level that holds it once room frees up
@@ -507,21 +530,37 @@ class PlacedInOrder:
     placed before it on its flavor; past the first that does not fit, the flavor assigner
     places no more of them on that flavor, and neither does the explanation."""
 
+    pod_sets: Sequence[PodSetFlavors] = ()  # the workload's, for the PodSet groups
     before: dict[str, list[TASPodSetRequest]] = field(default_factory=dict)  # flavor -> placed requests
     failed: dict[str, str] = field(default_factory=dict)  # flavor -> the first PodSet that did not fit
 
     def explain(self, state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors, assumed: dict,
                 shared: Shared | None, *, remedies: bool = True) -> PodSetExplanation:
         first = self.failed.get(snap.name)
+        partners = group_partners(self.pod_sets, psf, snap)
         if first is not None:
             mode, level = mode_of(psf.pod_set, psf.implied)
+            grouped = any(p.name == first for p in partners)
             return PodSetExplanation(psf.pod_set.name, psf.count, flavor=snap.name, mode=mode, level=level,
-                                     reason=f"not placed: pod set {first} before it does not fit")
+                                     reason=f"not placed: placed with pod set {first} as one group, which does not fit"
+                                     if grouped else f"not placed: pod set {first} before it does not fit")
         out = explain_pod_set(state, snap, psf, assumed, shared, remedies=remedies,
-                              before=self.before.setdefault(snap.name, []))
+                              before=self.before.setdefault(snap.name, []), partners=partners)
         if not out.fits:
             self.failed[snap.name] = psf.pod_set.name
         return out
+
+
+def group_partners(pod_sets: Sequence[PodSetFlavors], psf: PodSetFlavors,
+                   snap: TASFlavorSnapshot) -> list[TASPodSetRequest]:
+    """The requests of the other PodSets of `psf`'s podSetGroupName on the flavor `snap`."""
+    group = pod_set_request(psf, snap).group_name
+    if group is None:
+        return []
+    # a PodSet the quota gave no flavor yet goes on its ClusterQueue's TAS flavor, as `psf` does
+    return [req for other in pod_sets if other is not psf and other.tas
+            and (not other.flavors or snap.name in other.flavors.values())
+            and (req := pod_set_request(other, snap)).group_name == group]
 
 
 def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
@@ -573,7 +612,7 @@ def topology_behind_quota(state: ClusterState, assigner: FlavorAssigner, assignm
     quota makes room then). A PodSet whose own quota fits is not said to fail it."""
     out = []
     assumed: dict[str, dict[str, int]] = {}
-    placed = PlacedInOrder()
+    placed = PlacedInOrder(assignment.pod_sets)
     for psf in assignment.pod_sets:
         snap = _tas_snapshot_for(state, assigner, psf)
         if snap is None or not psf.tas or psf.count == 0:
@@ -754,7 +793,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
                                                                   and w.admission.cluster_queue == cq.name)}))
         return out
     assumed: dict[str, dict[str, int]] = {}
-    placed = PlacedInOrder()
+    placed = PlacedInOrder(assignment.pod_sets)
     for psf in assignment.pod_sets:
         snap_name = next((f for f in psf.flavors.values() if f in state.tas_snapshots), None)
         if not psf.tas or snap_name is None:

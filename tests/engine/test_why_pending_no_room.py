@@ -423,3 +423,33 @@ def test_a_pod_set_after_one_that_does_not_fit_is_not_placed():
     assert not lead.fits and [s.kind for s in lead.suggestions] == ["fewer-pods", "free-capacity"]
     assert not work.fits and work.reason == "not placed: pod set lead before it does not fit"
     assert not work.suggestions
+
+
+def test_the_pod_sets_of_a_group_are_explained_as_placed_together():
+    """A leader (1 pod) and its workers (2 x 2 CPUs) of one podSetGroupName go in one rack; each
+    rack has one free 4-CPU node: each fits alone, the group does not. The answer says so, and
+    the finish it names lets the group in."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        admitted(workload("run", queue="lq", cpu="4", count=2, created=-600),
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n2", 1), ("b1-r2-n2", 1)])},
+                 cluster_queue_name="cq"),
+        workload("g", queue="lq", created=-60, pod_sets=[
+            pod_set("leader", count=1, cpu="1", required=RACK, group="g1"),
+            pod_set("workers", count=2, cpu="2", required=RACK, group="g1")]),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/g", NOW)
+    assert not why.fits and "have room for it now" not in why.summary
+    leader, workers = why.pod_sets
+    assert not leader.fits and "allows to fit only" in leader.reason
+    assert not workers.fits and workers.reason == "not placed: placed with pod set leader as one group, which " \
+                                                  "does not fit"
+    [freeing] = [s for s in leader.suggestions if s.kind == "free-capacity"]
+    assert freeing.details == {"workloads": ["default/run"]}
+    engine.run_pass(NOW)
+    assert not engine.state.workload("default/g").has_quota_reservation  # true: the group does not fit
+    engine.delete("Workload", "default/run")
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert engine.state.workload("default/g").has_quota_reservation  # the finish it named let it in

@@ -83,8 +83,13 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
     pending = []
     for j in range(draw(st.integers(1, 7))):
         cq = draw(st.integers(0, queues - 1))
-        # one PodSet, or two (a leader and its workers, say), each with its own request
-        pod_sets = [draw(pod_sets_of(name)) for name in (["main"] if draw(st.integers(0, 2)) else ["lead", "work"])]
+        # one PodSet, or two (a leader and its workers, say), each with its own request, placed
+        # one after the other or, in one podSetGroupName, together
+        names = ["main"] if draw(st.integers(0, 2)) else ["lead", "work"]
+        group = "g" if len(names) == 2 and draw(st.booleans()) else None
+        pod_sets = [draw(pod_sets_of(name, group)) for name in names]
+        if group is not None:  # LeaderWorkerSet's shape: a leader of one pod and its workers
+            pod_sets[0]["count"] = 1
         objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", pod_sets=pod_sets, priority=draw(st.integers(0, 3)),
                                 created=draw(st.integers(-300, 0))))
         pending.append(f"default/wl-{j}")
@@ -92,8 +97,9 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
 
 
 @st.composite
-def pod_sets_of(draw, name: str) -> dict:
-    """A PodSet of 1-3 pods of 1-3 CPUs, with one of the topology requests."""
+def pod_sets_of(draw, name: str, group: str | None = None) -> dict:
+    """A PodSet of 1-3 pods of 1-3 CPUs, with one of the topology requests (a PodSet of a
+    group asks for a level: Kueue requires one)."""
     topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
     kwargs: dict = {}
     if topo == "required-rack":
@@ -104,7 +110,9 @@ def pod_sets_of(draw, name: str) -> dict:
         kwargs["preferred"] = "cloud.example.com/rack"
     elif topo == "unconstrained":
         kwargs["unconstrained"] = True
-    return pod_set(name, count=draw(st.integers(1, 3)), cpu=str(draw(st.integers(1, 3))), **kwargs)
+    if group is not None and not (kwargs.get("required") or kwargs.get("preferred")):
+        kwargs = {"required": "cloud.example.com/rack"}
+    return pod_set(name, count=draw(st.integers(1, 3)), cpu=str(draw(st.integers(1, 3))), group=group, **kwargs)
 
 
 def waiting(engine: Engine) -> list[str]:
