@@ -227,9 +227,10 @@ def _fits(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState, a
 
 def placed_after(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState,
                  before: Sequence[TASPodSetRequest], *, simulate_empty: bool = False) -> dict[str, PodSetPlacement]:
-    """The request placed after the PodSets `before` it, in order (those of its podSetGroupName
-    with it), as the flavor assigner places them."""
-    return find_topology_assignments_for_flavor(snap, [*before, req], gates=state.gates, simulate_empty=simulate_empty)
+    """The request placed after the PodSets `before` it, in order, as the flavor assigner
+    places them; `before` may hold the request itself, in its place among its podSetGroupName."""
+    requests = list(before) if any(r.name == req.name for r in before) else [*before, req]
+    return find_topology_assignments_for_flavor(snap, requests, gates=state.gates, simulate_empty=simulate_empty)
 
 
 def _placement_failure(snap: TASFlavorSnapshot, req: TASPodSetRequest, state: ClusterState,
@@ -448,17 +449,17 @@ def pod_set_request(psf: PodSetFlavors, snap: TASFlavorSnapshot) -> TASPodSetReq
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
                     assumed: dict, shared: Shared | None = None, *, remedies: bool = True,
                     before: list[TASPodSetRequest] | None = None,
-                    partners: Sequence[TASPodSetRequest] = ()) -> PodSetExplanation:
+                    group: Sequence[TASPodSetRequest] = ()) -> PodSetExplanation:
     """The PodSet on the flavor's topology as it is now (on top of `assumed`, the usage of the
     workload's PodSets before it; when it fits, its own usage is added there for those after
     it, as the flavor assigner counts it); when it does not fit, what would make it
     (`remedies=False`: only whether it never fits, for a PodSet the quota holds back, whose
     other remedies would not be true). `before` lists the requests of the workload's PodSets
     placed ahead of it on this flavor (this one is added when it fits): whether it never fits,
-    and which finishes would make room, are found with them placed first. `partners` are the
-    other PodSets of its podSetGroupName, placed with it in one go (Kueue's PodSet groups):
-    whether it fits is theirs together, and the levels, counted for it alone, offer no
-    remedy."""
+    and which finishes would make room, are found with them placed first. `group` lists the
+    PodSets of its podSetGroupName, itself included, in the workload's order (which decides
+    the group's leader): they are placed in one go (Kueue's PodSet groups), whether it fits is
+    theirs together, and the levels, counted for it alone, offer no remedy."""
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
@@ -473,9 +474,9 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     out.levels = level_fits(placer, params)
     out.exclusions = node_exclusions(state, snap, placer)
     ahead = list(before) if before else []
-    placed = {r.name for r in ahead}
-    ahead += [p for p in partners if p.name not in placed]
-    if partners:  # its group is placed in one go, after the PodSets before it
+    if group:  # placed in one go, after the PodSets before it, in the workload's order
+        members = {r.name for r in group}
+        ahead = [r for r in ahead if r.name not in members] + list(group)
         found = placed_after(snap, req, state, ahead)
         reason = next((p.failure for p in found.values() if p.failure), "")
         assignment = found[req.name].assignment if req.name in found and not reason else None
@@ -497,7 +498,7 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     if not remedies:
         out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),) if s is not None]
         return out
-    if partners:  # the levels count it alone: no level or count would do for the group
+    if group:  # the levels count it alone: no level or count would do for the group
         out.suggestions = [s for s in (never_fits_suggestion(snap.name, never),
                                        None if never else free_capacity_suggestion(
                                            state, snap, req, placer, params, assumed, shared, ahead)) if s is not None]
@@ -537,30 +538,31 @@ class PlacedInOrder:
     def explain(self, state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors, assumed: dict,
                 shared: Shared | None, *, remedies: bool = True) -> PodSetExplanation:
         first = self.failed.get(snap.name)
-        partners = group_partners(self.pod_sets, psf, snap)
+        group = group_of(self.pod_sets, psf, snap)
         if first is not None:
             mode, level = mode_of(psf.pod_set, psf.implied)
-            grouped = any(p.name == first for p in partners)
+            grouped = any(r.name == first for r in group)
             return PodSetExplanation(psf.pod_set.name, psf.count, flavor=snap.name, mode=mode, level=level,
                                      reason=f"not placed: placed with pod set {first} as one group, which does not fit"
                                      if grouped else f"not placed: pod set {first} before it does not fit")
         out = explain_pod_set(state, snap, psf, assumed, shared, remedies=remedies,
-                              before=self.before.setdefault(snap.name, []), partners=partners)
+                              before=self.before.setdefault(snap.name, []), group=group)
         if not out.fits:
             self.failed[snap.name] = psf.pod_set.name
         return out
 
 
-def group_partners(pod_sets: Sequence[PodSetFlavors], psf: PodSetFlavors,
-                   snap: TASFlavorSnapshot) -> list[TASPodSetRequest]:
-    """The requests of the other PodSets of `psf`'s podSetGroupName on the flavor `snap`."""
-    group = pod_set_request(psf, snap).group_name
-    if group is None:
+def group_of(pod_sets: Sequence[PodSetFlavors], psf: PodSetFlavors, snap: TASFlavorSnapshot) -> list[TASPodSetRequest]:
+    """The requests of the PodSets of `psf`'s podSetGroupName on the flavor `snap`, itself
+    included, in the workload's order; [] when it has no group (or is alone in it)."""
+    name = pod_set_request(psf, snap).group_name
+    if name is None:
         return []
     # a PodSet the quota gave no flavor yet goes on its ClusterQueue's TAS flavor, as `psf` does
-    return [req for other in pod_sets if other is not psf and other.tas
-            and (not other.flavors or snap.name in other.flavors.values())
-            and (req := pod_set_request(other, snap)).group_name == group]
+    members = [req for other in pod_sets if other is psf or (
+        other.tas and (not other.flavors or snap.name in other.flavors.values()))
+        if (req := pod_set_request(other, snap)).group_name == name]
+    return members if len(members) > 1 else []
 
 
 def never_fits_suggestion(flavor: str, reason: str) -> Suggestion | None:
