@@ -18,6 +18,7 @@ from scheduler.engine import Engine
 from scheduler.stops import NO_CANDIDATES, TOPOLOGY, TOPOLOGY_HELD, WAITS
 
 from .factories import (
+    BLOCK,
     HOSTNAME,
     NOW,
     RACK,
@@ -453,3 +454,32 @@ def test_the_pod_sets_of_a_group_are_explained_as_placed_together():
     engine.delete("Workload", "default/run")
     engine.run_pass(NOW + timedelta(seconds=1))
     assert engine.state.workload("default/g").has_quota_reservation  # the finish it named let it in
+
+
+def test_a_group_of_equal_counts_is_explained_with_the_leader_the_cycle_places():
+    """With a leader and workers of one pod each, the group's leader is the PodSet placed second
+    (`work`, 3 CPUs, in one block; `lead`, 1 CPU, in one rack). Each rack's 3-CPU node has a
+    1-CPU workload on it. The answer places the group in the workload's order, as the cycle
+    does: no finish it names would leave the group out (with the roles swapped, it named
+    `run-0`, whose finish does not let the group in)."""
+    objects = [
+        topology(), resource_flavor(), *grid(1, 2, 1, cpu="3"),
+        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(f"run-{i}", queue="lq", cpu="1", created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
+          for i, node in enumerate(["b1-r1-n1", "b1-r2-n1"])),
+        workload("g", queue="lq", created=-60, pod_sets=[
+            pod_set("lead", count=1, cpu="1", required=RACK, group="g1"),
+            pod_set("work", count=1, cpu="3", required=BLOCK, group="g1")]),
+    ]
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/g", NOW)
+    assert not why.fits
+    claims = [s for ps in why.pod_sets for s in ps.suggestions if s.kind == "free-capacity"]
+    engine.run_pass(NOW)
+    assert not engine.state.workload("default/g").has_quota_reservation
+    for claim in claims:  # each finish named lets the group in
+        without = Engine.from_parsed(parse([o for o in objects if f"default/{o['metadata']['name']}"
+                                            not in claim.details["workloads"]]), gates())
+        without.run_pass(NOW)
+        assert without.state.workload("default/g").has_quota_reservation, claim.message
