@@ -264,19 +264,28 @@ def test_short_of_quota_and_never_fitting_says_so():
     assert not with_more_quota(engine)
 
 
+def one_queue(racks: int, nodes: int, cpu: str, *, quota: int = 100,
+              running: tuple[tuple[str, str, tuple[str, ...]], ...] = (), pending: tuple[dict, ...] = ()) -> list[dict]:
+    """One block of `racks` x `nodes` nodes of `cpu` CPUs, one ClusterQueue `cq` of `quota` CPUs
+    (LocalQueue `lq`); `running`: (name, CPUs a pod, its nodes, one pod each) admitted in it;
+    `pending`: the workloads that wait."""
+    return [
+        topology(), resource_flavor(), *grid(1, racks, nodes, cpu=cpu),
+        queue_with_policy("cq", cpu=quota), local_queue("lq", cluster_queue_name="cq"),
+        *(admitted(workload(name, queue="lq", count=len(on), cpu=pod_cpu, created=-600 + i),
+                   assignments={"main": domains_json([HOSTNAME], [(node, 1) for node in on])}, cluster_queue_name="cq")
+          for i, (name, pod_cpu, on) in enumerate(running)),
+        *pending,
+    ]
+
+
 @pytest.mark.parametrize("evaluated", [False, True], ids=["computed-now", "after-a-pass"])
 def test_only_the_pod_set_the_quota_failed_is_said_to_lack_quota(evaluated):
     """The quota counts PodSets in order: `learner` (1 CPU) fits the 2 CPUs left, `actors`
     (4 CPUs) is 3 short. The learner is not told the actors' reason."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
-        queue_with_policy("cq", cpu=10), local_queue("lq", cluster_queue_name="cq"),
-        admitted(workload("run", queue="lq", count=2, cpu="4", created=-600),
-                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r1-n2", 1)])},
-                 cluster_queue_name="cq"),
+    objects = one_queue(2, 2, "4", quota=10, running=(("run", "4", ("b1-r1-n1", "b1-r1-n2")),), pending=(
         workload("two", queue="lq", created=-60, pod_sets=[pod_set("learner", required=HOSTNAME),
-                                                           pod_set("actors", count=4, preferred=RACK)]),
-    ]
+                                                           pod_set("actors", count=4, preferred=RACK)]),))
     engine = Engine.from_parsed(parse(objects), gates())
     if evaluated:
         engine.run_pass(NOW)
@@ -302,15 +311,9 @@ def test_a_request_beyond_what_the_queue_can_ever_have_is_not_told_to_wait_for_f
 def test_a_pod_set_is_explained_on_top_of_the_pod_sets_placed_before_it():
     """Each PodSet fits a rack of two alone; `workers`, after `leader` took a node of the
     only rack with room, does not, as the flavor assigner counts it."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        admitted(workload("low", queue="lq", count=2, cpu="4", created=-600),
-                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r1-n2", 1)])},
-                 cluster_queue_name="cq"),
+    objects = one_queue(2, 2, "4", running=(("low", "4", ("b1-r1-n1", "b1-r1-n2")),), pending=(
         workload("job", queue="lq", created=-60, pod_sets=[
-            pod_set("leader", count=1, cpu="4", required=RACK), pod_set("workers", count=2, cpu="4", required=RACK)]),
-    ]
+            pod_set("leader", count=1, cpu="4", required=RACK), pod_set("workers", count=2, cpu="4", required=RACK)]),))
     engine = Engine.from_parsed(parse(objects), gates())
     why = engine.explain("default/job", NOW)
     leader, workers = why.pod_sets
@@ -323,14 +326,8 @@ def test_a_pod_set_the_cycle_could_not_place_which_fits_now_keeps_the_cycles_rea
     be preempted: the cycle stops it (no candidates) on the topology. Once `a` finishes, the
     answer keeps the cycle's decision and reason for the PodSet, and says the nodes have room
     now, which the next pass confirms."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        *(admitted(workload(name, queue="lq", cpu="4", created=-600 + i),
-                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
-          for i, (name, node) in enumerate([("a", "b1-r1-n1"), ("b", "b1-r2-n1")])),
-        workload("big", queue="lq", count=2, cpu="4", required=RACK, created=-60),
-    ]
+    objects = one_queue(2, 2, "4", running=(("a", "4", ("b1-r1-n1",)), ("b", "4", ("b1-r2-n1",))), pending=(
+        workload("big", queue="lq", count=2, cpu="4", required=RACK, created=-60),))
     engine = Engine.from_parsed(parse(objects), gates())
     engine.run_pass(NOW)
     stopped = engine.explain("default/big", NOW)
@@ -378,17 +375,12 @@ def test_a_head_that_lost_its_room_to_a_reservation_of_the_cycle_is_told_so():
     assert held.stop.step == NO_CANDIDATES and held.stop.details["podSet"] == "main"
 
 
-def leader_and_workers(lead_cpu: str = "2", work_cpu: str = "2") -> list[dict]:
+def leader_and_workers() -> list[dict]:
     """One rack of two 2-CPU nodes, a 1-CPU workload running on the first; `two` asks for a
     leader and workers, two pods each, in the rack: after the leader, the workers never fit."""
-    return [
-        topology(), resource_flavor(), *grid(1, 1, 2, cpu="2"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        admitted(workload("run", queue="lq", cpu="1", created=-600),
-                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1)])}, cluster_queue_name="cq"),
-        workload("two", queue="lq", created=-60, pod_sets=[pod_set("lead", count=2, cpu=lead_cpu, required=RACK),
-                                                           pod_set("work", count=2, cpu=work_cpu, required=RACK)]),
-    ]
+    return one_queue(1, 2, "2", running=(("run", "1", ("b1-r1-n1",)),), pending=(
+        workload("two", queue="lq", created=-60, pod_sets=[pod_set("lead", count=2, cpu="2", required=RACK),
+                                                           pod_set("work", count=2, cpu="2", required=RACK)]),))
 
 
 def test_a_pod_set_that_never_fits_after_the_one_before_it_is_offered_no_finish_or_room_now():
@@ -409,15 +401,9 @@ def test_a_pod_set_that_never_fits_after_the_one_before_it_is_offered_no_finish_
 def test_a_pod_set_after_one_that_does_not_fit_is_not_placed():
     """The flavor assigner stops at the first PodSet that does not fit (`lead`, 2 x 2 CPUs, with
     two of the rack's three nodes partly taken); `work` (1 CPU) is not placed, and not said to fit."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 1, 3, cpu="2"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        *(admitted(workload(f"run-{i}", queue="lq", cpu="1", created=-600 + i),
-                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
-          for i, node in enumerate(["b1-r1-n1", "b1-r1-n2"])),
+    objects = one_queue(1, 3, "2", running=(("run-0", "1", ("b1-r1-n1",)), ("run-1", "1", ("b1-r1-n2",))), pending=(
         workload("two", queue="lq", created=-60, pod_sets=[pod_set("lead", count=2, cpu="2", required=RACK),
-                                                           pod_set("work", count=1, cpu="1", required=RACK)]),
-    ]
+                                                           pod_set("work", count=1, cpu="1", required=RACK)]),))
     engine = Engine.from_parsed(parse(objects), gates())
     why = engine.explain("default/two", NOW)
     lead, work = why.pod_sets
@@ -430,16 +416,10 @@ def test_the_pod_sets_of_a_group_are_explained_as_placed_together():
     """A leader (1 pod) and its workers (2 x 2 CPUs) of one podSetGroupName go in one rack; each
     rack has one free 4-CPU node: each fits alone, the group does not. The answer says so, and
     the finish it names lets the group in."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        admitted(workload("run", queue="lq", cpu="4", count=2, created=-600),
-                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n2", 1), ("b1-r2-n2", 1)])},
-                 cluster_queue_name="cq"),
+    objects = one_queue(2, 2, "4", running=(("run", "4", ("b1-r1-n2", "b1-r2-n2")),), pending=(
         workload("g", queue="lq", created=-60, pod_sets=[
             pod_set("leader", count=1, cpu="1", required=RACK, group="g1"),
-            pod_set("workers", count=2, cpu="2", required=RACK, group="g1")]),
-    ]
+            pod_set("workers", count=2, cpu="2", required=RACK, group="g1")]),))
     engine = Engine.from_parsed(parse(objects), gates())
     why = engine.explain("default/g", NOW)
     assert not why.fits and "have room for it now" not in why.summary
@@ -462,16 +442,10 @@ def test_a_group_of_equal_counts_is_explained_with_the_leader_the_cycle_places()
     1-CPU workload on it. The answer places the group in the workload's order, as the cycle
     does: no finish it names would leave the group out (with the roles swapped, it named
     `run-0`, whose finish does not let the group in)."""
-    objects = [
-        topology(), resource_flavor(), *grid(1, 2, 1, cpu="3"),
-        queue_with_policy("cq", cpu=100), local_queue("lq", cluster_queue_name="cq"),
-        *(admitted(workload(f"run-{i}", queue="lq", cpu="1", created=-600 + i),
-                   assignments={"main": domains_json([HOSTNAME], [(node, 1)])}, cluster_queue_name="cq")
-          for i, node in enumerate(["b1-r1-n1", "b1-r2-n1"])),
+    objects = one_queue(2, 1, "3", running=(("run-0", "1", ("b1-r1-n1",)), ("run-1", "1", ("b1-r2-n1",))), pending=(
         workload("g", queue="lq", created=-60, pod_sets=[
             pod_set("lead", count=1, cpu="1", required=RACK, group="g1"),
-            pod_set("work", count=1, cpu="3", required=BLOCK, group="g1")]),
-    ]
+            pod_set("work", count=1, cpu="3", required=BLOCK, group="g1")]),))
     engine = Engine.from_parsed(parse(objects), gates())
     why = engine.explain("default/g", NOW)
     assert not why.fits
