@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 from django.http import QueryDict
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
@@ -163,18 +163,9 @@ def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any
                                                                                   "name": name})})
     return {"why": why, "why_pod_sets": pod_sets, "why_quota": explanation.get("quota") or [],
             "why_suggestions": explanation.get("suggestions") or [], "why_blocking": blocking,
-            "why_stop_at": _parsed_time((explanation.get("stop") or {}).get("at"))}, figs
-
-
-def _parsed_time(value: Any) -> datetime | None:
-    """An ISO 8601 time from an API document, for the templates' `date` filter (None if absent
-    or unreadable)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+            # the record's ISO 8601 time, for the templates' `date` filter
+            "why_stop_at": parse_datetime(at) if isinstance(at := (explanation.get("stop") or {}).get("at"), str)
+            else None}, figs
 
 
 WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
