@@ -908,28 +908,77 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
     )
 
 
-def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> None:
-    """KEP-2724's validation of the slices of the workload's PodSets (`where`: spec.podSets)
-    that are placed by their slices: every PodSet but the leader of a leader-and-workers group
-    (the one with fewer pods), which is placed as one pod whatever its request says."""
+def pod_set_groups(pod_sets: list[PodSet]) -> dict[str, list[int]]:
+    """The indexes of the PodSets naming each podSetGroupName, in the workload's order."""
     groups: dict[str, list[int]] = {}
     for i, ps in enumerate(pod_sets):
         if ps.topology_request is not None and ps.topology_request.pod_set_group_name is not None:
             groups.setdefault(ps.topology_request.pod_set_group_name, []).append(i)
-    leaders = set()
-    for members in groups.values():
-        if len(members) == 2:
-            leaders.add(members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)])
+    return groups
+
+
+def in_annotations(raw_pod_set: Any) -> bool:
+    """Whether a PodSet's topology request is written in its pod template's annotations, as
+    the job integrations write it, rather than in its topologyRequest."""
+    return not (_is_mapping(raw_pod_set) and raw_pod_set.get("topologyRequest") is not None)
+
+
+def request_path(raw_pod_set: Any, where: Where) -> Where:
+    """Where a PodSet's topology request is written (`where`: the PodSet)."""
+    if in_annotations(raw_pod_set):
+        return where.at("template").at("metadata").at("annotations")
+    return where.at("topologyRequest")
+
+
+def check_pod_set_groups(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> dict[str, list[int]]:
+    """Kueue's validation of PodSet groups (its job webhooks refuse the job otherwise): a
+    group is a leader and its workers, so exactly two PodSets, at least one of a single pod,
+    and both asking for the same required or preferred level, since the workers' request
+    places the pair. Returns the groups (see `pod_set_groups`)."""
+    groups = pod_set_groups(pod_sets)
+    for name, members in groups.items():
+        first = members[0]
+        raw = raw_pod_sets[first]
+        fw = request_path(raw, where.at(first)).at(ANNOTATION_GROUP if in_annotations(raw) else "podSetGroupName")
+        if len(members) != 2:
+            raise fw.error(f"group {name!r} can only hold exactly 2 PodSets (a leader and its workers), "
+                           f"got {len(members)}")
+        one, other = (pod_sets[i] for i in members)
+        if one.count != 1 and other.count != 1:
+            raise fw.error(f"group {name!r} needs one PodSet of a single pod (its leader), got {one.name!r} "
+                           f"with {one.count} pods and {other.name!r} with {other.count}")
+        levels = [_level_request(ps.topology_request) for ps in (one, other)]
+        if levels[0] != levels[1]:
+            raise request_path(raw_pod_sets[members[1]], where.at(members[1])).error(
+                f"PodSet {other.name!r} must ask for the same required or preferred topology as {one.name!r} "
+                f"in group {name!r}: {levels[1]} against {levels[0]}")
+    return groups
+
+
+def _level_request(request: TopologyRequest | None) -> str:
+    if request is None:
+        return "no level"
+    if request.required is not None:
+        return f"required {request.required!r}"
+    if request.preferred is not None:
+        return f"preferred {request.preferred!r}"
+    return "no level"
+
+
+def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> None:
+    """KEP-2724's validation of the workload's PodSet groups and of the slices of its PodSets
+    (`where`: spec.podSets) that are placed by their slices: every PodSet but the leader of a
+    leader-and-workers group (the one with fewer pods), which is placed as one pod whatever
+    its request says."""
+    groups = check_pod_set_groups(pod_sets, raw_pod_sets, where)
+    leaders = {members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)]
+               for members in groups.values()}
     for i, ps in enumerate(pod_sets):
         if ps.topology_request is None or i in leaders:
             continue
-        pw = where.at(i)
         raw = raw_pod_sets[i]
-        if _is_mapping(raw) and raw.get("topologyRequest") is not None:
-            check_pod_set_slices(ps.topology_request, ps.count, pw.at("topologyRequest"), "podSetSliceSize")
-        else:  # from the pod template's annotations
-            check_pod_set_slices(ps.topology_request, ps.count, pw.at("template").at("metadata").at("annotations"),
-                                 ANNOTATION_SLICE_SIZE)
+        check_pod_set_slices(ps.topology_request, ps.count, request_path(raw, where.at(i)),
+                             ANNOTATION_SLICE_SIZE if in_annotations(raw) else "podSetSliceSize")
 
 
 def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str) -> None:

@@ -319,6 +319,58 @@ def test_a_leaders_slice_request_is_not_checked_against_its_one_pod(tmp_path, ca
                    "must evenly divide the PodSet's count 3, got 2")
 
 
+@pytest.mark.parametrize(("pod_sets", "field", "message"), [
+    ([("leader", 1, {"required": BLOCK})], "spec.podSets[0].topologyRequest.podSetGroupName",
+     "group 'g' can only hold exactly 2 PodSets (a leader and its workers), got 1"),
+    ([("leader", 1, {"required": BLOCK}), ("a", 2, {"required": BLOCK}), ("b", 2, {"required": BLOCK})],
+     "spec.podSets[0].topologyRequest.podSetGroupName", "got 3"),
+    ([("leader", 2, {"required": BLOCK}), ("workers", 4, {"required": BLOCK})],
+     "spec.podSets[0].topologyRequest.podSetGroupName",
+     "group 'g' needs one PodSet of a single pod (its leader), got 'leader' with 2 pods and 'workers' with 4"),
+    ([("leader", 1, {"required": RACK}), ("workers", 4, {"required": BLOCK})], "spec.podSets[1].topologyRequest",
+     "PodSet 'workers' must ask for the same required or preferred topology as 'leader' in group 'g': "
+     f"required {BLOCK!r} against required {RACK!r}"),
+    ([("leader", 1, {"preferred": BLOCK}), ("workers", 4, {"required": BLOCK})], "spec.podSets[1].topologyRequest",
+     f"required {BLOCK!r} against preferred {BLOCK!r}"),
+    ([("leader", 1, {}), ("workers", 4, {"required": BLOCK})], "spec.podSets[1].topologyRequest",
+     f"required {BLOCK!r} against no level"),
+])
+def test_a_pod_set_group_kueue_refuses_is_refused(tmp_path, capsys, pod_sets, field, message):
+    """Kueue's job webhooks refuse such groups. A group is placed as one leader pod beside its
+    workers, by the workers' request, so the engine would admit a leader of 2 pods with room
+    for 1, place a third PodSet on its own, or ignore the leader's level."""
+    wl = workload("train", pod_sets=[
+        pod_set(name, count=count, raw_topology_request={**request, "podSetGroupName": "g"})
+        for name, count, request in pod_sets])
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", field, message)
+
+
+def test_a_pod_set_group_in_annotations_is_refused_where_it_is_written(tmp_path, capsys):
+    annotations = {"kueue.x-k8s.io/podset-required-topology": BLOCK, "kueue.x-k8s.io/podset-group-name": "g"}
+    wl = workload("train", pod_sets=[pod_set("leader", count=2), pod_set("workers", count=2)])
+    for ps in wl["spec"]["podSets"]:
+        ps["template"]["metadata"] = {"annotations": dict(annotations)}
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
+    assert_refused(*run_cli(capsys, "simulate", path),
+                   "spec.podSets[0].template.metadata.annotations.kueue.x-k8s.io/podset-group-name",
+                   "needs one PodSet of a single pod")
+
+
+def test_a_group_of_two_single_pods_and_a_group_without_levels_are_read(tmp_path, capsys):
+    """Kueue's own Workloads carry groups that name no level (its ungater's tests do), and a
+    leader of one pod beside one worker is still a leader and its workers."""
+    groups = [[pod_set("leader", count=1, raw_topology_request={"podSetGroupName": "g"}),
+               pod_set("workers", count=3, raw_topology_request={"podSetGroupName": "g"})],
+              [pod_set("leader", count=1, raw_topology_request={"required": BLOCK, "podSetGroupName": "g"}),
+               pod_set("workers", count=1, raw_topology_request={"required": BLOCK, "podSetGroupName": "g"})]]
+    for pod_sets in groups:
+        path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), workload("train", pod_sets=pod_sets)]))
+        assert main(["simulate", path, "-o", "json"]) == 0
+        [result] = json.loads(capsys.readouterr().out)["workloads"]
+        assert result["status"] == "Admitted"
+
+
 def test_a_slice_size_annotation_that_does_not_divide_is_refused_where_it_is_written(tmp_path, capsys):
     wl = workload("train", count=4)
     wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {

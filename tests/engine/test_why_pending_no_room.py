@@ -18,7 +18,6 @@ from scheduler.engine import Engine
 from scheduler.stops import NO_CANDIDATES, TOPOLOGY, TOPOLOGY_HELD, WAITS
 
 from .factories import (
-    BLOCK,
     HOSTNAME,
     NOW,
     RACK,
@@ -438,18 +437,18 @@ def test_the_pod_sets_of_a_group_are_explained_as_placed_together():
 
 def test_a_group_of_equal_counts_is_explained_with_the_leader_the_cycle_places():
     """With a leader and workers of one pod each, the group's leader is the PodSet placed second
-    (`work`, 3 CPUs, in one block; `lead`, 1 CPU, in one rack). Each rack's 3-CPU node has a
-    1-CPU workload on it. The answer places the group in the workload's order, as the cycle
-    does: no finish it names would leave the group out (with the roles swapped, it named
-    `run-0`, whose finish does not let the group in)."""
-    objects = one_queue(2, 1, "3", running=(("run-0", "1", ("b1-r1-n1",)), ("run-1", "1", ("b1-r2-n1",))), pending=(
+    (`work`, 3 CPUs; `lead`, 1 CPU; both in one rack). Each rack's one 4-CPU node has a 1-CPU
+    workload on it. The answer places the group in the workload's order, as the cycle does,
+    and every finish it names lets the group in."""
+    objects = one_queue(2, 1, "4", running=(("run-0", "1", ("b1-r1-n1",)), ("run-1", "1", ("b1-r2-n1",))), pending=(
         workload("g", queue="lq", created=-60, pod_sets=[
             pod_set("lead", count=1, cpu="1", required=RACK, group="g1"),
-            pod_set("work", count=1, cpu="3", required=BLOCK, group="g1")]),))
+            pod_set("work", count=1, cpu="3", required=RACK, group="g1")]),))
     engine = Engine.from_parsed(parse(objects), gates())
     why = engine.explain("default/g", NOW)
     assert not why.fits
     claims = [s for ps in why.pod_sets for s in ps.suggestions if s.kind == "free-capacity"]
+    assert claims
     engine.run_pass(NOW)
     assert not engine.state.workload("default/g").has_quota_reservation
     for claim in claims:  # each finish named lets the group in

@@ -88,8 +88,9 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
         names = ["main"] if draw(st.integers(0, 2)) else ["lead", "work"]
         group = "g" if len(names) == 2 and draw(st.booleans()) else None
         pod_sets = [draw(pod_sets_of(name, group)) for name in names]
-        if group is not None:  # LeaderWorkerSet's shape: a leader of one pod and its workers
+        if group is not None:  # LeaderWorkerSet's shape: a leader of one pod and its workers, one level
             pod_sets[0]["count"] = 1
+            pod_sets[1]["topologyRequest"] = dict(pod_sets[0]["topologyRequest"])
         objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", pod_sets=pod_sets, priority=draw(st.integers(0, 3)),
                                 created=draw(st.integers(-300, 0))))
         pending.append(f"default/wl-{j}")
@@ -99,7 +100,7 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
 @st.composite
 def pod_sets_of(draw, name: str, group: str | None = None) -> dict:
     """A PodSet of 1-3 pods of 1-3 CPUs, with one of the topology requests (a PodSet of a
-    group asks for a level: Kueue requires one)."""
+    group asks for a level: Kueue's job webhooks require one)."""
     topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
     kwargs: dict = {}
     if topo == "required-rack":
