@@ -252,8 +252,21 @@ class ValidatingFilterSet(filters.FilterSet):
         if not super().is_valid():
             # the form's messages, formatted by Django: django-filter's own translation formats
             # them again and fails on a value that holds "%"
-            raise ValidationError({name: list(messages) for name, messages in self.form.errors.items()})
+            raise ValidationError({name: self.messages(name, errors)
+                                   for name, errors in self.form.errors.as_data().items()})
         return True
+
+    def messages(self, name: str, errors: list[forms.ValidationError]) -> list[str]:
+        """A parameter's error messages; a value that is not one of its choices is answered
+        with the choices (Django's message says only that it is not one)."""
+        field = self.form.fields.get(name)
+        out: list[str] = []
+        for error in errors:
+            if error.code == "invalid_choice" and isinstance(field, forms.ChoiceField) and error.params:
+                out.append(f"{error.params['value']!r} is not one of the choices: {choices_text(field)}")
+            else:
+                out.extend(error.messages)
+        return out
 
     @property
     def qs(self):
@@ -262,6 +275,24 @@ class ValidatingFilterSet(filters.FilterSet):
         except forms.ValidationError as exc:
             detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
             raise ValidationError(detail) from None
+
+
+CHOICES_LISTED = 25
+
+
+def choices_text(field: forms.ChoiceField) -> str:
+    """A choice field's values, for a message: an ordering's fields once each, with a note
+    that "-" orders them descending; a long list cut short."""
+    values = [str(value) for value, _ in field.choices if value != ""]
+    ascending = [v for v in values if not v.startswith("-")]
+    descending = set(values) == {*ascending, *(f"-{v}" for v in ascending)}
+    shown = ascending if descending else values
+    if not shown:
+        return "there are none"
+    text = ", ".join(shown[:CHOICES_LISTED])
+    if len(shown) > CHOICES_LISTED:
+        text += f" and {len(shown) - CHOICES_LISTED} more"
+    return f"{text} (each with a leading - for descending order)" if descending else text
 
 
 class NodeFilter(LevelFilterMixin, ValidatingFilterSet):

@@ -81,6 +81,24 @@ def test_bad_workload_filters_are_400_naming_the_parameter(scheduled, client, qu
     assert response.json()["errors"][0]["field"] == field
 
 
+@pytest.mark.parametrize(("path", "query", "message"), [
+    ("workloads", {"status": "Running"}, "'Running' is not one of the choices: Pending, Inadmissible, QuotaReserved, "
+     "Admitted, Evicted, Preempted, Finished, waiting"),
+    ("workloads", {"flavor": "nope"}, "'nope' is not one of the choices: tas-gpu"),
+    ("workloads", {"ordering": "name,-bogus"}, "'-bogus' is not one of the choices: namespace, name, created, "),
+    ("history", {"kind": "Started"}, "'Started' is not one of the choices: Queued, Pending, Admitted, "),
+])
+def test_a_value_that_is_not_a_choice_is_answered_with_the_choices(scheduled, client, path, query, message):
+    """A client that guessed a value learns the ones there are, not only that it guessed wrong."""
+    response = client.get(f"/api/v1/{path}/", query)
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    assert error["message"].startswith(message), error
+    if "ordering" in query:
+        assert error["message"].endswith("(each with a leading - for descending order)"), error
+        assert "-name" not in error["message"]
+
+
 def test_workload_detail(scheduled, client):
     response = client.get("/api/v1/workloads/ml/job-rl-actor-learner/")
     assert response.status_code == 200
