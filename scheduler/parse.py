@@ -63,6 +63,14 @@ ANNOTATION_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 ANNOTATION_SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 ANNOTATION_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 ANNOTATION_GROUP = "kueue.x-k8s.io/podset-group-name"
+# KEP-2724's multi-layer slices: a JSON list of {"topology": LEVEL, "size": PODS}, outermost first
+ANNOTATION_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+ANNOTATIONS_TOPOLOGY = (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_UNCONSTRAINED, ANNOTATION_SLICE_TOPOLOGY,
+                        ANNOTATION_SLICE_SIZE, ANNOTATION_GROUP, ANNOTATION_SLICE_LAYERS)
+MAX_SLICE_LAYERS = 3
+# what Go's strconv.ParseBool reads, as Kueue reads the unconstrained annotation
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 # how long the job is expected to run once admitted (scheduler.runtimes; not a Kueue annotation)
 EXPECTED_RUNTIME = "kueue.x-k8s.io/expected-runtime"
 
@@ -977,11 +985,13 @@ def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> No
         if ps.topology_request is None or i in leaders:
             continue
         raw = raw_pod_sets[i]
-        check_pod_set_slices(ps.topology_request, ps.count, request_path(raw, where.at(i)),
-                             ANNOTATION_SLICE_SIZE if in_annotations(raw) else "podSetSliceSize")
+        fields = (ANNOTATION_SLICE_SIZE, ANNOTATION_SLICE_LAYERS) if in_annotations(raw) else (
+            "podSetSliceSize", "podsetSliceRequiredTopologyConstraints")
+        check_pod_set_slices(ps.topology_request, ps.count, request_path(raw, where.at(i)), *fields)
 
 
-def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str) -> None:
+def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str,
+                         layers_field: str) -> None:
     """The slices of one PodSet of `pods` pods: a slice size evenly divides the PodSet;
     multi-layer constraints exclude the single-layer fields, name each level once, and each
     layer's size divides the PodSet (the coarsest) or the layer above. Kueue's placement
@@ -993,7 +1003,7 @@ def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size
     layers = request.slice_constraints
     if not layers:
         return
-    lw = where.at("podsetSliceRequiredTopologyConstraints")
+    lw = where.at(layers_field)
     if request.slice_required_topology is not None or size is not None:
         raise lw.error("cannot be combined with podSetSliceRequiredTopology or podSetSliceSize")
     seen: set[str] = set()
@@ -1008,24 +1018,98 @@ def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size
 
 
 def topology_request_from_annotations(annotations: Mapping[str, str], where: Where) -> TopologyRequest | None:
-    """A topologyRequest from the pod template's Kueue annotations, as the job integrations build it."""
-    keys = (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_UNCONSTRAINED, ANNOTATION_SLICE_TOPOLOGY)
-    if not any(k in annotations for k in keys):
+    """A topologyRequest from the pod template's Kueue annotations (`where`: the annotations),
+    as the job integrations build it, once the annotations pass Kueue's job webhooks."""
+    if not any(k in annotations for k in ANNOTATIONS_TOPOLOGY):
         return None
+    check_topology_annotations(annotations, where)
+    layers = slice_layers_annotation(annotations, where)
     raw: dict[str, Any] = {}
     if ANNOTATION_REQUIRED in annotations:
         raw["required"] = annotations[ANNOTATION_REQUIRED]
     if ANNOTATION_PREFERRED in annotations:
         raw["preferred"] = annotations[ANNOTATION_PREFERRED]
     if ANNOTATION_UNCONSTRAINED in annotations:
-        raw["unconstrained"] = annotations[ANNOTATION_UNCONSTRAINED] or "true"
+        raw["unconstrained"] = annotations[ANNOTATION_UNCONSTRAINED] in _GO_TRUE
     if ANNOTATION_SLICE_TOPOLOGY in annotations:
         raw["podSetSliceRequiredTopology"] = annotations[ANNOTATION_SLICE_TOPOLOGY]
-    if ANNOTATION_SLICE_SIZE in annotations:
-        raw["podSetSliceSize"] = annotations[ANNOTATION_SLICE_SIZE]
+        raw["podSetSliceSize"] = int(annotations[ANNOTATION_SLICE_SIZE])
+    if layers:
+        raw["podsetSliceRequiredTopologyConstraints"] = layers
     if ANNOTATION_GROUP in annotations:
         raw["podSetGroupName"] = annotations[ANNOTATION_GROUP]
     return parse_topology_request(raw, where)
+
+
+def check_topology_annotations(annotations: Mapping[str, str], where: Where) -> None:
+    """Kueue's job webhooks' checks of a pod template's topology annotations (`where`: the
+    annotations), each error at the annotation it is about."""
+    levels = [k for k in (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_UNCONSTRAINED) if k in annotations]
+    if len(levels) > 1:
+        raise where.error(f"must hold at most one of {ANNOTATION_REQUIRED}, {ANNOTATION_PREFERRED} and "
+                          f"{ANNOTATION_UNCONSTRAINED}; got {', '.join(levels)}")
+    for key in (ANNOTATION_REQUIRED, ANNOTATION_PREFERRED, ANNOTATION_SLICE_TOPOLOGY):
+        if key in annotations:
+            validate_label_key(annotations[key], where.at(key))
+    unconstrained = annotations.get(ANNOTATION_UNCONSTRAINED)
+    if unconstrained is not None and unconstrained not in _GO_TRUE | _GO_FALSE:
+        raise where.at(ANNOTATION_UNCONSTRAINED).error(
+            f"must be a boolean value (true or false), got {unconstrained!r}")
+    slice_size = annotations.get(ANNOTATION_SLICE_SIZE)
+    if slice_size is not None:
+        size_at = where.at(ANNOTATION_SLICE_SIZE)
+        if not re.fullmatch(r"[+-]?[0-9]+", slice_size) or not MIN_INT32 <= int(slice_size) <= MAX_INT32:
+            raise size_at.error(f"must be a numeric value (an int32), got {slice_size!r}")
+        if int(slice_size) < 1:
+            raise size_at.error(f"must be greater than or equal to 1, got {slice_size}")
+        if ANNOTATION_SLICE_TOPOLOGY not in annotations:
+            raise size_at.error(f"may not be set when {ANNOTATION_SLICE_TOPOLOGY} is not set")
+    elif ANNOTATION_SLICE_TOPOLOGY in annotations:
+        raise where.at(ANNOTATION_SLICE_SIZE).error(f"must be set when {ANNOTATION_SLICE_TOPOLOGY} is set")
+    if ANNOTATION_SLICE_LAYERS in annotations:
+        for key in (ANNOTATION_SLICE_TOPOLOGY, ANNOTATION_SLICE_SIZE):
+            if key in annotations:
+                raise where.at(ANNOTATION_SLICE_LAYERS).error(f"may not be set when {key} is set")
+    group = annotations.get(ANNOTATION_GROUP)
+    if group is not None:
+        group_at = where.at(ANNOTATION_GROUP)
+        if re.fullmatch(r"[0-9]+", group) and int(group) < 2**64:
+            raise group_at.error(f"must not be a number, got {group!r}")
+        for key in (ANNOTATION_SLICE_SIZE, ANNOTATION_SLICE_TOPOLOGY, ANNOTATION_SLICE_LAYERS):
+            if key in annotations:
+                raise group_at.error(f"may not be set when {key} is set")
+        if ANNOTATION_REQUIRED not in annotations and ANNOTATION_PREFERRED not in annotations:
+            raise group_at.error(f"may not be set when neither {ANNOTATION_PREFERRED} nor {ANNOTATION_REQUIRED} is set")
+
+
+def slice_layers_annotation(annotations: Mapping[str, str], where: Where) -> list[dict[str, Any]]:
+    """The multi-layer slice annotation's layers (`where`: the annotations): a JSON list of 1 to
+    3 layers, each a level and a size of at least 1, as Kueue's job webhooks check it. Empty
+    when it is not set."""
+    text = annotations.get(ANNOTATION_SLICE_LAYERS)
+    if text is None:
+        return []
+    at = where.at(ANNOTATION_SLICE_LAYERS)
+    try:
+        layers = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise at.error(f"must be a JSON list of {{\"topology\": LEVEL, \"size\": PODS}}: {exc}") from None
+    if not isinstance(layers, list):
+        raise at.error(f"must be a JSON list of layers, got {_type_name(layers)}")
+    if not 1 <= len(layers) <= MAX_SLICE_LAYERS:
+        raise at.error(f"must list 1 to {MAX_SLICE_LAYERS} layers, got {len(layers)}")
+    out = []
+    for i, layer in enumerate(layers):
+        lw = at.at(i)
+        if not isinstance(layer, dict):
+            raise lw.error(f"must be a mapping of topology and size, got {_type_name(layer)}")
+        level = string(layer, "topology", lw, required=True)
+        validate_label_key(level, lw.at("topology"))
+        size = count(layer, "size", lw, minimum=1)
+        if size is None:
+            raise lw.at("size").error("is required")
+        out.append({"topology": level, "size": size})
+    return out  # levels named twice, sizes that do not divide: check_pod_set_slices
 
 
 # Parsed PodSets by what parsing reads of them (see `parse_pod_set`); cleared when full.

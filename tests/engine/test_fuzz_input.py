@@ -382,6 +382,84 @@ def test_a_slice_size_annotation_that_does_not_divide_is_refused_where_it_is_wri
                    "must evenly divide the PodSet's count 4, got 3")
 
 
+REQUIRED_A = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_A = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_A = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_A = "kueue.x-k8s.io/podset-slice-required-topology"
+SIZE_A = "kueue.x-k8s.io/podset-slice-size"
+GROUP_A = "kueue.x-k8s.io/podset-group-name"
+LAYERS_A = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+
+
+def annotated(count: int, annotations: dict[str, str]) -> dict:
+    wl = workload("train", count=count)
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": annotations}
+    return wl
+
+
+@pytest.mark.parametrize(("annotations", "key", "message"), [
+    ({REQUIRED_A: BLOCK, UNCONSTRAINED_A: "true"}, "", f"must hold at most one of {REQUIRED_A}, {PREFERRED_A} "
+     f"and {UNCONSTRAINED_A}; got {REQUIRED_A}, {UNCONSTRAINED_A}"),
+    ({REQUIRED_A: "not a label!"}, REQUIRED_A, "'not a label!' is not a valid label key"),
+    ({UNCONSTRAINED_A: "maybe"}, UNCONSTRAINED_A, "must be a boolean value (true or false), got 'maybe'"),
+    ({UNCONSTRAINED_A: ""}, UNCONSTRAINED_A, "must be a boolean value (true or false), got ''"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK, SIZE_A: "two"}, SIZE_A, "must be a numeric value (an int32), got 'two'"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK, SIZE_A: "4294967296"}, SIZE_A, "must be a numeric value (an int32)"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK, SIZE_A: "0"}, SIZE_A, "must be greater than or equal to 1, got 0"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK}, SIZE_A, f"must be set when {SLICE_A} is set"),
+    ({REQUIRED_A: BLOCK, SIZE_A: "2"}, SIZE_A, f"may not be set when {SLICE_A} is not set"),
+    ({SIZE_A: "2"}, SIZE_A, f"may not be set when {SLICE_A} is not set"),
+    ({REQUIRED_A: BLOCK, GROUP_A: "1234"}, GROUP_A, "must not be a number, got '1234'"),
+    ({GROUP_A: "g"}, GROUP_A, f"may not be set when neither {PREFERRED_A} nor {REQUIRED_A} is set"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK, SIZE_A: "2", GROUP_A: "g"}, GROUP_A, f"may not be set when {SIZE_A} is set"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: "[{"}, LAYERS_A, 'must be a JSON list of {"topology": LEVEL, "size": PODS}'),
+    ({REQUIRED_A: BLOCK, LAYERS_A: "{}"}, LAYERS_A, "must be a JSON list of layers, got a mapping"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: "[]"}, LAYERS_A, "must list 1 to 3 layers, got 0"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK, "size": 1}] * 4)}, LAYERS_A,
+     "must list 1 to 3 layers, got 4"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK}])}, f"{LAYERS_A}[0].size", "is required"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK, "size": 0}])}, f"{LAYERS_A}[0].size",
+     "must be >= 1, got 0"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": "a b", "size": 1}])}, f"{LAYERS_A}[0].topology",
+     "is not a valid label key"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK, "size": 2}, {"topology": RACK, "size": 1}])},
+     f"{LAYERS_A}[1].topology", "is named by an earlier constraint"),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK, "size": 4}, {"topology": HOSTNAME, "size": 3}])},
+     f"{LAYERS_A}[1].size", "must evenly divide the size 4 of the layer above, got 3"),
+    ({REQUIRED_A: BLOCK, SLICE_A: RACK, SIZE_A: "2", LAYERS_A: json.dumps([{"topology": RACK, "size": 2}])}, LAYERS_A,
+     f"may not be set when {SLICE_A} is set"),
+    ({REQUIRED_A: BLOCK, GROUP_A: "g", LAYERS_A: json.dumps([{"topology": RACK, "size": 2}])}, GROUP_A,
+     f"may not be set when {LAYERS_A} is set"),
+])
+def test_topology_annotations_kueue_refuses_are_refused_at_the_annotation(tmp_path, capsys, annotations, key, message):
+    """Kueue's job webhooks check a pod template's topology annotations before they become a
+    topologyRequest; the error names the annotation, not a topologyRequest field it has not."""
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), annotated(8, annotations)]))
+    field = "spec.podSets[0].template.metadata.annotations" + (f".{key}" if key else ":")
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", field, message)
+
+
+@pytest.mark.parametrize(("annotations", "request_"), [
+    ({UNCONSTRAINED_A: "True"}, {"unconstrained": True}),
+    ({UNCONSTRAINED_A: "1"}, {"unconstrained": True}),
+    ({REQUIRED_A: BLOCK, LAYERS_A: json.dumps([{"topology": RACK, "size": 4}, {"topology": HOSTNAME, "size": 2}])},
+     {"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 2))}),
+])
+def test_topology_annotations_kueue_reads_are_placed_as_their_topology_request(tmp_path, capsys, annotations,
+                                                                                request_):
+    """Go's booleans (True, 1) for the unconstrained annotation, and the multi-layer slice
+    annotation, are read as the job integrations write them into the topologyRequest."""
+    placed = []
+    for wl in (annotated(8, annotations), workload("train", count=8, raw_topology_request=request_)):
+        path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(nodes=4), wl]))
+        assert main(["simulate", path, "-o", "json"]) == 0
+        [result] = json.loads(capsys.readouterr().out)["workloads"]
+        assert result["status"] == "Admitted"
+        placed.append(result["podSets"])
+    assert placed[0] == placed[1]
+    assert sum(d["count"] for d in placed[0][0]["domains"]) == 8
+
+
 def test_slices_that_divide_the_pod_set_are_placed_whole(tmp_path, capsys):
     wl = workload("train", count=8, raw_topology_request={
         "required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 2))})
