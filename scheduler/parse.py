@@ -51,7 +51,7 @@ from scheduler.model import (
     WorkloadPriorityClass,
     leader_of_pair,
 )
-from scheduler.quantity import QuantityError, request_value, resource_value, to_fraction
+from scheduler.quantity import PODS, QuantityError, request_value, resource_value, to_fraction
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 MAX_TOPOLOGY_LEVELS = 8
@@ -1166,6 +1166,7 @@ def _parse_pod_set(d: Any, where: Where) -> PodSet:
     tw = where.at("template")
     raw_spec = mapping(template, "spec", tw)
     spec = parse_pod_spec(raw_spec, tw.at("spec"))
+    check_no_pods_request(raw_spec, tw.at("spec"))
     deadline = integer(raw_spec, "activeDeadlineSeconds", tw.at("spec"), minimum=1)
     request = parse_topology_request(d.get("topologyRequest"), where.at("topologyRequest"))
     if request is None:
@@ -1174,6 +1175,18 @@ def _parse_pod_set(d: Any, where: Where) -> PodSet:
     return PodSet(name=name, count=pods, spec=spec, min_count=min_count, topology_request=request,
                   active_deadline_seconds=deadline, expected_runtime=_template_annotation(template, EXPECTED_RUNTIME),
                   limit_violations=limit_violations(raw_spec, tw.at("spec")))
+
+
+def check_no_pods_request(spec: Mapping, where: Where) -> None:
+    """Kueue's webhook: no container of a PodSet requests the resource `pods`, which Kueue
+    counts itself (one a pod, against a ClusterQueue's `pods` quota)."""
+    for field_name in ("initContainers", "containers"):
+        for i, c in enumerate(sequence(spec, field_name, where)):
+            resources = c.get("resources") if _is_mapping(c) else None
+            requests = resources.get("requests") if _is_mapping(resources) else None
+            if _is_mapping(requests) and PODS in requests:
+                raise where.at(field_name).at(i).at("resources").at("requests").at(PODS).error(
+                    "the key is reserved for Kueue's own use: it counts the pods itself, one a pod")
 
 
 def _template_annotation(template: Mapping, key: str) -> str | None:
@@ -1295,6 +1308,10 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         if ps.name in seen:
             raise sw.at("podSets").at(i).at("name").error(f"PodSet name {ps.name!r} is used twice")
         seen.add(ps.name)
+    with_min_count = [ps.name for ps in pod_sets if ps.min_count is not None]
+    if len(with_min_count) > 1:  # Kueue's webhook: partial admission shrinks one PodSet only
+        raise sw.at("podSets").error(f"at most one PodSet can use minCount, got {len(with_min_count)}: "
+                                     f"{', '.join(map(repr, with_min_count))}")
     check_slices(pod_sets, raw_pod_sets, sw.at("podSets"))
     status = mapping(obj, "status", where)
     stw = where.at("status")
@@ -1315,7 +1332,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     for ac, cw in mapping_entries(status, "admissionChecks", stw):
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
                                           string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
-                                          parse_pod_set_updates(ac, cw)))
+                                          parse_pod_set_updates(ac, cw, pod_sets)))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         nw = stw.at("unhealthyNodes").at(i)
@@ -1364,12 +1381,23 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     )
 
 
-def parse_pod_set_updates(check: Mapping, where: Where) -> tuple[PodSetUpdate, ...]:
+def parse_pod_set_updates(check: Mapping, where: Where, pod_sets: list[PodSet]) -> tuple[PodSetUpdate, ...]:
     """An admission check's podSetUpdates: what placement reads of them (node selector and
-    tolerations; labels and annotations only reach the pods)."""
-    return tuple(PodSetUpdate(string(raw, "name", uw, required=True), string_map(raw, "nodeSelector", uw),
-                              parse_tolerations(raw, "tolerations", uw))
-                 for raw, uw in mapping_entries(check, "podSetUpdates", where))
+    tolerations; labels and annotations only reach the pods). As Kueue's webhook checks, each
+    names a PodSet of the workload: an update of no PodSet would be lost."""
+    out = []
+    for raw, uw in mapping_entries(check, "podSetUpdates", where):
+        name = string(raw, "name", uw, required=True)
+        check_pod_set_named(name, pod_sets, uw.at("name"))
+        out.append(PodSetUpdate(name, string_map(raw, "nodeSelector", uw), parse_tolerations(raw, "tolerations", uw)))
+    return tuple(out)
+
+
+def check_pod_set_named(name: str, pod_sets: list[PodSet], where: Where) -> None:
+    """`name` (at `where`) names a PodSet of the workload."""
+    if all(ps.name != name for ps in pod_sets):
+        known = ", ".join(repr(ps.name) for ps in pod_sets) or "none"
+        raise where.error(f"names no PodSet of the workload: {name!r} (PodSets: {known})")
 
 
 def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) -> dict[str, int]:
@@ -1379,9 +1407,7 @@ def parse_reclaimable_pods(status: Mapping, pod_sets: list[PodSet], stw: Where) 
     out: dict[str, int] = {}
     for entry, where in mapping_entries(status, "reclaimablePods", stw):
         name = string(entry, "name", where, required=True)
-        if name not in counts:
-            known = ", ".join(repr(n) for n in counts) or "none"
-            raise where.at("name").error(f"names no PodSet of the workload: {name!r} (PodSets: {known})")
+        check_pod_set_named(name, pod_sets, where.at("name"))
         if name in out:
             raise where.at("name").error(f"PodSet {name!r} is listed twice")
         value = count(entry, "count", where, default=0) or 0

@@ -460,6 +460,31 @@ def test_topology_annotations_kueue_reads_are_placed_as_their_topology_request(t
     assert sum(d["count"] for d in placed[0][0]["domains"]) == 8
 
 
+def _with_pods_request(wl: dict, containers: str) -> dict:
+    spec = wl["spec"]["podSets"][0]["template"]["spec"]
+    spec.setdefault(containers, [{"name": "init", "resources": {}}])
+    spec[containers][0]["resources"]["requests"] = {"cpu": "1", "pods": "1"}
+    return wl
+
+
+@pytest.mark.parametrize(("make", "field", "message"), [
+    (lambda: workload("train", pod_sets=[pod_set("a", count=2, min_count=1), pod_set("b", count=2, min_count=1)]),
+     "spec.podSets", "at most one PodSet can use minCount, got 2: 'a', 'b'"),
+    (lambda: _with_pods_request(workload("train"), "containers"),
+     "spec.podSets[0].template.spec.containers[0].resources.requests.pods", "the key is reserved for Kueue's own use"),
+    (lambda: _with_pods_request(workload("train"), "initContainers"),
+     "spec.podSets[0].template.spec.initContainers[0].resources.requests.pods", "the key is reserved"),
+    (lambda: _set(workload("train"), "status", {"admissionChecks": [
+        {"name": "prov", "state": "Ready", "podSetUpdates": [{"name": "main"}, {"name": "workers"}]}]}),
+     "status.admissionChecks[0].podSetUpdates[1].name", "names no PodSet of the workload: 'workers' (PodSets: 'main')"),
+])
+def test_a_workload_kueues_webhook_refuses_is_refused(tmp_path, capsys, make, field, message):
+    """Kueue's Workload webhook: partial admission shrinks one PodSet only, `pods` is the
+    resource Kueue counts itself, and an admission check's update of no PodSet would be lost."""
+    path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), make()]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", field, message)
+
+
 def test_slices_that_divide_the_pod_set_are_placed_whole(tmp_path, capsys):
     wl = workload("train", count=8, raw_topology_request={
         "required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 2))})

@@ -108,12 +108,6 @@ def test_the_checks_tolerations_open_tainted_nodes():
     assert placed_on(run(cluster_of(wl, nodes)), "foo") == ["x3"]
 
 
-def test_updates_of_other_pod_sets_or_of_checks_not_ready_are_not_merged():
-    base = reserved(workload("foo", count=1, cpu="1", required=HOSTNAME), reserved_at=timestamp(-1))
-    other = with_updates(base, {"name": "other", "nodeSelector": {"pool": "b"}})
-    assert placed_on(run(cluster_of(other, labelled_nodes())), "foo") == ["x1"]
-
-
 def test_a_conflicting_node_selector_fails_the_placement_with_kueues_reason():
     wl = with_updates(reserved(workload("foo", count=1, cpu="1", required=HOSTNAME, node_selector={"pool": "a"}),
                                reserved_at=timestamp(-1)),
@@ -132,6 +126,9 @@ def test_a_conflicting_node_selector_fails_the_placement_with_kueues_reason():
     ({"name": "main", "tolerations": [{"operator": "Sometimes"}]}, "podSetUpdates[0].tolerations[0].operator",
      "must be one of"),
     ({"name": "main", "nodeSelector": ["a"]}, "podSetUpdates[0].nodeSelector", "must be a mapping"),
+    # Kueue's webhook: an update of no PodSet of the workload would be lost
+    ({"name": "other", "nodeSelector": {"pool": "b"}}, "podSetUpdates[0].name",
+     "names no PodSet of the workload: 'other' (PodSets: 'main')"),
 ])
 def test_bad_pod_set_updates_are_a_clear_error(update, field, reason):
     wl = reserved(workload("foo", count=1, cpu="1", required=HOSTNAME), reserved_at=timestamp(-1))
