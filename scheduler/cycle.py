@@ -36,7 +36,15 @@ from scheduler.flavorassigner import (
     FlavorAssignment,
     FlavorScanProgress,
 )
-from scheduler.model import Admission, ClusterQueue, Condition, PodSetAssignment, Requirement, Workload
+from scheduler.model import (
+    LABEL_SELECTOR_OPERATORS,
+    Admission,
+    ClusterQueue,
+    Condition,
+    PodSetAssignment,
+    Requirement,
+    Workload,
+)
 from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
@@ -737,7 +745,6 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     return out
 
 
-LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 
 def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:

@@ -365,6 +365,10 @@ class TopologyRequest:
         return bool(self.slice_layers())
 
 
+# the operators of a metav1.LabelSelector's matchExpressions (a node selector has Gt and Lt too)
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
 def leader_of_pair(first_count: int, second_count: int) -> int:
     """In a PodSet group of two (LeaderWorkerSet's leader and workers), the index of the
     leader: the second, unless it has more pods than the first."""

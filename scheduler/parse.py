@@ -19,6 +19,7 @@ import orjson
 from scheduler.errors import InputError
 from scheduler.limits import MAX_INT32, MAX_INT64, MIN_INT32, MIN_INT64, HugeInt
 from scheduler.model import (
+    LABEL_SELECTOR_OPERATORS,
     Admission,
     AdmissionCheck,
     AdmissionCheckState,
@@ -469,6 +470,12 @@ def parse_node_affinity(spec: Mapping, where: Where) -> NodeAffinity | None:
     return NodeAffinity(required, tuple(preferred))
 
 
+def validate_label_value(value: str, where: Where) -> None:
+    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
+        raise where.error(f"{value!r} is not a valid label value (at most 63 characters: letters, digits, '-', '_' "
+                          "and '.', starting and ending with a letter or digit)")
+
+
 def validate_label_key(key: str, where: Where) -> None:
     prefix, _, name = key.rpartition("/")
     if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(name):
@@ -684,7 +691,10 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
     )
 
 
-def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, ...]:
+def parse_resource_groups(spec: Mapping, where: Where, parent_field: str = "") -> tuple[ResourceGroup, ...]:
+    """spec.resourceGroups of a ClusterQueue or Cohort, checked as Kueue's API and webhooks
+    check them. `parent_field`: the spec field naming its parent Cohort, when it is not set
+    (then it neither borrows nor lends, and a borrowing or lending limit is refused)."""
     groups = []
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
@@ -717,13 +727,11 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
                     raise rw.at("name").error(f"resource {rname!r} is not in coveredResources {list(covered)}")
                 if rname in named:
                     raise rw.at("name").error(f"resource {rname!r} is listed twice")
+                if ri < len(covered) and rname != covered[ri]:  # Kueue's webhook
+                    raise rw.at("name").error(f"must match the name in coveredResources[{ri}] ({covered[ri]!r}): "
+                                              f"list the resources in the order of coveredResources {list(covered)}")
                 named.add(rname)
-                quotas.append(ResourceQuota(
-                    rname,
-                    quota_value(rq, "nominalQuota", rname, rw, required=True),
-                    quota_value(rq, "borrowingLimit", rname, rw),
-                    quota_value(rq, "lendingLimit", rname, rw),
-                ))
+                quotas.append(resource_quota(rq, rname, rw, parent_field))
             if covered and len(named) != len(covered):  # Kueue's API: a quota for each covered resource
                 missing = [r for r in covered if r not in named]
                 raise fw.at("resources").error(f"has no quota for {', '.join(repr(r) for r in missing)} of "
@@ -731,6 +739,21 @@ def parse_resource_groups(spec: Mapping, where: Where) -> tuple[ResourceGroup, .
             flavors.append(FlavorQuotas(flavor_name, tuple(quotas)))
         groups.append(ResourceGroup(covered, tuple(flavors)))
     return tuple(groups)
+
+
+def resource_quota(rq: Mapping, name: str, where: Where, parent_field: str) -> ResourceQuota:
+    """One resource's quota; its lending limit at most its nominal quota, and no limits at all
+    without a parent Cohort (`parent_field` names the unset field then), as Kueue's API checks."""
+    quota = ResourceQuota(name, quota_value(rq, "nominalQuota", name, where, required=True),
+                          quota_value(rq, "borrowingLimit", name, where), quota_value(rq, "lendingLimit", name, where))
+    for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
+        if limit is not None and parent_field:
+            raise where.at(key).error(f"must be nil when {parent_field} is empty: without a parent Cohort nothing "
+                                      "is borrowed or lent")
+    if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+        raise where.at("lendingLimit").error(f"must be less than or equal to the nominalQuota ({rq['nominalQuota']}), "
+                                             f"got {rq['lendingLimit']}")
+    return quota
 
 
 def _resource_names(rg: Mapping, where: Where) -> tuple[str, ...]:
@@ -777,6 +800,9 @@ def parse_preemption(spec: Mapping, where: Where) -> Mapping:
             "policy": _choice(borrow, "policy", bw, ("Never", "LowerPriority")) or "Never",
             "maxPriorityThreshold": integer(borrow, "maxPriorityThreshold", bw),
         })
+        if out["borrowWithinCohort"]["policy"] != "Never" and out.get("reclaimWithinCohort", "Never") == "Never":
+            raise bw.at("policy").error("must be Never when reclaimWithinCohort is Never (Kueue's API: "
+                                        "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never)")
     return MappingProxyType(out)
 
 
@@ -827,14 +853,16 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         checks.append(AdmissionCheckStrategyRule(
             string(rule, "name", rw, required=True),
             tuple(str(f) for f in sequence(rule, "onFlavors", rw))))
-    cohort = optional_string(spec, "cohortName", sw) or optional_string(spec, "cohort", sw)
+    if spec.get("admissionChecks") and spec.get("admissionChecksStrategy"):  # Kueue's API
+        raise sw.error("either admissionChecks or admissionChecksStrategy can be set, but not both")
+    cohort_field = "cohort" if spec.get("cohort") and not spec.get("cohortName") else "cohortName"
+    cohort = parent_name(spec, cohort_field, sw)
     return ClusterQueue(
         name=name,
-        resource_groups=parse_resource_groups(spec, sw),
+        resource_groups=parse_resource_groups(spec, sw, "" if cohort else cohort_field),
         cohort=cohort or None,
         queueing_strategy=_choice(spec, "queueingStrategy", sw, _QUEUEING_STRATEGIES) or "BestEffortFIFO",
-        namespace_selector=mapping(spec, "namespaceSelector", sw) if spec.get("namespaceSelector") is not None
-        else None,
+        namespace_selector=label_selector(spec, "namespaceSelector", sw),
         preemption=parse_preemption(spec, sw),
         flavor_fungibility=parse_flavor_fungibility(spec, sw),
         admission_checks=tuple(checks),
@@ -854,11 +882,44 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
-    parent = optional_string(spec, "parentName", sw) or optional_string(spec, "parent", sw)
+    field = "parent" if spec.get("parent") and not spec.get("parentName") else "parentName"
+    parent = parent_name(spec, field, sw)
     if parent and parent == name:
-        field = "parentName" if spec.get("parentName") else "parent"
         raise sw.at(field).error(f"a Cohort cannot be its own parent ({name!r})")
-    return Cohort(name, parent or None, parse_resource_groups(spec, sw), parse_fair_weight(spec, sw))
+    return Cohort(name, parent or None, parse_resource_groups(spec, sw, "" if parent else field),
+                  parse_fair_weight(spec, sw))
+
+
+def parent_name(spec: Mapping, field: str, where: Where) -> str:
+    """The Cohort a ClusterQueue or Cohort names as its parent ("" when none): a DNS subdomain,
+    as Kueue's API requires of a CohortReference."""
+    name = optional_string(spec, field, where) or ""
+    if name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name)):
+        raise where.at(field).error(f"must be a lowercase RFC 1123 subdomain (a Cohort's name), got {_shown(name)}")
+    return name
+
+
+def label_selector(d: Mapping, key: str, where: Where) -> Mapping | None:
+    """A metav1.LabelSelector, as the API server checks it: label keys and values, and
+    matchExpressions with an operator a label selector has (In, NotIn with values; Exists,
+    DoesNotExist without). None when it is not set."""
+    if d.get(key) is None:
+        return None
+    selector = mapping(d, key, where)
+    sw = where.at(key)
+    for label, value in string_map(selector, "matchLabels", sw).items():
+        validate_label_key(label, sw.at("matchLabels").at(label))
+        validate_label_value(value, sw.at("matchLabels").at(label))
+    for i, raw in enumerate(sequence(selector, "matchExpressions", sw)):
+        ew = sw.at("matchExpressions").at(i)
+        if _is_mapping(raw) and raw.get("operator") not in LABEL_SELECTOR_OPERATORS:
+            raise ew.at("operator").error(f"must be one of {', '.join(LABEL_SELECTOR_OPERATORS)}, "
+                                          f"got {raw.get('operator')!r}")
+        requirement = parse_requirement(raw, ew)
+        validate_label_key(requirement.key, ew.at("key"))
+        for j, value in enumerate(requirement.values):
+            validate_label_value(value, ew.at("values").at(j))
+    return selector
 
 
 def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.errors import InputError
+
 from .factories import (
     admitted,
     cluster_queue,
     container,
     gates,
     local_queue,
+    parse,
     pod_set,
     queue_with_policy,
     resource_flavor,
@@ -56,11 +59,26 @@ class TestNamespaceSelector:
                                    selector={"matchExpressions": [expression]}))
         assert (result_of(result, "wl").status == "Admitted") is admits
 
-    def test_an_operator_label_selectors_do_not_have_matches_nothing(self):
-        # Gt is a node selector operator only: a label selector never matches with it
-        result = run(plain_cluster(namespace("default", tier="5"), workload("wl"),
-                                   selector={"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["1"]}]}))
-        assert result_of(result, "wl").status == "Inadmissible"
+    @pytest.mark.parametrize(("selector", "field", "reason"), [
+        # Gt is a node selector operator only
+        ({"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["1"]}]},
+         "spec.namespaceSelector.matchExpressions[0].operator", "must be one of In, NotIn, Exists, DoesNotExist"),
+        ({"matchExpressions": [{"key": "tier", "operator": "In"}]},
+         "spec.namespaceSelector.matchExpressions[0].values", "must be non-empty for operator In"),
+        ({"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["5"]}]},
+         "spec.namespaceSelector.matchExpressions[0].values", "must be empty for operator Exists"),
+        ({"matchExpressions": [{"key": "a b", "operator": "Exists"}]},
+         "spec.namespaceSelector.matchExpressions[0].key", "is not a valid label key"),
+        ({"matchLabels": {"team": "not a value"}}, "spec.namespaceSelector.matchLabels.team",
+         "is not a valid label value"),
+    ])
+    def test_a_selector_the_api_server_refuses_is_refused(self, selector, field, reason):
+        """Kueue's webhook checks the selector (metav1 ValidateLabelSelector); its cache could not
+        turn such a selector into one, so the ClusterQueue would never be usable."""
+        with pytest.raises(InputError) as caught:
+            parse(plain_cluster(namespace("default", tier="5"), workload("wl"), selector=selector))
+        assert caught.value.field == field, caught.value.render()
+        assert reason in caught.value.reason
 
     def test_without_namespaces_in_the_input_nothing_is_checked(self):
         result = run(plain_cluster(workload("wl"), selector=self.ENG))

@@ -276,6 +276,62 @@ def test_a_negative_amount_is_refused(tmp_path, capsys, label, field, make):
     assert_refused(*run_cli(capsys, "simulate", path), label, field, "must not be negative, got '-")
 
 
+def _queue(**spec: object) -> list[dict]:
+    """tas_setup() with its ClusterQueue's spec fields set to `spec` (a None value removes one)."""
+    objects = tas_setup()
+    cq = next(o for o in objects if o["kind"] == "ClusterQueue")
+    for key, value in spec.items():
+        if value is None:
+            cq["spec"].pop(key, None)
+        else:
+            cq["spec"][key] = value
+    return objects
+
+
+def _quota(*resources: dict, covered: tuple[str, ...] = ("cpu", "memory")) -> list[dict]:
+    return [{"coveredResources": list(covered), "flavors": [{"name": "tas-flavor", "resources": list(resources)}]}]
+
+
+CPU = {"name": "cpu", "nominalQuota": "100"}
+MEMORY = {"name": "memory", "nominalQuota": "1Ti"}
+
+
+@pytest.mark.parametrize(("objects", "label", "field", "message"), [
+    (lambda: _queue(resourceGroups=_quota(MEMORY, CPU)), "ClusterQueue/", "flavors[0].resources[0].name",
+     "must match the name in coveredResources[0] ('cpu')"),
+    (lambda: _queue(resourceGroups=_quota({**CPU, "borrowingLimit": "1"}, MEMORY)), "ClusterQueue/",
+     "resources[0].borrowingLimit", "must be nil when cohortName is empty"),
+    (lambda: _queue(resourceGroups=_quota({**CPU, "lendingLimit": "1"}, MEMORY)), "ClusterQueue/",
+     "resources[0].lendingLimit", "must be nil when cohortName is empty"),
+    (lambda: _queue(cohortName="pool", resourceGroups=_quota({**CPU, "lendingLimit": "101"}, MEMORY)),
+     "ClusterQueue/", "resources[0].lendingLimit", "must be less than or equal to the nominalQuota (100), got 101"),
+    (lambda: [*tas_setup(), _set(_cohort_with_quota("10"), "spec.resourceGroups.0.flavors.0.resources.0.borrowingLimit",
+                                 "1")],
+     "Cohort/pool", "resources[0].borrowingLimit", "must be nil when parentName is empty"),
+    (lambda: _queue(cohortName="Pool_A"), "ClusterQueue/", "spec.cohortName",
+     "must be a lowercase RFC 1123 subdomain (a Cohort's name), got 'Pool_A'"),
+    (lambda: _queue(preemption={"borrowWithinCohort": {"policy": "LowerPriority"}}), "ClusterQueue/",
+     "spec.preemption.borrowWithinCohort.policy", "must be Never when reclaimWithinCohort is Never"),
+    (lambda: _queue(admissionChecks=["prov"], admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}),
+     "ClusterQueue/", "spec:", "either admissionChecks or admissionChecksStrategy can be set, but not both"),
+])
+def test_a_queue_kueues_api_refuses_is_refused(tmp_path, capsys, objects, label, field, message):
+    """Kueue's API and webhooks: quotas in the order of coveredResources, no borrowing or
+    lending limit without a parent Cohort, lending at most the nominal quota, a Cohort's name,
+    no borrowing beyond the cohort without reclaiming, one way to list admission checks."""
+    path = write(tmp_path / "c.yaml", dump([*objects(), *grid()]))
+    assert_refused(*run_cli(capsys, "simulate", path), label, field, message)
+
+
+def test_limits_are_read_under_a_cohort(tmp_path, capsys):
+    """The same limits, with a parent Cohort to borrow from and lend to, are read."""
+    objects = _queue(cohortName="pool", resourceGroups=_quota({**CPU, "borrowingLimit": "1", "lendingLimit": "100"},
+                                                              MEMORY))
+    path = write(tmp_path / "c.yaml", dump([*objects, *grid(), workload("train")]))
+    assert main(["simulate", path, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workloads"][0]["status"] == "Admitted"
+
+
 def _layers(*layers: tuple[str, int]) -> list[dict]:
     return [{"topology": level, "size": size} for level, size in layers]
 
