@@ -79,7 +79,8 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_POD_SETS = 8  # a Workload's PodSets at most (Kueue's CRD)
-_TOLERATION_OPERATORS = {"", "Equal", "Exists", "Gt", "Lt"}
+MAX_FLAVOR_ENTRIES = 8  # a ResourceFlavor's nodeLabels, nodeTaints and tolerations at most (Kueue's CRD)
+_TOLERATION_OPERATORS = ("Equal", "Exists", "Gt", "Lt")
 _TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 _SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
@@ -391,30 +392,49 @@ def metadata_namespace(meta: Mapping, where: Where) -> str:
 
 
 def parse_taint(d: Any, where: Where) -> Taint:
+    """A node's (or a flavor's nodeTaints') taint, as the API server checks it: a label key, a
+    label value, and an effect."""
     if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
-    effect = string(d, "effect", where)
-    if effect and effect not in _TAINT_EFFECTS:
+    effect = string(d, "effect", where, required=True)
+    if effect not in _TAINT_EFFECTS:
         raise where.at("effect").error(f"must be one of {sorted(_TAINT_EFFECTS)}, got {effect!r}")
-    return Taint(string(d, "key", where, required=True), string(d, "value", where), effect,
-                 timestamp(d, "timeAdded", where))
+    key = string(d, "key", where, required=True)
+    validate_label_key(key, where.at("key"))
+    value = string(d, "value", where)
+    validate_label_value(value, where.at("value"))
+    return Taint(key, value, effect, timestamp(d, "timeAdded", where))
 
 
-def parse_toleration(d: Any, where: Where) -> Toleration:
+def parse_toleration(d: Any, where: Where, operators: tuple[str, ...] = _TOLERATION_OPERATORS) -> Toleration:
+    """A toleration, as the API server checks it (`operators`: those allowed where it is)."""
     if not _is_mapping(d):
         raise where.error(f"must be a mapping, got {_type_name(d)}")
     operator = string(d, "operator", where, default="Equal") or "Equal"
-    if operator not in _TOLERATION_OPERATORS:
-        raise where.at("operator").error(f"must be one of Equal, Exists, Gt, Lt, got {operator!r}")
+    if operator not in operators:
+        raise where.at("operator").error(f"must be one of {', '.join(operators)}, got {operator!r}")
     key = string(d, "key", where)
     if not key and operator != "Exists":
         raise where.at("operator").error("must be Exists when key is empty")
-    return Toleration(key, operator, string(d, "value", where), string(d, "effect", where),
-                      integer(d, "tolerationSeconds", where))
+    if key:
+        validate_label_key(key, where.at("key"))
+    value = string(d, "value", where)
+    if operator == "Exists" and value:
+        raise where.at("value").error(f"must be empty when operator is Exists, got {value!r}")
+    if operator == "Equal":
+        validate_label_value(value, where.at("value"))
+    effect = string(d, "effect", where)
+    if effect and effect not in _TAINT_EFFECTS:
+        raise where.at("effect").error(f"must be one of {sorted(_TAINT_EFFECTS)}, got {effect!r}")
+    seconds = integer(d, "tolerationSeconds", where)
+    if seconds is not None and effect != "NoExecute":
+        raise where.at("effect").error(f"must be NoExecute when tolerationSeconds is set, got {effect or 'none'}")
+    return Toleration(key, operator, value, effect, seconds)
 
 
-def parse_tolerations(d: Any, key: str, where: Where) -> tuple[Toleration, ...]:
-    return tuple(parse_toleration(t, where.at(key).at(i)) for i, t in enumerate(sequence(d, key, where)))
+def parse_tolerations(d: Any, key: str, where: Where,
+                      operators: tuple[str, ...] = _TOLERATION_OPERATORS) -> tuple[Toleration, ...]:
+    return tuple(parse_toleration(t, where.at(key).at(i), operators) for i, t in enumerate(sequence(d, key, where)))
 
 
 def parse_requirement(d: Any, where: Where) -> Requirement:
@@ -681,13 +701,24 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
+    node_labels = string_map(spec, "nodeLabels", sw)
+    for label, value in node_labels.items():
+        validate_label_key(label, sw.at("nodeLabels").at(label))
+        validate_label_value(value, sw.at("nodeLabels").at(label))
+    for key in ("nodeLabels", "nodeTaints", "tolerations"):  # Kueue's API: up to 8 of each
+        if len(spec.get(key) or ()) > MAX_FLAVOR_ENTRIES:
+            raise sw.at(key).error(f"must have at most {MAX_FLAVOR_ENTRIES} entries, got {len(spec[key])}")
+    topology_name = optional_string(spec, "topologyName", sw) or None
+    if topology_name is not None and (len(topology_name) > 253 or not _DNS_SUBDOMAIN.fullmatch(topology_name)):
+        raise sw.at("topologyName").error(f"must be a lowercase RFC 1123 subdomain (a Topology's name), "
+                                          f"got {_shown(topology_name)}")
     return ResourceFlavor(
         name=name,
-        node_labels=string_map(spec, "nodeLabels", sw),
+        node_labels=node_labels,
         node_taints=tuple(parse_taint(t, sw.at("nodeTaints").at(i))
                           for i, t in enumerate(sequence(spec, "nodeTaints", sw))),
-        tolerations=parse_tolerations(spec, "tolerations", sw),
-        topology_name=optional_string(spec, "topologyName", sw) or None,
+        tolerations=parse_tolerations(spec, "tolerations", sw, ("Equal", "Exists")),
+        topology_name=topology_name,
     )
 
 

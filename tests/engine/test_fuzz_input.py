@@ -332,6 +332,49 @@ def test_limits_are_read_under_a_cohort(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["workloads"][0]["status"] == "Admitted"
 
 
+def _flavor(**spec: object) -> list[dict]:
+    """tas_setup() with its ResourceFlavor's spec fields set to `spec`."""
+    objects = tas_setup()
+    next(o for o in objects if o["kind"] == "ResourceFlavor")["spec"].update(spec)
+    return objects
+
+
+def _tolerating(*tolerations: dict) -> list[dict]:
+    wl = workload("train")
+    wl["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = list(tolerations)
+    return [*tas_setup(), wl]
+
+
+@pytest.mark.parametrize(("objects", "field", "message"), [
+    (lambda: _flavor(nodeLabels={"a b": "x"}), "spec.nodeLabels.a b", "'a b' is not a valid label key"),
+    (lambda: _flavor(nodeLabels={"pool": "x y"}), "spec.nodeLabels.pool", "'x y' is not a valid label value"),
+    (lambda: _flavor(nodeLabels={f"l{i}": "v" for i in range(9)}), "spec.nodeLabels",
+     "must have at most 8 entries, got 9"),
+    (lambda: _flavor(nodeTaints=[{"key": "spot", "value": "true"}]), "spec.nodeTaints[0].effect", "is required"),
+    (lambda: _flavor(nodeTaints=[{"key": "a b", "effect": "NoSchedule"}]), "spec.nodeTaints[0].key",
+     "is not a valid label key"),
+    (lambda: _flavor(tolerations=[{"key": "spot", "operator": "Gt", "value": "1"}]), "spec.tolerations[0].operator",
+     "must be one of Equal, Exists, got 'Gt'"),
+    (lambda: _flavor(topologyName="Default"), "spec.topologyName",
+     "must be a lowercase RFC 1123 subdomain (a Topology's name), got 'Default'"),
+    (lambda: _tolerating({"key": "spot", "operator": "Exists", "value": "true"}),
+     "spec.podSets[0].template.spec.tolerations[0].value", "must be empty when operator is Exists, got 'true'"),
+    (lambda: _tolerating({"key": "spot", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}),
+     "spec.podSets[0].template.spec.tolerations[0].effect",
+     "must be NoExecute when tolerationSeconds is set, got NoSchedule"),
+    (lambda: _tolerating({"key": "spot", "value": "x y"}), "spec.podSets[0].template.spec.tolerations[0].value",
+     "is not a valid label value"),
+    (lambda: _tolerating({"key": "spot", "operator": "Exists", "effect": "Never"}),
+     "spec.podSets[0].template.spec.tolerations[0].effect", "must be one of"),
+])
+def test_taints_tolerations_and_flavors_the_api_refuses_are_refused(tmp_path, capsys, objects, field, message):
+    """The API server's checks of taints and tolerations (labels, an effect, no value beside
+    Exists, tolerationSeconds for NoExecute only) and Kueue's of a ResourceFlavor (at most 8
+    node labels, taints and tolerations; tolerations Equal or Exists; a Topology's name)."""
+    path = write(tmp_path / "c.yaml", dump([*objects(), *grid()]))
+    assert_refused(*run_cli(capsys, "simulate", path), field, message)
+
+
 def _layers(*layers: tuple[str, int]) -> list[dict]:
     return [{"topology": level, "size": size} for level, size in layers]
 
