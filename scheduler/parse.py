@@ -708,10 +708,7 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
     for key in ("nodeLabels", "nodeTaints", "tolerations"):  # Kueue's API: up to 8 of each
         if len(spec.get(key) or ()) > MAX_FLAVOR_ENTRIES:
             raise sw.at(key).error(f"must have at most {MAX_FLAVOR_ENTRIES} entries, got {len(spec[key])}")
-    topology_name = optional_string(spec, "topologyName", sw) or None
-    if topology_name is not None and (len(topology_name) > 253 or not _DNS_SUBDOMAIN.fullmatch(topology_name)):
-        raise sw.at("topologyName").error(f"must be a lowercase RFC 1123 subdomain (a Topology's name), "
-                                          f"got {_shown(topology_name)}")
+    topology_name = object_reference(spec, "topologyName", sw, "a Topology's name") or None
     return ResourceFlavor(
         name=name,
         node_labels=node_labels,
@@ -905,8 +902,11 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
 def parse_local_queue(obj: Mapping, where: Where) -> LocalQueue:
     meta, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where, required=True)
+    sw = where.at("spec")
+    if not string(spec, "clusterQueue", sw, required=True):
+        raise sw.at("clusterQueue").error("must not be empty")
     return LocalQueue(metadata_namespace(meta, where), name,
-                      string(spec, "clusterQueue", where.at("spec"), required=True))
+                      object_reference(spec, "clusterQueue", sw, "a ClusterQueue's name"))
 
 
 def parse_cohort(obj: Mapping, where: Where) -> Cohort:
@@ -922,11 +922,16 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
 
 
 def parent_name(spec: Mapping, field: str, where: Where) -> str:
-    """The Cohort a ClusterQueue or Cohort names as its parent ("" when none): a DNS subdomain,
-    as Kueue's API requires of a CohortReference."""
-    name = optional_string(spec, field, where) or ""
+    """The Cohort a ClusterQueue or Cohort names as its parent ("" when none)."""
+    return object_reference(spec, field, where, "a Cohort's name")
+
+
+def object_reference(d: Mapping, key: str, where: Where, what: str) -> str:
+    """A field naming another object (`what` it names), "" when unset: a DNS subdomain, as
+    Kueue's API requires of its references (a ClusterQueue's, a Cohort's, a Topology's ...)."""
+    name = optional_string(d, key, where) or ""
     if name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name)):
-        raise where.at(field).error(f"must be a lowercase RFC 1123 subdomain (a Cohort's name), got {_shown(name)}")
+        raise where.at(key).error(f"must be a lowercase RFC 1123 subdomain ({what}), got {_shown(name)}")
     return name
 
 
@@ -1443,15 +1448,16 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     gates = [string(g, "name", gw, required=True) for g, gw in mapping_entries(spec, "preemptionGates", sw)]
     positions = {string(g, "name", gw, required=True): string(g, "position", gw, default="Closed") or "Closed"
                  for g, gw in mapping_entries(status, "preemptionGates", stw)}
-    priority_class = optional_string(spec, "priorityClassName", sw)
+    priority_class = object_reference(spec, "priorityClassName", sw, "a priority class's name") or None
     ref = mapping(spec, "priorityClassRef", sw)
     if ref:
-        priority_class = string(ref, "name", sw.at("priorityClassRef")) or priority_class
+        priority_class = object_reference(ref, "name", sw.at("priorityClassRef"), "a priority class's name") or \
+            priority_class
     return Workload(
         namespace=metadata_namespace(meta, where),
         name=name,
         pod_sets=pod_sets,
-        queue_name=string(spec, "queueName", sw),
+        queue_name=object_reference(spec, "queueName", sw, "a LocalQueue's name"),
         priority=integer(spec, "priority", sw, minimum=MIN_INT32, maximum=MAX_INT32),
         priority_class_name=priority_class,
         uid=string(meta, "uid", mw),

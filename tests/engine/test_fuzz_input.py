@@ -375,6 +375,27 @@ def test_taints_tolerations_and_flavors_the_api_refuses_are_refused(tmp_path, ca
     assert_refused(*run_cli(capsys, "simulate", path), field, message)
 
 
+@pytest.mark.parametrize(("objects", "field", "message"), [
+    (lambda: [*_set_kind(tas_setup(), "LocalQueue", "spec.clusterQueue", "Team_Q"), workload("train")],
+     "LocalQueue/default/lq: spec.clusterQueue",
+     "must be a lowercase RFC 1123 subdomain (a ClusterQueue's name), got 'Team_Q'"),
+    (lambda: [*tas_setup(), _set(workload("train"), "spec.queueName", "Team_Q")], "spec.queueName",
+     "(a LocalQueue's name), got 'Team_Q'"),
+    (lambda: [*tas_setup(), _set(workload("train"), "spec.priorityClassName", "High")], "spec.priorityClassName",
+     "(a priority class's name), got 'High'"),
+])
+def test_a_reference_that_is_not_an_object_name_is_refused(tmp_path, capsys, objects, field, message):
+    """Kueue's API: the names a LocalQueue and a Workload refer to are object names; such a
+    reference could never find its object, and the workload would wait without saying why."""
+    path = write(tmp_path / "c.yaml", dump([*objects(), *grid()]))
+    assert_refused(*run_cli(capsys, "simulate", path), field, message)
+
+
+def _set_kind(objects: list[dict], kind: str, path: str, value: object) -> list[dict]:
+    _set(next(o for o in objects if o["kind"] == kind), path, value)
+    return objects
+
+
 def _layers(*layers: tuple[str, int]) -> list[dict]:
     return [{"topology": level, "size": size} for level, size in layers]
 
