@@ -745,8 +745,6 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     return out
 
 
-
-
 def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
     empty one everything; an operator a label selector does not have matches nothing."""
