@@ -497,9 +497,18 @@ def validate_label_value(value: str, where: Where) -> None:
 
 
 def validate_label_key(key: str, where: Where) -> None:
+    if key in _LABEL_KEYS:  # a few keys, each read for many objects
+        return
     prefix, _, name = key.rpartition("/")
     if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(name):
         raise where.error(f"{key!r} is not a valid label key")
+    if len(_LABEL_KEYS) >= VALID_NAMES_KEPT:
+        _LABEL_KEYS.clear()
+    _LABEL_KEYS.add(key)
+
+
+# label keys found valid by `validate_label_key`; cleared when full
+_LABEL_KEYS: set[str] = set()
 
 
 def _add(total: dict[str, int], other: Mapping[str, int]) -> None:
@@ -930,9 +939,18 @@ def object_reference(d: Mapping, key: str, where: Where, what: str) -> str:
     """A field naming another object (`what` it names), "" when unset: a DNS subdomain, as
     Kueue's API requires of its references (a ClusterQueue's, a Cohort's, a Topology's ...)."""
     name = optional_string(d, key, where) or ""
-    if name and (len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name)):
-        raise where.at(key).error(f"must be a lowercase RFC 1123 subdomain ({what}), got {_shown(name)}")
+    if name and name not in _OBJECT_NAMES:  # a few names, each read for many objects
+        if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+            raise where.at(key).error(f"must be a lowercase RFC 1123 subdomain ({what}), got {_shown(name)}")
+        if len(_OBJECT_NAMES) >= VALID_NAMES_KEPT:
+            _OBJECT_NAMES.clear()
+        _OBJECT_NAMES.add(name)
     return name
+
+
+# object names found valid by `object_reference`; cleared when full
+_OBJECT_NAMES: set[str] = set()
+VALID_NAMES_KEPT = 4096
 
 
 def label_selector(d: Mapping, key: str, where: Where) -> Mapping | None:
@@ -1079,12 +1097,13 @@ def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> No
     leaders = {members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)]
                for members in groups.values()}
     for i, ps in enumerate(pod_sets):
-        if ps.topology_request is None or i in leaders:
+        request = ps.topology_request
+        if request is None or i in leaders or (request.slice_size is None and not request.slice_constraints):
             continue
         raw = raw_pod_sets[i]
         fields = (ANNOTATION_SLICE_SIZE, ANNOTATION_SLICE_LAYERS) if in_annotations(raw) else (
             "podSetSliceSize", "podsetSliceRequiredTopologyConstraints")
-        check_pod_set_slices(ps.topology_request, ps.count, request_path(raw, where.at(i)), *fields)
+        check_pod_set_slices(request, ps.count, request_path(raw, where.at(i)), *fields)
 
 
 def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str,
