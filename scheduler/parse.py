@@ -502,13 +502,21 @@ def validate_label_key(key: str, where: Where) -> None:
     prefix, _, name = key.rpartition("/")
     if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(name):
         raise where.error(f"{key!r} is not a valid label key")
-    if len(_LABEL_KEYS) >= VALID_NAMES_KEPT:
-        _LABEL_KEYS.clear()
-    _LABEL_KEYS.add(key)
+    _remember(_LABEL_KEYS, key)
 
 
-# label keys found valid by `validate_label_key`; cleared when full
+def _remember(valid: set[str], name: str) -> None:
+    """Keeps `name` among those found valid (a few, each read for many objects); a full set
+    is emptied."""
+    if len(valid) >= VALID_NAMES_KEPT:
+        valid.clear()
+    valid.add(name)
+
+
+# label keys found valid by `validate_label_key`, object names by `object_reference`
 _LABEL_KEYS: set[str] = set()
+_OBJECT_NAMES: set[str] = set()
+VALID_NAMES_KEPT = 4096
 
 
 def _add(total: dict[str, int], other: Mapping[str, int]) -> None:
@@ -942,15 +950,8 @@ def object_reference(d: Mapping, key: str, where: Where, what: str) -> str:
     if name and name not in _OBJECT_NAMES:  # a few names, each read for many objects
         if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
             raise where.at(key).error(f"must be a lowercase RFC 1123 subdomain ({what}), got {_shown(name)}")
-        if len(_OBJECT_NAMES) >= VALID_NAMES_KEPT:
-            _OBJECT_NAMES.clear()
-        _OBJECT_NAMES.add(name)
+        _remember(_OBJECT_NAMES, name)
     return name
-
-
-# object names found valid by `object_reference`; cleared when full
-_OBJECT_NAMES: set[str] = set()
-VALID_NAMES_KEPT = 4096
 
 
 def label_selector(d: Mapping, key: str, where: Where) -> Mapping | None:

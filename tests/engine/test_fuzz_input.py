@@ -276,16 +276,15 @@ def test_a_negative_amount_is_refused(tmp_path, capsys, label, field, make):
     assert_refused(*run_cli(capsys, "simulate", path), label, field, "must not be negative, got '-")
 
 
-def _queue(**spec: object) -> list[dict]:
-    """tas_setup() with its ClusterQueue's spec fields set to `spec` (a None value removes one)."""
+def _with_spec(kind: str, **spec: object) -> list[dict]:
+    """tas_setup() with the spec fields of its object of `kind` set to `spec`."""
     objects = tas_setup()
-    cq = next(o for o in objects if o["kind"] == "ClusterQueue")
-    for key, value in spec.items():
-        if value is None:
-            cq["spec"].pop(key, None)
-        else:
-            cq["spec"][key] = value
+    next(o for o in objects if o["kind"] == kind)["spec"].update(spec)
     return objects
+
+
+def _queue(**spec: object) -> list[dict]:
+    return _with_spec("ClusterQueue", **spec)
 
 
 def _quota(*resources: dict, covered: tuple[str, ...] = ("cpu", "memory")) -> list[dict]:
@@ -333,10 +332,7 @@ def test_limits_are_read_under_a_cohort(tmp_path, capsys):
 
 
 def _flavor(**spec: object) -> list[dict]:
-    """tas_setup() with its ResourceFlavor's spec fields set to `spec`."""
-    objects = tas_setup()
-    next(o for o in objects if o["kind"] == "ResourceFlavor")["spec"].update(spec)
-    return objects
+    return _with_spec("ResourceFlavor", **spec)
 
 
 def _tolerating(*tolerations: dict) -> list[dict]:
@@ -376,7 +372,7 @@ def test_taints_tolerations_and_flavors_the_api_refuses_are_refused(tmp_path, ca
 
 
 @pytest.mark.parametrize(("objects", "field", "message"), [
-    (lambda: [*_set_kind(tas_setup(), "LocalQueue", "spec.clusterQueue", "Team_Q"), workload("train")],
+    (lambda: [*_with_spec("LocalQueue", clusterQueue="Team_Q"), workload("train")],
      "LocalQueue/default/lq: spec.clusterQueue",
      "must be a lowercase RFC 1123 subdomain (a ClusterQueue's name), got 'Team_Q'"),
     (lambda: [*tas_setup(), _set(workload("train"), "spec.queueName", "Team_Q")], "spec.queueName",
@@ -389,11 +385,6 @@ def test_a_reference_that_is_not_an_object_name_is_refused(tmp_path, capsys, obj
     reference could never find its object, and the workload would wait without saying why."""
     path = write(tmp_path / "c.yaml", dump([*objects(), *grid()]))
     assert_refused(*run_cli(capsys, "simulate", path), field, message)
-
-
-def _set_kind(objects: list[dict], kind: str, path: str, value: object) -> list[dict]:
-    _set(next(o for o in objects if o["kind"] == kind), path, value)
-    return objects
 
 
 def _layers(*layers: tuple[str, int]) -> list[dict]:
