@@ -104,7 +104,7 @@ class QuotaLine:
 @dataclass(slots=True)
 class Suggestion:
     # "higher-level" | "fewer-pods" | "free-capacity" | "free-quota" | "preemption" | "never-fits" | "fits-now"
-    # | "quota-only" | "topology-full" | "exceeds-quota"
+    # | "quota-only" | "topology-full" | "exceeds-quota" | "room-freed" | "quota-changed"
     kind: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
@@ -137,6 +137,8 @@ class WorkloadExplanation:
     suggestions: list[Suggestion] = field(default_factory=list)
     verdict: str = UNDECIDED  # scheduler.stops: waits | fits | preempting | not-evaluated
     stop: StopRecord | None = None  # the record the answer tells (computed_now when not the cycle's)
+    # computed now: whether the quota has room for it (None when no flavor matches it at all)
+    quota_fits: bool | None = None
 
 
 # ---------------------------------------------------------------- quota
@@ -706,7 +708,7 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
     """The cycle's record decides; details computed now never contradict it. When the details
     computed now find room for the whole workload where the cycle found none on the quota and
     nodes as they were, the answer says that capacity has freed since (`room-freed`)."""
-    fits_now = out.fits
+    fits_now, quota_fits_now, found_now = out.fits, out.quota_fits, out.summary
     out.stop = stop
     out.verdict = stop.verdict
     out.fits = stop.verdict == FITS
@@ -733,7 +735,29 @@ def with_record(out: WorkloadExplanation, stop: StopRecord) -> WorkloadExplanati
             "room-freed", "capacity has freed since the scheduling cycle decided: computed now, the quota and the "
             "topology have room for it; the cycle's decision stands until a pass tries it again",
             {"podSet": named} if named is not None else {}))
+    changed = quota_changed(stop, quota_fits_now, found_now, fits_now)
+    if changed is not None:
+        out.suggestions.append(changed)
     return out
+
+
+def quota_changed(stop: StopRecord, quota_fits_now: bool | None, found_now: str, fits_now: bool) -> Suggestion | None:
+    """When the quota computed now says otherwise than the numbers the cycle decided on (its
+    quota lines, which the answer shows): quota used since (by the cycle's later admissions
+    or since the pass), or quota freed where the topology still has no room (both having
+    room is `room-freed`). `found_now`: the quota's reason now, when it falls short."""
+    if quota_fits_now is None or not stop.quota or stop.verdict != WAITS or stop.step not in DECIDED_ON_CAPACITY:
+        return None
+    fitted = all(check.fits for check in stop.quota)
+    if fitted and not quota_fits_now:
+        return Suggestion("quota-changed", f"quota has been used since the scheduling cycle decided: computed now, "
+                          f"{found_now}; the cycle's decision stands until a pass tries it again",
+                          {"quotaFits": False, "reason": found_now})
+    if not fitted and quota_fits_now and not fits_now:
+        return Suggestion("quota-changed", "quota has freed since the scheduling cycle decided: computed now, the "
+                          "quota has room for it and the topology does not (see its pod sets); the cycle's decision "
+                          "stands until a pass tries it again", {"quotaFits": True})
+    return None
 
 
 POD_SET_REASON = "couldn't assign flavors to pod set "
@@ -765,6 +789,8 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
     assigner = FlavorAssigner(state, wl, cq)
     out = WorkloadExplanation(wl.key, cq.name, False, "", quota=quota_lines(state, assigner, wl))
     assignment = assigner.assign()
+    out.quota_fits = True if assignment.ok else (
+        False if assignment.kind in (WAITING_FOR_QUOTA, EXCEEDS_MAX_QUOTA) else None)
     if not assignment.ok:
         out.summary = assignment.failure
         # the PodSet it failed at, with its own reason (the workload's names every PodSet that failed)

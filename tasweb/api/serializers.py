@@ -379,7 +379,7 @@ class WorkloadDetailSerializer(WorkloadSummarySerializer):
 class SuggestionSerializer(s.Serializer):
     kind = s.ChoiceField(choices=["higher-level", "fewer-pods", "free-capacity", "free-quota", "preemption",
                                   "never-fits", "fits-now", "quota-only", "topology-full", "exceeds-quota",
-                                  "room-freed"],
+                                  "room-freed", "quota-changed"],
                          help_text="the change that would make it fit")
     message = s.CharField(help_text="the change in plain words")
     details = s.DictField(help_text="its parameters: level and domain, count, workloads, ...")

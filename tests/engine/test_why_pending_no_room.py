@@ -348,6 +348,74 @@ def test_a_pod_set_the_cycle_could_not_place_which_fits_now_keeps_the_cycles_rea
     assert engine.state.workload("default/big").has_quota_reservation
 
 
+def two_racks_one_node_taken_in_each(quota: int, *more: dict) -> list[dict]:
+    """`big` needs two whole nodes in one rack; each rack has a node taken and no workload may
+    be preempted: the cycle stops it (no candidates), on the topology when the quota (`quota`
+    CPUs, 8 of them used) has room for its 8 CPUs, on the quota when it does not."""
+    return one_queue(2, 2, "4", quota=quota, running=(("a", "4", ("b1-r1-n1",)), ("b", "4", ("b1-r2-n1",))),
+                     pending=(workload("big", queue="lq", count=2, cpu="4", required=RACK, created=-60), *more))
+
+
+def after_a_pass(objects: list[dict]) -> Engine:
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    return engine
+
+
+def test_quota_used_since_the_cycle_is_said_beside_the_cycles_quota_lines():
+    """The cycle found quota for `big` (its lines say so) and no room on the nodes; since, `c`
+    took the quota's last 4 CPUs. The answer keeps the cycle's lines and says the quota has been
+    used since, so that "the quota and room on the nodes must both free up" is not told beside
+    lines that show the quota fitting; the next pass finds the quota short, as it says."""
+    engine = after_a_pass(two_racks_one_node_taken_in_each(16))
+    stopped = engine.explain("default/big", NOW)
+    assert stopped.stop.step == NO_CANDIDATES and stopped.stop.details["podSet"] == "main"
+    assert all(line.fits and line.source == "cycle" for line in stopped.quota)
+    assert "quota-changed" not in [s.kind for s in suggestions(stopped)]
+
+    c = admitted(workload("c", queue="lq", cpu="4", created=-30), cluster_queue_name="cq",
+                 assignments={"main": domains_json([HOSTNAME], [("b1-r1-n2", 1)])})
+    engine.upsert(parse_one(c))
+    why = engine.explain("default/big", NOW + timedelta(seconds=1))
+    assert why.stop is stopped.stop and all(line.fits and line.source == "cycle" for line in why.quota)
+    [used] = [s for s in why.suggestions if s.kind == "quota-changed"]
+    assert used.message.startswith("quota has been used since the scheduling cycle decided: computed now, "
+                                   "couldn't assign flavors to pod set main: insufficient unused quota for cpu "
+                                   "in flavor tas-flavor, 4 more needed")
+    assert used.details["quotaFits"] is False
+    (pod_set,) = why.pod_sets
+    assert [s.kind for s in pod_set.suggestions] == ["topology-full"]
+    # parked, `big` is not tried again until quota is released; a pass that tries it finds
+    # the quota short, as said
+    tried = after_a_pass(two_racks_one_node_taken_in_each(16, c)).explain("default/big", NOW)
+    assert tried.stop.step == NO_CANDIDATES and any(not check.fits for check in tried.stop.quota), tried.stop.quota
+    assert "quota-changed" not in [s.kind for s in suggestions(tried)]
+
+
+def test_quota_freed_since_the_cycle_with_no_room_on_the_nodes_is_said_so():
+    """The cycle stopped `big` on the quota (4 CPUs unused, 8 asked) with the nodes full too;
+    its ClusterQueue's quota is raised since. The cycle's lines still show it short; the answer
+    says the quota has room now and the topology has not, and the next pass stops it on the
+    topology, with its quota fitting."""
+    engine = after_a_pass(two_racks_one_node_taken_in_each(12))
+    stopped = engine.explain("default/big", NOW)
+    assert stopped.stop.step == NO_CANDIDATES and "podSet" not in stopped.stop.details
+    assert any(not line.fits for line in stopped.quota)
+
+    engine.upsert(parse_one(queue_with_policy("cq", cpu=100)))
+    why = engine.explain("default/big", NOW + timedelta(seconds=1))
+    assert why.verdict == WAITS and any(not line.fits and line.source == "cycle" for line in why.quota)
+    [freed] = [s for s in why.suggestions if s.kind == "quota-changed"]
+    assert freed.message.startswith("quota has freed since the scheduling cycle decided: computed now, the quota "
+                                    "has room for it and the topology does not")
+    assert freed.details == {"quotaFits": True}
+    assert "room-freed" not in [s.kind for s in suggestions(why)]
+    engine.run_pass(NOW + timedelta(seconds=2))
+    again = engine.explain("default/big", NOW + timedelta(seconds=2))
+    assert again.stop.details.get("podSet") == "main" and all(check.fits for check in again.stop.quota)
+    assert not engine.state.workload("default/big").has_quota_reservation
+
+
 def test_a_head_that_lost_its_room_to_a_reservation_of_the_cycle_is_told_so():
     """`hold` (older, 3 whole nodes in the rack, 2 of them free, no preemption allowed) reserves
     an empty rack's placement for the cycle; `small` was nominated on a free node, and once

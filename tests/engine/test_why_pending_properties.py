@@ -15,7 +15,9 @@ answer computed now says would make room does: without the workloads it names fo
 preemption, the workload fits; without those it waits to finish, its PodSet fits; a PodSet
 said to be held back by the quota alone fits once the quota is ample, one said to lack room on
 the nodes too does not. On the cluster the pass left, no answer says capacity has freed since
-the cycle decided (`room-freed`), and a PodSet's reason is its own.
+the cycle decided (`room-freed`) or that quota has (`quota-changed`); where an answer says
+quota has been used since (by the cycles after the one that decided), the next pass finds the
+quota short; and a PodSet's reason is its own.
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
     engine.run_pass(NOW)
     verdicts = {}
     never_fits = []
+    quota_used_since = []
     for key in waiting(engine):
         why = engine.explain(key, NOW)
         assert why is not None
@@ -140,7 +143,10 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
             never_fits.append(key)
         # within a pass capacity only shrinks: on the cluster the pass left, nothing the cycle
         # decided on the capacity as it was fits now
-        assert not any(s.kind == "room-freed" for s in why.suggestions), (key, why.summary)
+        assert not any(s.kind == "room-freed" or (s.kind == "quota-changed" and s.details["quotaFits"])
+                       for s in why.suggestions), (key, why.summary)
+        if any(s.kind == "quota-changed" for s in why.suggestions):  # used by the cycles after its own
+            quota_used_since.append(key)
         for ps in why.pod_sets:  # a PodSet's reason is its own, never another PodSet's
             if ps.reason.startswith(PODSET_REASON):
                 assert ps.reason.removeprefix(PODSET_REASON).split(":")[0] == ps.name, (key, ps.name, ps.reason)
@@ -162,6 +168,10 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
             assert now_admitted, (key, outcome.decided.get(key))
         elif verdict == WAITS:
             assert not now_admitted, (key, engine.decisions.get(key))
+    for key in quota_used_since:  # the next pass, on the same cluster, finds the quota short as said
+        again = engine.explain(key, NOW + timedelta(seconds=1))
+        if again is not None and again.stop is not None and again.stop.quota and again.stop.step != NOT_HEAD:
+            assert any(not check.fits for check in again.stop.quota), (key, again.summary)
     for key in never_fits:  # said never to fit: not even alone, on idle nodes, with quota to spare
         assert not admitted_alone(objects, key), key
 
