@@ -37,7 +37,9 @@ same settings and seeding code, kept as NAME, which saves the minute of seeding)
      pending workloads and writes everything -- target <= 1 s;
   4. the pass after it (its own writes come back through the change log), a quiet pass;
   5. `--node-changes` nodes go NotReady, a pass; they come back Ready, a pass;
-  6. the process's memory after the passes -- target < 2 GB.
+  6. the process's memory after the passes -- target < 2 GB;
+  7. the scheduler restarts: its state is dropped and the next pass builds it again from the
+     database, which must find nothing to write (the database is the record), then a pass.
 
 Every pass is split into: applying changes (`runtime_for_pass`: reading the change log,
 reading the changed rows, applying them to the engine -- or building the state), the
@@ -859,17 +861,23 @@ def measure(info: SeedInfo, *, profile: bool = False, profile_build: bool = Fals
         passes["nodes_up"] = run_pass(f"{len(info.node_changes)} nodes Ready again", step(), instrument)
         passes["after_nodes_up"] = run_pass("next pass", step(), instrument)
         passes["quiet_end"] = run_pass("pass, nothing changed", step(), instrument)
+        rss_end, peak_end = current_rss_mib(), peak_rss_mib()
+        differences = None
+        if verify:
+            started = time.perf_counter()
+            differences = verify_against_rebuild()
+            print(f"  warm state against a rebuild from the database ({time.perf_counter() - started:.1f} s): "
+                  + ("the same" if not differences else "DIFFERENT"))
+            for line in differences:
+                print(f"    {line}")
+        del runtime, state  # the old state goes, as in a process that restarts
+        runtime_discard("the benchmark restarts the scheduler")
+        gc.collect()
+        passes["restart"] = run_pass("pass after a restart (builds the state again)", step(), instrument)
+        passes["after_restart"] = run_pass("next pass", step(), instrument)
 
     runtime = runtime_current()
-    rss_end, peak_end = current_rss_mib(), peak_rss_mib()
-    differences = None
-    if verify:
-        started = time.perf_counter()
-        differences = verify_against_rebuild()
-        print(f"  warm state against a rebuild from the database ({time.perf_counter() - started:.1f} s): "
-              + ("the same" if not differences else "DIFFERENT"))
-        for line in differences:
-            print(f"    {line}")
+    rss_restart = current_rss_mib()
     return {
         "build": {"seconds": build_parts.get("build", float("nan")),
                   "gc_seconds": build_parts.get("build_gc", float("nan")),
@@ -879,11 +887,12 @@ def measure(info: SeedInfo, *, profile: bool = False, profile_build: bool = Fals
         "rss_start_mib": rss_start,
         "rss_end_mib": rss_end,
         "peak_rss_mib": peak_end,
+        "rss_after_restart_mib": rss_restart,
         "differences_from_rebuild": differences,
         "passes": {name: asdict(p) for name, p in passes.items()},
         "changes_seconds": changes,
         "expected_admitted": info.expected_admitted,
-        "rebuilt_in": [name for name, p in passes.items() if name != "first" and "build" in p.parts],
+        "rebuilt_in": [name for name, p in passes.items() if name not in ("first", "restart") and "build" in p.parts],
         "changes_applied_in_all": runtime.changes_applied if runtime is not None else 0,
         "profiles": profiles,
     }
@@ -990,6 +999,12 @@ def print_report(settings: BenchSettings, info: SeedInfo, figures: dict[str, Any
     admitted = passes["admit"]["counts"].get("admitted", 0)
     print(f"  {'workloads admitted by the measured pass':52} {admitted:9d}   expected {info.expected_admitted:8d}  "
           f"{'PASS' if admitted == info.expected_admitted else 'MISS'}")
+    written = passes["restart"]["counts"].get("rows_written", 0)
+    print(f"  {'rows written by the pass after a restart':52} {written:9d}   expected {0:8d}  "
+          f"{'PASS' if written == 0 else 'MISS'}")
+    print(f"after the restart: the state built again in {passes['restart']['parts'].get('build', 0):.2f} s, the pass "
+          f"{passes['restart']['total']:.2f} s; RSS {figures['rss_after_restart_mib']:.0f} MiB (memory the first "
+          "state freed is not all handed back to the system, nor all taken again)")
     for name, text in figures["profiles"].items():
         print()
         print(f"cProfile of the {'measured' if name == 'admit' else 'first'} pass, top 30 by cumulative time:")

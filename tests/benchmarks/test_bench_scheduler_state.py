@@ -73,6 +73,9 @@ def test_seed_and_measure() -> None:
     assert passes["quiet"]["counts"]["rows_written"] == 0
     assert passes["quiet"]["counts"]["changes"] == 0
     assert figures["rebuilt_in"] == []
+    # a restart builds the state again from the database, which already says all it decides
+    assert "build" in passes["restart"]["parts"] and passes["restart"]["counts"]["rows_written"] == 0
+    assert passes["after_restart"]["counts"]["rows_written"] == 0
     assert figures["differences_from_rebuild"] == []
     assert figures["build"]["engine"] == {"nodes": 200, "workloads": 1_000, "pods": info.counts["pods"]}
     assert [v[-1] for v in bench.verdicts(figures)][2:] == [True, True]  # memory, at this size
