@@ -11,16 +11,19 @@ from rest_framework import generics
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import (
+    LEVEL_PREFIX,
     ClusterQueueFilter,
     CohortFilter,
     ComparisonFilter,
     ComparisonSummaryFilter,
     EventFilter,
+    LevelFilterMixin,
     LocalQueueFilter,
     NodeFilter,
     ResourceFlavorFilter,
@@ -29,7 +32,15 @@ from tasweb.api.filters import (
     domain_path,
 )
 from tasweb.api.kubeauth import AccessScope, access_scope
-from tasweb.api.pagination import PagePagination, positive_int, reject_null_characters, single_value
+from tasweb.api.pagination import (
+    PAGE_PARAM,
+    PAGE_SIZE_PARAM,
+    PagePagination,
+    positive_int,
+    reject_null_characters,
+    reject_unknown_parameters,
+    single_value,
+)
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser, body_length_check
 from tasweb.api.permissions import ClusterWideRead, ReadOpenOrAuthenticated, TokenRequired
 from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
@@ -69,10 +80,28 @@ class BaseApi(generics.GenericAPIView):
     permission_classes = (ReadOpenOrAuthenticated,)
     pagination_class = PagePagination
     filterset_class = None
+    # query parameters the view reads itself, beside its filterset's and the pagination's
+    query_parameters: tuple[str, ...] = ()
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
         reject_null_characters(request, kwargs)
+        reject_unknown_parameters(request, self.accepted_parameters(),
+                                  (LEVEL_PREFIX,) if self.takes_level_shorthand() else ())
+
+    @classmethod
+    def accepted_parameters(cls) -> frozenset[str]:
+        """Every query parameter the view takes (`format` chooses the renderer everywhere)."""
+        names = {api_settings.URL_FORMAT_OVERRIDE, *cls.query_parameters}
+        if cls.filterset_class is not None:
+            names |= set(cls.filterset_class.base_filters)
+        if cls.pagination_class is not None and issubclass(cls, ListApi):
+            names |= {PAGE_PARAM, PAGE_SIZE_PARAM}
+        return frozenset(names)
+
+    @classmethod
+    def takes_level_shorthand(cls) -> bool:
+        return cls.filterset_class is not None and issubclass(cls.filterset_class, LevelFilterMixin)
 
 
 # Views of the whole cluster: with TAS_AUTH=kubernetes, for users who may list nodes
@@ -202,6 +231,7 @@ class FlavorTreeApi(BaseApi):
 
     permission_classes = CLUSTER_WIDE
     serializer_class = out.TopologyTreeSerializer
+    query_parameters = ("depth", "domain")
     # JSON is rendered once per engine view (mirror version) and kept: 4.5 MB for 10,000 nodes
     renderer_classes = reusable_renderer_classes()
 

@@ -10,10 +10,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as s
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from tasweb.api.apis import error_responses
 from tasweb.api.exceptions import error_response
+from tasweb.api.pagination import reject_unknown_parameters
 from tasweb.api.permissions import ReadOpenOrAuthenticated
 
 # The collections of /api/v1/, by the name of their route (detail routes hang off them).
@@ -55,6 +57,14 @@ def _link(request: Request, route: str, description: str) -> dict[str, str]:
 
 class IndexApi(APIView):
     permission_classes = (ReadOpenOrAuthenticated,)
+
+    @classmethod
+    def accepted_parameters(cls) -> frozenset[str]:
+        return frozenset({api_settings.URL_FORMAT_OVERRIDE})
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        reject_unknown_parameters(request, self.accepted_parameters())
 
 
 @extend_schema(tags=["index"])

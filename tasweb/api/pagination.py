@@ -7,6 +7,8 @@ exists is known by fetching one row more than the page, never from the count.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +40,36 @@ def reject_null_characters(request: Request, path_values: dict) -> None:
     for name in request.query_params:
         if NUL in name or any(NUL in value for value in request.query_params.getlist(name)):
             raise ValidationError({name.replace(NUL, "\\x00"): ["must not contain a NUL character"]})
+
+
+CACHE_BUSTER = "_"  # what HTTP clients add to keep a cache from answering (jQuery's cache: false)
+
+
+def reject_unknown_parameters(request: Request, accepted: frozenset[str], prefixes: tuple[str, ...] = ()) -> None:
+    """A query parameter the endpoint does not take is a 400 naming it and what it takes:
+    ignored, a misspelt filter (`?clusterQueue=` for `?cluster_queue=`) would answer with
+    every row as if it had filtered them."""
+    unknown = sorted(name for name in request.query_params
+                     if name not in accepted and name != CACHE_BUSTER and not name.startswith(prefixes))
+    if not unknown:
+        return
+    takes = ", ".join(sorted(accepted)) + "".join(f", {prefix}KEY" for prefix in prefixes)
+    errors = {}
+    for name in unknown:
+        hint = _meant(name, accepted)
+        errors[name] = [f"is not a parameter of this endpoint{f' (did you mean {hint}?)' if hint else ''}; "
+                        f"it takes {takes}"]
+    raise ValidationError(errors)
+
+
+def _meant(name: str, accepted: frozenset[str]) -> str:
+    """The accepted parameter `name` most likely stands for: the same in snake_case
+    (`pageSize`, `page-size`), else the closest spelling; "" when none is close."""
+    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).replace("-", "_").lower()
+    if snake in accepted:
+        return snake
+    close = difflib.get_close_matches(snake, accepted, n=1, cutoff=0.75)
+    return close[0] if close else ""
 
 
 def ascii_int(raw: str) -> int:
