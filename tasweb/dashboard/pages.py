@@ -143,6 +143,10 @@ def _event_rows(rows: Iterable[Any], scope: AccessScope = UNRESTRICTED) -> list[
     return out
 
 
+# what has changed since the cycle decided, told apart from what would help
+SINCE_CYCLE = frozenset({"room-freed", "quota-changed"})
+
+
 def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any], dict[str, go.Figure]]:
     figs = {}
     why = scope.redact(why)
@@ -162,7 +166,9 @@ def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any
         blocking.append({"key": key, "url": reverse("dashboard:workload", kwargs={"namespace": namespace,
                                                                                   "name": name})})
     return {"why": why, "why_pod_sets": pod_sets, "why_quota": explanation.get("quota") or [],
-            "why_suggestions": explanation.get("suggestions") or [], "why_blocking": blocking,
+            "why_suggestions": [s for s in explanation.get("suggestions") or [] if s.get("kind") not in SINCE_CYCLE],
+            "why_since": [s for s in explanation.get("suggestions") or [] if s.get("kind") in SINCE_CYCLE],
+            "why_blocking": blocking,
             # the record's ISO 8601 time, for the templates' `date` filter
             "why_stop_at": parse_datetime(at) if isinstance(at := (explanation.get("stop") or {}).get("at"), str)
             else None}, figs
