@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sim = sub.add_parser("simulate", help="one scheduling pass over a cluster snapshot")
-    sim.add_argument("files", nargs="+", metavar="FILE")
+    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON files of Kubernetes objects; - reads "
+                                                                "standard input")
     sim.add_argument("--feature-gates", default="", metavar="K=V,...")
     sim.add_argument("--now", default=None, metavar="RFC3339")
     sim.add_argument("--config", default=None, metavar="FILE",
@@ -55,32 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
                           "as in Kueue); 'all' repeats them until nothing more is admitted")
 
     enc = sub.add_parser("encode", help="encode a decoded TopologyAssignment as Kueue v1beta2")
-    enc.add_argument("file", metavar="FILE")
+    enc.add_argument("file", metavar="FILE", help="a TopologyAssignment (YAML or JSON); - reads standard input")
     enc.add_argument("--feature-gates", default="", metavar="K=V,...")
     enc.add_argument("--compact", action="store_true",
                      help="search for the smallest valid v1beta2 encoding (beyond Kueue's encoders)")
 
     dec = sub.add_parser("decode", help="decode a v1beta2 / v1beta1 TopologyAssignment or a Workload")
-    dec.add_argument("file", metavar="FILE")
+    dec.add_argument("file", metavar="FILE", help="a TopologyAssignment or a Workload (YAML or JSON); - reads "
+                                                  "standard input")
     return parser
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from scheduler.config import read_configuration
-    from scheduler.loader import read_objects
+    from scheduler.loader import STDIN, read_objects, source_name
     from scheduler.output import render
     from scheduler.simulate import simulate
 
     gates = FeatureGates.parse(args.feature_gates)
     now = _parse_now(args.now)
     cycles = _parse_cycles(args.cycles)
+    if args.files.count(STDIN) > 1:
+        raise FlagError("FILE: - (standard input) is given more than once; it can be read once")
     config = read_configuration(args.config) if args.config else None
     objects: list[tuple[str, dict]] = []
     # a one-shot run of objects read, parsed and kept until the end: the cyclic garbage
     # collector would only walk them again and again (a third of a 15,000-workload pass)
     gc.disable()
     for path in args.files:
-        objects.extend((path, obj) for obj in read_objects(path))
+        objects.extend((source_name(path), obj) for obj in read_objects(path))
     result = simulate(objects, gates=gates, now=now, cycles=cycles, config=config,
                       warn=lambda msg: print(f"warning: {one_line(msg)}", file=sys.stderr))
     sys.stdout.write(render(result, args.output, by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix))
@@ -91,14 +95,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _cmd_encode(args: argparse.Namespace) -> int:
     from scheduler.codec import decode_assignment, encode_assignment
-    from scheduler.loader import read_document
+    from scheduler.loader import read_document, source_name
 
     gates = FeatureGates.parse(args.feature_gates)
     doc = read_document(args.file)
     try:
         assignment = decode_assignment(doc)
     except InputError as exc:
-        raise exc.located(file=args.file) from None
+        raise exc.located(file=source_name(args.file)) from None
     encoded = encode_assignment(
         assignment,
         by_hostname_prefix=gates.TASAssignmentsEncodingByHostnamePrefix,
@@ -110,13 +114,13 @@ def _cmd_encode(args: argparse.Namespace) -> int:
 
 def _cmd_decode(args: argparse.Namespace) -> int:
     from scheduler.codec import decode_document
-    from scheduler.loader import read_document
+    from scheduler.loader import read_document, source_name
 
     doc = read_document(args.file)
     try:
         decoded = decode_document(doc)
     except InputError as exc:
-        raise exc.located(file=args.file) from None
+        raise exc.located(file=source_name(args.file)) from None
     print(json.dumps(decoded))
     return 0
 

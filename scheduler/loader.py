@@ -8,6 +8,7 @@ the field's parser to refuse, and a YAML mapping may not repeat a key.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import yaml
@@ -147,25 +148,38 @@ def parse_text(text: str, *, file: str) -> list[Any]:
     return documents
 
 
+STDIN = "-"  # as a FILE: standard input (`kubectl get ... -o json | tas simulate -`)
+
+
+def source_name(path: str) -> str:
+    """How errors name where the input came from."""
+    return "standard input" if path == STDIN else path
+
+
 def read_text(path: str) -> str:
-    """The file's text, refused beyond `max_input_bytes()` (read no further than that)."""
+    """The file's (or, for `-`, standard input's) text, refused beyond `max_input_bytes()`
+    (read no further than that)."""
     limit = max_input_bytes()
+    name = source_name(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
+        if path == STDIN:
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
     except FileNotFoundError:
-        raise InputError("no such file", file=path) from None
+        raise InputError("no such file", file=name) from None
     except IsADirectoryError:
-        raise InputError("is a directory, not a file", file=path) from None
+        raise InputError("is a directory, not a file", file=name) from None
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+        raise InputError(f"cannot read: {exc.strerror}", file=name) from None
     if len(data) > limit:
         raise InputError(f"larger than {limit:,} bytes (the limit; set {MAX_INPUT_BYTES_ENV} to raise it)",
-                         file=path)
+                         file=name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError("not a text file (not UTF-8)", file=path) from None
+        raise InputError("not a text file (not UTF-8)", file=name) from None
 
 
 def flatten_objects(documents: list[Any], *, file: str) -> list[dict]:
@@ -200,12 +214,13 @@ def flatten_objects(documents: list[Any], *, file: str) -> list[dict]:
 
 def read_objects(path: str) -> list[dict]:
     """All Kubernetes objects in one file."""
-    return flatten_objects(parse_text(read_text(path), file=path), file=path)
+    name = source_name(path)
+    return flatten_objects(parse_text(read_text(path), file=name), file=name)
 
 
 def read_document(path: str) -> Any:
     """The single document of a file (for `encode` / `decode`)."""
-    docs = parse_text(read_text(path), file=path)
+    docs = parse_text(read_text(path), file=source_name(path))
     if len(docs) != 1:
-        raise InputError(f"expected one document, found {len(docs)}", file=path)
+        raise InputError(f"expected one document, found {len(docs)}", file=source_name(path))
     return docs[0]

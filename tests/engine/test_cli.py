@@ -352,3 +352,43 @@ def test_non_tas_pods_asking_beyond_int64_fill_their_node(capsys, tmp_path):
     (wl,) = json.loads(out)["workloads"]
     assert wl["status"] == "Admitted"
     assert wl["podSets"][0]["domains"] == [{"values": ["b1-r1-n2"], "count": 2}]
+
+
+def run_module(*args: str, stdin: str | bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scheduler", *args], cwd=ROOT, capture_output=True,
+                          input=stdin.encode() if isinstance(stdin, str) else stdin, timeout=60, check=False)
+
+
+def test_a_file_named_dash_is_standard_input_beside_files(tmp_path, cluster_file):
+    """`kubectl get workloads -o json | tas simulate cluster.yaml -`: the workloads piped in
+    are read with the cluster's file, as the same objects in a file would be."""
+    wl = workload("train", count=6, required=RACK)
+    from_file = run_module("simulate", cluster_file, workloads_file(tmp_path, wl), "--now", "2025-06-01T12:00:00Z",
+                           stdin="")
+    piped = run_module("simulate", cluster_file, "-", "--now", "2025-06-01T12:00:00Z",
+                       stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [wl]}))
+    assert piped.returncode == from_file.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout
+    assert json.loads(piped.stdout)["workloads"][0]["status"] == "Admitted"
+
+
+@pytest.mark.parametrize(("args", "stdin", "code", "error"), [
+    (("simulate", "-", "-"), "{}", 2, "error: FILE: - (standard input) is given more than once; it can be read once"),
+    (("simulate", "-"), b"\xff\xfe", 1, "error: standard input: not a text file (not UTF-8)"),
+    (("simulate", "-"), "a: [1,2\n", 1, "error: standard input: not valid YAML or JSON at line 2"),
+    (("decode", "-"), "[]\n---\n[]\n", 1, "error: standard input: expected one document, found 2"),
+])
+def test_bad_standard_input_is_named_standard_input(args, stdin, code, error):
+    proc = run_module(*args, stdin=stdin)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.decode().startswith(error), proc.stderr
+    assert b"Traceback" not in proc.stderr
+
+
+def test_encode_and_decode_read_standard_input():
+    decoded = {"levels": [HOSTNAME], "domains": [{"values": ["x1"], "count": 2}, {"values": ["x2"], "count": 1}]}
+    encoded = run_module("encode", "-", stdin=json.dumps(decoded))
+    assert encoded.returncode == 0, encoded.stderr
+    back = run_module("decode", "-", stdin=encoded.stdout)
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["domains"] == decoded["domains"]
