@@ -42,6 +42,7 @@ from scheduler.features import FeatureGates
 from scheduler.results import message_shape
 from tasweb.cluster import models as cluster
 from tasweb.cluster.changelog import missing_change_triggers
+from tasweb.scheduling.estimates import estimate_source_set
 from tasweb.scheduling.models import SchedulingPass
 from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs, engine_key
 
@@ -127,6 +128,8 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     garbage collector's later collections (the scheduler process, which collects them
     itself between passes); `what` names the state in the log."""
     started = time.perf_counter()
+    if freeze:
+        collect_frozen_garbage()
     unnoted = _missing_triggers()
     cursor = _latest_change()
     versions: dict[str, int] = {}
@@ -151,6 +154,16 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
                 len(engine.state.nodes), len(engine.state.workload_map), len(engine.state.pod_map()),
                 time.perf_counter() - started)
     return runtime
+
+
+def collect_frozen_garbage() -> None:
+    """Free what a state built before left behind (one discarded after a rolled-back pass,
+    or replaced because it could not be trusted): its objects are frozen, so those in
+    reference cycles would wait for the next full collection while the new state is built on
+    top of them. A full collection first; on a first build it walks only what the process
+    has imported."""
+    gc.unfreeze()
+    gc.collect()
 
 
 def _missing_triggers() -> list[str]:
@@ -258,6 +271,9 @@ def runtime_for_pass(*, gates_text: str, gates: FeatureGates, config: Configurat
             reason = runtime_catch_up(runtime)
         if reason:
             logger.info("scheduler state: building it from the mirror (%s)", reason)
+            # the state it replaces goes first: the two at once would double the process's memory
+            _runtime = runtime = None
+            estimate_source_set(None)
             runtime = runtime_build(gates_text=gates_text, gates=gates, config=config)
         _runtime = runtime
         return runtime
@@ -317,12 +333,14 @@ def settle_memory(runtime: SchedulerRuntime) -> None:
 
 
 def runtime_discard(reason: str) -> None:
-    """Forget the runtime (a pass rolled back: memory holds decisions the database does not)."""
+    """Forget the runtime (a pass rolled back: memory holds decisions the database does not),
+    and the engine the estimates play from, which is its engine."""
     global _runtime
     with _lock:
         if _runtime is not None:
             logger.info("scheduler state discarded: %s", reason)
         _runtime = None
+    estimate_source_set(None)
 
 
 def runtime_current() -> SchedulerRuntime | None:

@@ -817,7 +817,6 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
             del result, recorder
     except BaseException:
         runtime_discard("the pass did not commit")
-        estimate_source_set(None)
         raise
     runtime_committed(runtime, record, left_alone=left_alone)
     if cut_short:

@@ -23,8 +23,8 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.apps import restore_change_triggers
 from tasweb.cluster.changelog import ensure_change_triggers, missing_change_triggers
 from tasweb.cluster.services import object_delete, object_upsert, rows_insert
+from tasweb.scheduling import estimates, selectors, services
 from tasweb.scheduling import runtime as rt
-from tasweb.scheduling import selectors, services
 from tasweb.scheduling.models import SchedulingPass, WorkloadStop
 from tasweb.simulator.services import simulator_seed, simulator_tick
 from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
@@ -214,6 +214,33 @@ class TestIncrementalPasses:
         SchedulingPass.objects.create(started_at=START, trigger="manual", mode="control")  # someone else's
         services.scheduling_pass_run()
         assert rt.runtime_current() is not first
+
+    @pytest.mark.parametrize("why", ["rolled back", "not trusted"])
+    def test_a_state_built_again_is_built_once_the_one_it_replaces_is_freed(self, monkeypatch, why):
+        """Two states at once would double the process's memory: the replaced one (held by the
+        runtime and by the estimates, frozen, in reference cycles) is freed before the new
+        one is read."""
+        import_example_cluster()
+        services.scheduling_pass_run()
+        old = weakref.ref(rt.runtime_current().engine)
+        assert estimates.estimate_source() is not None and estimates.estimate_source().engine is old()
+        if why == "rolled back":
+            with pytest.raises(RuntimeError):
+                services.scheduling_pass_run(before_commit=lambda record: (_ for _ in ()).throw(RuntimeError("lost")))
+            assert rt.runtime_current() is None and estimates.estimate_source() is None
+        else:  # a pass by another process: what this one holds may be stale
+            SchedulingPass.objects.create(started_at=START, trigger="manual", mode="control")
+        alive_at_build: list[bool] = []
+        real = rt.engine_inputs
+
+        def reading(*args, **kwargs):
+            alive_at_build.append(old() is not None)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(rt, "engine_inputs", reading)
+        services.scheduling_pass_run()
+        assert alive_at_build == [False]
+        assert rt.runtime_current() is not None and estimates.estimate_source().engine is rt.runtime_current().engine
 
     def test_a_change_that_becomes_visible_late_is_applied(self):
         import_example_cluster()
