@@ -5,6 +5,7 @@ where it cannot follow, it is built afresh."""
 from __future__ import annotations
 
 import time
+import weakref
 
 import pytest
 from django.db import connection
@@ -76,6 +77,22 @@ def test_a_view_not_caught_up_for_long_is_built_afresh(scheduled):
     upsert(workload_object("new-one"))
     fresh = state.engine_view()
     assert fresh is not view and "ml/new-one" in fresh.workloads
+
+
+def test_a_view_built_afresh_is_built_once_the_one_it_replaces_is_freed(scheduled, settings, monkeypatch):
+    """Two views at once would double the web process's memory while the new one is read."""
+    old = weakref.ref(state.engine_view())
+    alive_at_build: list[bool] = []
+    real = state.runtime_build
+
+    def building(**kwargs):
+        alive_at_build.append(old() is not None)
+        return real(**kwargs)
+
+    monkeypatch.setattr(state, "runtime_build", building)
+    settings.TAS_FEATURE_GATES = "TASBalancedPlacement=true"
+    fresh = state.engine_view()
+    assert alive_at_build == [False] and fresh.state.gates.enabled("TASBalancedPlacement")
 
 
 def test_a_view_is_built_afresh_when_the_feature_gates_change(scheduled, settings):
