@@ -220,7 +220,8 @@ def read_objects(path: str) -> list[dict]:
 
 def read_document(path: str) -> Any:
     """The single document of a file (for `encode` / `decode`)."""
-    docs = parse_text(read_text(path), file=source_name(path))
+    name = source_name(path)
+    docs = parse_text(read_text(path), file=name)
     if len(docs) != 1:
-        raise InputError(f"expected one document, found {len(docs)}", file=source_name(path))
+        raise InputError(f"expected one document, found {len(docs)}", file=name)
     return docs[0]
