@@ -38,7 +38,6 @@ seconds the change log is read anyway.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -200,12 +199,9 @@ def engine_view() -> EngineView:
             assert view is not None
             return view
         if not followed:
-            # the view it replaces goes first, its reference cycles too (the new one is read with
-            # the collector paused), not to hold two at once; a request reading it keeps it
-            replaced = view is not None
+            # the view it replaces goes first (runtime_build collects what it leaves), not to hold
+            # two at once; a request reading it keeps it
             _current = view = None
-            if replaced:
-                gc.collect()
             view = build_view(version)  # with the garbage collector paused, as the scheduler builds its state
         _current = view
         return view

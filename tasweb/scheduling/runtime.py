@@ -128,8 +128,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     garbage collector's later collections (the scheduler process, which collects them
     itself between passes); `what` names the state in the log."""
     started = time.perf_counter()
-    if freeze:
-        collect_frozen_garbage()
+    collect_garbage_left()
     unnoted = _missing_triggers()
     cursor = _latest_change()
     versions: dict[str, int] = {}
@@ -156,12 +155,11 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     return runtime
 
 
-def collect_frozen_garbage() -> None:
+def collect_garbage_left() -> None:
     """Free what a state built before left behind (one discarded after a rolled-back pass,
-    or replaced because it could not be trusted): its objects are frozen, so those in
-    reference cycles would wait for the next full collection while the new state is built on
-    top of them. A full collection first; on a first build it walks only what the process
-    has imported."""
+    or replaced because it could not be trusted), before a new one is read with the
+    collector paused: its reference cycles would otherwise wait, those of a frozen state for
+    the next full collection. On a first build it walks only what the process has imported."""
     gc.unfreeze()
     gc.collect()
 

@@ -83,13 +83,13 @@ def test_a_view_built_afresh_is_built_once_the_one_it_replaces_is_freed(schedule
     """Two views at once would double the web process's memory while the new one is read."""
     old = weakref.ref(state.engine_view())
     alive_at_build: list[bool] = []
-    real = state.runtime_build
+    real = rt.engine_inputs
 
-    def building(**kwargs):
+    def reading(*args, **kwargs):
         alive_at_build.append(old() is not None)
-        return real(**kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(state, "runtime_build", building)
+    monkeypatch.setattr(rt, "engine_inputs", reading)
     settings.TAS_FEATURE_GATES = "TASBalancedPlacement=true"
     fresh = state.engine_view()
     assert alive_at_build == [False] and fresh.state.gates.enabled("TASBalancedPlacement")
