@@ -18,6 +18,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_safe
 
@@ -154,7 +155,12 @@ def workload(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 def why_pending(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """The why-pending explanation of one workload as a fragment, for the queues page, with
     the status and reason it was computed from: the page shows those in the entry's summary,
-    so the badge and the explanation under it always come from the same read."""
+    so the badge and the explanation under it always come from the same read.
+
+    A browser that opens the address itself (it prefers HTML) is sent to the workload's page,
+    which shows the same explanation whole, instead of the fragment's JSON."""
+    if request.get_preferred_type(["application/json", "text/html"]) == "text/html":
+        return redirect(f"{reverse('dashboard:workload', args=(namespace, name))}#workload-why")
     page = pages.why_pending_fragment(namespace, name, access_scope(request))
     html = render_to_string(page.template, page.context, request)
     body = (f'{{"html":{json.dumps(html)},"workload":{json.dumps(page.context["workload"])},'
