@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
 from tasweb.api import selectors
+from tasweb.api.pagination import meant_hint
 from tasweb.api.statuses import STATUS_FILTER_CHOICES, WAITING, statuses_wanted
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import MAX_LEVELS, AdmissionComparison, ComparisonCategory, EventKind, WorkloadEvent
@@ -263,7 +264,9 @@ class ValidatingFilterSet(filters.FilterSet):
         out: list[str] = []
         for error in errors:
             if error.code == "invalid_choice" and isinstance(field, forms.ChoiceField) and error.params:
-                out.append(f"{error.params['value']!r} is not one of the choices: {choices_text(field)}")
+                value = str(error.params["value"])
+                hint = meant_hint(value, (str(v) for v, _ in field.choices if v != ""))
+                out.append(f"{value!r} is not one of the choices{hint}: {choices_text(field)}")
             else:
                 out.extend(error.messages)
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -56,20 +56,28 @@ def reject_unknown_parameters(request: Request, accepted: frozenset[str], prefix
     takes = ", ".join(sorted(accepted)) + "".join(f", {prefix}KEY" for prefix in prefixes)
     errors = {}
     for name in unknown:
-        hint = _meant(name, accepted)
-        errors[name] = [f"is not a parameter of this endpoint{f' (did you mean {hint}?)' if hint else ''}; "
-                        f"it takes {takes}"]
+        snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).replace("-", "_")  # pageSize, page-size
+        errors[name] = [f"is not a parameter of this endpoint{meant_hint(snake, accepted)}; it takes {takes}"]
     raise ValidationError(errors)
 
 
-def _meant(name: str, accepted: frozenset[str]) -> str:
-    """The accepted parameter `name` most likely stands for: the same in snake_case
-    (`pageSize`, `page-size`), else the closest spelling; "" when none is close."""
-    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).replace("-", "_").lower()
-    if snake in accepted:
-        return snake
-    close = difflib.get_close_matches(snake, accepted, n=1, cutoff=0.75)
-    return close[0] if close else ""
+def closest_spelling(text: str, options: Iterable[str]) -> str:
+    """The option `text` most likely stands for: the same but for case, else the closest
+    spelling (ignoring case); "" when none is close."""
+    by_folded: dict[str, str] = {}
+    for option in options:
+        by_folded.setdefault(option.casefold(), option)
+    folded = text.casefold()
+    if folded in by_folded:
+        return by_folded[folded]
+    close = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.75)
+    return by_folded[close[0]] if close else ""
+
+
+def meant_hint(text: str, options: Iterable[str]) -> str:
+    """The hint " (did you mean X?)" when `text` looks like a misspelling of the option X, else ""."""
+    meant = closest_spelling(text, options)
+    return f" (did you mean {meant}?)" if meant else ""
 
 
 def ascii_int(raw: str) -> int:

@@ -37,6 +37,7 @@ from scheduler.tree import TopologyTree, carries_labels, natural_path_order, nod
 from tasweb.api import selectors as api
 from tasweb.api.filters import ComparisonFilter, EventFilter
 from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
+from tasweb.api.pagination import meant_hint
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import EventKind, PredictionRun, WorkloadEvent, WorkloadPrediction
@@ -490,10 +491,11 @@ def topology_query(params: Mapping[str, str], *, flavor: str | None = None) -> T
     resource = params.get("resource") or default_resource(capacity)
     if resource not in capacity.resources:
         known = ", ".join(capacity.resources)
-        raise BadInput(f"resource {resource!r}: no node of flavor {name} offers it (resources: {known})")
+        raise BadInput(f"resource {resource!r}{meant_hint(resource, capacity.resources)}: no node of flavor {name} "
+                       f"offers it (resources: {known})")
     metric = params.get("metric") or DEFAULT_METRIC
     if metric not in METRICS:
-        raise BadInput(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+        raise BadInput(f"metric {metric!r}{meant_hint(metric, METRICS)}: expected one of {', '.join(METRICS)}")
     domain = parse_domain(params.get("domain") or "")
     if domain:
         if len(domain) > capacity.depth:
@@ -590,7 +592,8 @@ def workload_list(params: QueryDict, scope: AccessScope = UNRESTRICTED) -> tuple
             rows = rows.filter(status=status)
         else:
             known = ", ".join(cluster.WorkloadStatus.values)
-            raise BadInput(f"status {status!r}: expected {WAITING} (Pending or Inadmissible) or one of {known}")
+            meant = meant_hint(status, [WAITING, *cluster.WorkloadStatus.values])
+            raise BadInput(f"status {status!r}{meant}: expected {WAITING} (Pending or Inadmissible) or one of {known}")
         chosen["status"] = status
     if params.get("namespace"):
         rows = rows.filter(namespace=params["namespace"])

@@ -99,6 +99,21 @@ def test_a_value_that_is_not_a_choice_is_answered_with_the_choices(scheduled, cl
         assert "-name" not in error["message"]
 
 
+@pytest.mark.parametrize(("path", "query", "meant"), [
+    ("workloads", {"status": "pending"}, "Pending"),
+    ("workloads", {"status": "QUOTARESERVED"}, "QuotaReserved"),
+    ("workloads", {"status": "Admited"}, "Admitted"),
+    ("workloads", {"ordering": "-Created"}, "-created"),
+    ("history", {"kind": "evicted"}, "Evicted"),
+])
+def test_a_value_spelt_nearly_right_names_the_choice_meant(scheduled, client, path, query, meant):
+    response = client.get(f"/api/v1/{path}/", query)
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    [value] = query.values()
+    assert error["message"].startswith(f"{value!r} is not one of the choices (did you mean {meant}?): "), error
+
+
 def test_workload_detail(scheduled, client):
     response = client.get("/api/v1/workloads/ml/job-rl-actor-learner/")
     assert response.status_code == 200

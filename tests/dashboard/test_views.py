@@ -43,11 +43,14 @@ def test_pages_render(cluster, client, url):
     ("/topology/?flavor=nope", 404, "is not a TAS flavor"),
     ("/topology/?resource=example.com/fpga", 400, "no node of flavor tas-gpu offers it"),
     ("/topology/?metric=hot", 400, "metric"),
+    ("/topology/?metric=free-units", 400, "metric &#x27;free-units&#x27; (did you mean free_units?)"),
+    ("/topology/?resource=nvidia.com/GPU", 400, "(did you mean nvidia.com/gpu?)"),
     ("/topology/?domain=b7", 404, "is not in the topology"),
     ("/topology/?domain=b1//r1", 400, "level values"),
     ("/workloads/research/ghost/", 404, "Workload research/ghost not found"),
     ("/workloads/research/ghost/why-pending/", 404, "not found"),
     ("/workloads/?status=Sleeping", 400, "status"),
+    ("/workloads/?status=admitted", 400, "(did you mean Admitted?)"),
     ("/history/?kind=Exploded", 400, "kind"),
     ("/history/?since=yesterday", 400, "since"),
     ("/history/?workload=no-slash", 400, "NAMESPACE/NAME"),
@@ -171,3 +174,27 @@ def test_a_bundle_without_plotly_css_rules_is_an_error_naming_the_file(bundle, s
     with pytest.raises(PlotlyCssError, match=said) as caught:
         plotly_css(bundle)
     assert plotly_source().name in str(caught.value)
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+
+
+def test_why_pending_opened_in_a_browser_goes_to_the_workload_page(cluster, client):
+    response = client.get(f"/workloads/{TOO_BIG}/why-pending/", HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert response.status_code == 302
+    assert response["Location"] == f"/workloads/{TOO_BIG}/#workload-why"
+    page = client.get(response["Location"], HTTP_ACCEPT=BROWSER_ACCEPT).content.decode()
+    assert 'id="workload-why"' in page and "Why pending" in page
+
+
+@pytest.mark.parametrize("accept", ["application/json", "*/*", ""])
+def test_why_pending_fetched_as_json_is_the_fragment(cluster, client, accept):
+    response = client.get(f"/workloads/{TOO_BIG}/why-pending/", HTTP_ACCEPT=accept)
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert "Why pending" not in response.json()["html"]  # the compact fragment, not the page
+
+
+def test_why_pending_of_a_missing_workload_in_a_browser_is_a_404_page(cluster, client):
+    response = client.get("/workloads/research/ghost/why-pending/", HTTP_ACCEPT=BROWSER_ACCEPT, follow=True)
+    assert response.status_code == 404
+    assert "Workload research/ghost not found" in response.content.decode()
