@@ -1,7 +1,7 @@
 """Mirroring a large cluster into PostgreSQL through the mirror's services.
 
     .venv/bin/python benchmarks/bench_mirror.py [--nodes 10000] [--pods 50000] [--updates 5000]
-                                                [--database tas_bench] [--keep]
+                                                [--heartbeats 5000] [--database tas_bench] [--keep]
 
 Objects look like `kubectl get nodes,pods -o json` items of a GPU cluster (labels,
 annotations, conditions, addresses, node info, images; pods with owner references,
@@ -14,7 +14,13 @@ server, default the local test server; see benchdb.py):
           initial list of a watch, or a re-list after 410 Gone) -- target <= 30 s in all;
 * watch:  a burst of `--updates` MODIFIED events (pod phases, node conditions) applied one
           by one with `object_upsert`, then the same events replayed (stale: ignored);
-* relist: `objects_resync` of the pod list again with 1% changed and 1% deleted.
+* heartbeats: `--heartbeats` MODIFIED events of nodes whose kubelet reported their status
+          again with nothing else changed (new resourceVersion, lastHeartbeatTime and
+          managedFields time), applied as the watch applies them: none may be stored as a
+          change, and their checkpoint is saved once;
+* relist: `objects_resync` of the pod list again with 1% changed and 1% deleted, then of the
+          node list with a new heartbeat on every node and 1% newly tainted (only those
+          may be rewritten).
 """
 
 from __future__ import annotations
@@ -200,11 +206,26 @@ def modified(obj: dict, rv: int, rng: random.Random) -> dict:
     return out
 
 
+def heartbeat(node: dict, rv: int) -> dict:
+    """The node as the kubelet's periodic status report leaves it when nothing else changed:
+    a new resourceVersion, every condition's lastHeartbeatTime and the kubelet's
+    managedFields time."""
+    out = copy.deepcopy(node)
+    out["metadata"]["resourceVersion"] = str(rv)
+    out["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                                         "time": "2025-06-01T12:05:30Z", "fieldsType": "FieldsV1",
+                                         "subresource": "status", "fieldsV1": {"f:status": {}}}]
+    for condition in out["status"]["conditions"]:
+        condition["lastHeartbeatTime"] = "2025-06-01T12:05:30Z"
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--pods", type=int, default=50_000)
     ap.add_argument("--updates", type=int, default=5_000, help="MODIFIED events in the watch burst")
+    ap.add_argument("--heartbeats", type=int, default=5_000, help="nodes whose status report is replayed")
     ap.add_argument("--database", default="tas_bench")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
     args = ap.parse_args()
@@ -217,6 +238,7 @@ def main() -> None:
     with bench_database(args.database, keep=args.keep):
         from tasweb.cluster.models import Node, Pod
         from tasweb.cluster.services import object_upsert, objects_resync
+        from tasweb.sources.services import mirror_bookmark_apply, mirror_event_apply
 
         phases = Phases()
         print("list (the initial mirror):")
@@ -234,12 +256,26 @@ def main() -> None:
             rv += 1
             source = node_objs if rng.random() < 0.1 else pod_objs
             events.append(("Node" if source is node_objs else "Pod", modified(rng.choice(source), rv, rng)))
+        latest = {node["metadata"]["name"]: node for node in node_objs}
+        latest.update((obj["metadata"]["name"], obj) for kind, obj in events if kind == "Node")
+        heartbeats = []
+        for name in list(latest)[:args.heartbeats]:
+            rv += 1
+            heartbeats.append(heartbeat(latest[name], rv))
         print(f"watch (a burst of {len(events)} MODIFIED events, one object_upsert each):")
         with phases.phase(f"apply {len(events)} events"):
             changed = sum(object_upsert(kind=kind, obj=obj).changed for kind, obj in events)
         with phases.phase(f"replay the same {len(events)} events (stale, ignored)"):
             replayed = sum(object_upsert(kind=kind, obj=obj).changed for kind, obj in events)
         assert replayed == 0, f"{replayed} replayed events were applied twice"
+
+        print(f"heartbeats ({len(heartbeats)} nodes report their status again, nothing else changed; "
+              "mirror_event_apply as the watch applies them, the checkpoint saved once at the end):")
+        with phases.phase(f"apply {len(heartbeats)} heartbeat events"):
+            heartbeat_changes = sum(mirror_event_apply(kind="Node", api_version="v1", event_type="MODIFIED", obj=obj,
+                                                       save_unchanged=False) for obj in heartbeats)
+            mirror_bookmark_apply(kind="Node", api_version="v1", resource_version=str(rv), events=len(heartbeats))
+        assert heartbeat_changes == 0, f"{heartbeat_changes} heartbeats were stored as changes"
 
         print("relist (pods again, 1% changed, 1% deleted):")
         relist = []
@@ -254,13 +290,30 @@ def main() -> None:
         with phases.phase(f"objects_resync: {len(relist)} pods"):
             relist_result = objects_resync(kind="Pod", objects=relist)
 
+        print("relist (nodes again, every one with a new heartbeat, 1% newly tainted):")
+        node_relist, tainted = [], 0
+        for obj in latest.values():
+            rv += 1
+            obj = heartbeat(obj, rv)
+            if rng.random() < 0.01:
+                obj["spec"]["taints"] = [{"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"}]
+                tainted += 1
+            node_relist.append(obj)
+        with phases.phase(f"objects_resync: {len(node_relist)} nodes"):
+            node_relist_result = objects_resync(kind="Node", objects=node_relist)
+        assert node_relist_result["updated"] == tainted, (node_relist_result, tainted)
+
         list_total = phases.total(*list(phases.seconds)[:2])
         print()
         print(f"list of {len(node_objs)} nodes + {len(pod_objs)} pods: {list_total:.1f} s "
               f"(target <= {TARGET_SECONDS:.0f} s: {'met' if list_total <= TARGET_SECONDS else 'MISSED'})")
         print(f"watch burst: {changed} of {len(events)} events applied, "
               f"{len(events) / phases.seconds[list(phases.seconds)[2]]:.0f} events/s; replay applied {replayed}")
+        seconds = phases.seconds[f"apply {len(heartbeats)} heartbeat events"]
+        print(f"heartbeats: {heartbeat_changes} of {len(heartbeats)} stored as changes, "
+              f"{len(heartbeats) / seconds:.0f} events/s")
         print(f"relist: {relist_result}")
+        print(f"node relist: {node_relist_result} ({tainted} newly tainted, the rest heartbeats only)")
         print(f"everything: {sum(phases.seconds.values()):.1f} s")
 
 

@@ -286,16 +286,53 @@ def _row_values(kind: str, obj: Mapping) -> dict[str, Any]:
     }
 
 
+# Kinds whose objects are written again periodically with nothing but heartbeats changed: a
+# kubelet reports its Node's status every nodeStatusReportFrequency (5 min by default), new
+# lastHeartbeatTime in every condition, even when nothing changed -- about 170 updates a second
+# on a 50,000-node cluster.
+HEARTBEATING_KINDS = frozenset({"Node"})
+
+
+def _without_heartbeats(obj: Mapping) -> dict[str, Any]:
+    """The object but for what a status report changes when nothing else did: the
+    resourceVersion, managedFields' times and the conditions' lastHeartbeatTime."""
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        meta = {key: value for key, value in meta.items() if key not in ("resourceVersion", "managedFields")}
+    status = obj.get("status")
+    if isinstance(status, Mapping) and isinstance(status.get("conditions"), list):
+        status = {**status, "conditions": [
+            {key: value for key, value in c.items() if key != "lastHeartbeatTime"} if isinstance(c, Mapping) else c
+            for c in status["conditions"]]}
+    return {**obj, "metadata": meta, "status": status}
+
+
+def heartbeat_only(stored: Mapping, obj: Mapping) -> bool:
+    """Whether `obj` differs from the stored object only by a heartbeat (`_without_heartbeats`)."""
+    return _without_heartbeats(stored) == _without_heartbeats(obj)
+
+
+def _unchanged(kind: str, obj: Mapping, stored_rv: int, stored_raw: Mapping | None) -> bool:
+    """An update that changes nothing worth a write: stale (no newer than the stored row), or
+    only a heartbeat of a kind that has them. Such a row keeps its older resourceVersion and
+    raw object; a later change, or a list, stores the whole object again."""
+    if _stale(_object_rv(obj), stored_rv):
+        return True
+    return kind in HEARTBEATING_KINDS and isinstance(stored_raw, Mapping) and heartbeat_only(stored_raw, obj)
+
+
 def object_upsert(*, kind: str, obj: Mapping) -> UpsertResult:
-    """Store one object; a stale resourceVersion (older than stored) is ignored."""
+    """Store one object; a stale resourceVersion (older than stored), or a heartbeat that
+    changed nothing else, is ignored."""
     model = model_for(kind)
     uid = object_uid(kind, obj)
     if connection.vendor == "postgresql":
         # A replayed event is only looked up (no parse, no write: ON CONFLICT would lock the
         # row, which costs a commit); the statement itself re-checks the version, so a
         # concurrent writer in between cannot be overwritten by an older object.
-        stored_rv = model.objects.filter(uid=uid).values_list("rv_number", flat=True).first()
-        if stored_rv is not None and _stale(_object_rv(obj), stored_rv):
+        compared = ("rv_number", "raw") if kind in HEARTBEATING_KINDS else ("rv_number",)
+        stored = model.objects.filter(uid=uid).values_list(*compared).first()
+        if stored is not None and _unchanged(kind, obj, stored[0], stored[1] if len(stored) > 1 else None):
             return UpsertResult(kind, uid, created=False, changed=False)
         created = _pg_upsert(model, uid, _row_values(kind, obj))
         return UpsertResult(kind, uid, created=bool(created), changed=created is not None)
@@ -305,7 +342,7 @@ def object_upsert(*, kind: str, obj: Mapping) -> UpsertResult:
         if row is None:
             model.objects.create(uid=uid, **values)
             return UpsertResult(kind, uid, created=True, changed=True)
-        if _stale(values["rv_number"], row.rv_number):
+        if _unchanged(kind, obj, row.rv_number, row.raw):
             return UpsertResult(kind, uid, created=False, changed=False)
         for name, value in values.items():
             setattr(row, name, value)
@@ -325,7 +362,8 @@ def objects_resync(*, kind: str, objects: Iterable[Mapping]) -> dict[str, int]:
 
     Used after a (re-)list, e.g. on 410 Gone: whatever was deleted while the watch was down
     disappears, whatever changed is updated, and unchanged rows are not rewritten (nor
-    even parsed: an object whose resourceVersion is not newer than the stored one is skipped).
+    even parsed: an object whose resourceVersion is not newer than the stored one is skipped,
+    and so is one whose only change is a heartbeat, `heartbeat_only`).
     """
     model = model_for(kind)
     objects = list(objects)
@@ -341,6 +379,8 @@ def objects_resync(*, kind: str, objects: Iterable[Mapping]) -> dict[str, int]:
                 new.append((uid, obj))
             elif not _stale(_object_rv(obj), stored[uid]):
                 newer.append((uid, obj))
+        if kind in HEARTBEATING_KINDS:
+            newer = _not_heartbeats_only(model, newer)
         # the Topology levels of admitted Workloads' flavors read once for the listing, not once
         # an object; every row built before the COPY starts
         with flavor_levels_cached():
@@ -357,6 +397,18 @@ def objects_resync(*, kind: str, objects: Iterable[Mapping]) -> dict[str, int]:
         for start in range(0, len(gone), 1000):
             model.objects.filter(uid__in=gone[start:start + 1000]).delete()
     return {"created": len(new), "updated": len(newer), "deleted": len(gone), "total": len(objects)}
+
+
+def _not_heartbeats_only(model: type[MirroredObject], newer: list[tuple[str, Mapping]],
+                         chunk: int = 1000) -> list[tuple[str, Mapping]]:
+    """Of listed objects newer than their rows, those that changed more than heartbeats."""
+    out: list[tuple[str, Mapping]] = []
+    for start in range(0, len(newer), chunk):
+        part = newer[start:start + chunk]
+        stored = dict(model.objects.filter(uid__in=[uid for uid, _ in part]).values_list("uid", "raw"))
+        out.extend((uid, obj) for uid, obj in part
+                   if not isinstance(stored.get(uid), Mapping) or not heartbeat_only(stored[uid], obj))
+    return out
 
 
 # ---------------------------------------------------------------- PostgreSQL bulk paths

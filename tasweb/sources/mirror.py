@@ -6,8 +6,11 @@ Per kind:
 2. resume from the kind's checkpoint, or list it (paginated with limit/continue) and make
    the mirror equal to the list;
 3. watch from that resourceVersion with bookmarks: ADDED/MODIFIED upsert, DELETED delete,
-   BOOKMARK only moves the checkpoint. Each event is applied in one transaction with the
-   checkpoint, so however the mirror stops, it resumes after the last event it applied;
+   BOOKMARK only moves the checkpoint. Each event that changes the mirror is applied in one
+   transaction with the checkpoint, so however the mirror stops, it resumes after the last
+   change it applied. Events that change nothing (a Node's heartbeat, a replay) save the
+   checkpoint at most once a second (`checkpoint_every`), with the next change, a bookmark
+   or the watch's end: replayed after a crash, they change nothing again;
 4. 410 Gone, as an ERROR event or as the answer to a watch request: list again (the
    resync applies what was missed, deletions included). A dropped connection, a read
    timeout or an API error: watch again from the last resourceVersion applied, after a
@@ -76,6 +79,7 @@ class MirrorOptions:
     backoff_cap: float = 30.0
     not_served_backoff: float = 300.0  # a kind the server does not serve is looked for again this often
     lock_ttl: float = 60.0
+    checkpoint_every: float = 1.0  # how long the checkpoint of events that changed nothing may wait
     tick: float = 0.5  # how often a run checks its window, its locks and its stop event
     join_timeout: float = 15.0
 
@@ -107,6 +111,8 @@ class KindMirror:
         self.resource_version: str | None = None  # the last one applied; None = list first
         self.stats: Counter[str] = Counter()
         self.last_error = ""
+        self._unsaved_events = 0  # applied, changed nothing, checkpoint not saved yet
+        self._saved_at = time.monotonic()
 
     # -------------------------------------------------------------- control
 
@@ -139,6 +145,7 @@ class KindMirror:
         try:
             self._loop()
         finally:
+            self._flush_checkpoint()
             self.api.close()
             connection.close()  # this thread's database connection
 
@@ -160,7 +167,7 @@ class KindMirror:
                 # the resourceVersion is too old: what happened since is only in a new list
                 self.stats["gone"] += 1
                 log.info("%s: %s; listing again", self.kind, exc)
-                self.resource_version = None
+                self.resource_version, self._unsaved_events = None, 0
                 failures += 1
                 if failures > 1:  # Gone right after a list: do not hammer the server
                     self._sleep(backoff_delay(failures - 1, base=self.options.backoff_base,
@@ -230,6 +237,7 @@ class KindMirror:
         finally:
             self._stream = None
             stream.close()
+        self._flush_checkpoint()
         return received > 0 or time.monotonic() - started >= 1.0 or self.stopped()
 
     def _apply(self, event: dict) -> None:
@@ -245,9 +253,8 @@ class KindMirror:
         resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if event_type == "BOOKMARK":
             if resource_version:
-                mirror_bookmark_apply(kind=self.kind, api_version=self.resource.api_version,
-                                      resource_version=resource_version)
                 self.resource_version = resource_version
+                self._save_checkpoint()
                 self.stats["bookmarks"] += 1
             return
         if event_type not in APPLIED_EVENTS:
@@ -255,12 +262,38 @@ class KindMirror:
             return
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.kind)
+        save_unchanged = time.monotonic() - self._saved_at >= self.options.checkpoint_every
         changed = mirror_event_apply(kind=self.kind, api_version=self.resource.api_version,
-                                     event_type=event_type, obj=obj, observe=self.options.observe)
+                                     event_type=event_type, obj=obj, observe=self.options.observe,
+                                     unsaved_events=self._unsaved_events, save_unchanged=save_unchanged)
         self.resource_version = resource_version or self.resource_version
         self.stats["events"] += 1
+        if changed or save_unchanged:
+            self._unsaved_events, self._saved_at = 0, time.monotonic()
+        else:
+            self._unsaved_events += 1
         if changed:
             self._note_change()
+
+    def _flush_checkpoint(self) -> None:
+        """Save the checkpoint of events that changed nothing, if any wait (a watch that
+        ended or was stopped); best effort: without it, they are replayed and change nothing."""
+        if not self._unsaved_events or self.resource is None or self.resource_version is None:
+            return
+        try:
+            self._save_checkpoint()
+        except DatabaseError as exc:
+            log.warning("%s: could not save the checkpoint: %s", self.kind, describe_error(exc))
+            connection.close()
+
+    def _save_checkpoint(self) -> None:
+        """Save where the watch stands, with the events since the last save that changed
+        nothing (their checkpoint waits up to `checkpoint_every`, so that a stream of
+        heartbeats costs no write each)."""
+        assert self.resource is not None and self.resource_version is not None
+        mirror_bookmark_apply(kind=self.kind, api_version=self.resource.api_version,
+                              resource_version=self.resource_version, events=self._unsaved_events)
+        self._unsaved_events, self._saved_at = 0, time.monotonic()
 
     def _note_change(self) -> None:
         """Ask for a scheduling pass (debounced: one per burst of changes). Best effort: the

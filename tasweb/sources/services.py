@@ -119,9 +119,14 @@ def mirror_list_apply(*, kind: str, api_version: str, objects: list[Mapping], re
 
 
 def mirror_event_apply(*, kind: str, api_version: str, event_type: str, obj: Mapping,
-                       observe: bool = False) -> bool:
+                       observe: bool = False, unsaved_events: int = 0, save_unchanged: bool = True) -> bool:
     """Apply one ADDED / MODIFIED / DELETED watch event and advance the checkpoint to its
-    resourceVersion; True when the mirror changed."""
+    resourceVersion; True when the mirror changed.
+
+    An event that changed nothing (replayed, or a heartbeat) leaves the checkpoint alone when
+    `save_unchanged` is False: the watch saves it a little later (`mirror_bookmark_apply`),
+    and one that stops in between replays such events, which change nothing again.
+    `unsaved_events` are those the next save counts too."""
     resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
     with transaction.atomic():
         if event_type == "DELETED":
@@ -135,13 +140,16 @@ def mirror_event_apply(*, kind: str, api_version: str, event_type: str, obj: Map
             changed = object_upsert(kind=kind, obj=obj).changed
             if watch_workload and changed:
                 _observe(before, [uid])
-        _checkpoint_save(kind, api_version=api_version, resource_version=resource_version, events=1)
+        if changed or save_unchanged:
+            _checkpoint_save(kind, api_version=api_version, resource_version=resource_version,
+                             events=1 + unsaved_events)
     return changed
 
 
-def mirror_bookmark_apply(*, kind: str, api_version: str, resource_version: str) -> None:
-    """A BOOKMARK: nothing changed up to `resource_version`; watch from there next time."""
-    _checkpoint_save(kind, api_version=api_version, resource_version=resource_version)
+def mirror_bookmark_apply(*, kind: str, api_version: str, resource_version: str, events: int = 0) -> None:
+    """A BOOKMARK, or events that changed nothing: nothing changed up to `resource_version`;
+    watch from there next time. `events` are watch events applied since the last save."""
+    _checkpoint_save(kind, api_version=api_version, resource_version=resource_version, events=events)
 
 
 # ---------------------------------------------------------------- control mode: the writer

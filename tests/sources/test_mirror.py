@@ -3,6 +3,7 @@ bookmarks, 410 Gone, dropped and stalled connections, restarts and locks."""
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import replace
 
@@ -224,6 +225,91 @@ def test_restarted_mirror_resumes_from_its_checkpoints(kube: FakeKube, kubeconfi
     assert applied_after - applied_before == missed
     assert max(upserts.values()) == 1
     assert mirror_differences(kube) == []
+
+
+def report_status(beat: str, **ready):
+    """A kubelet's status report: every condition's lastHeartbeatTime and the kubelet's
+    managedFields time are new; `ready` changes the Ready condition too."""
+    def change(node: dict) -> None:
+        node["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "time": beat,
+                                              "subresource": "status"}]
+        for condition in node["status"]["conditions"]:
+            condition["lastHeartbeatTime"] = beat
+            if condition["type"] == "Ready":
+                condition.update(ready)
+    return change
+
+
+def node_events(runner) -> int:
+    return sum(mirror.stats["events"] for mirror in runner.mirrors if mirror.kind == "Node")
+
+
+def test_node_heartbeats_are_not_written_and_their_checkpoint_waits(kube: FakeKube, kubeconfig):
+    """A kubelet reports its node's status every few minutes with nothing but heartbeats
+    new: the mirror neither writes the row (nor does the change log note it, so the scheduler
+    reads nothing) nor saves its checkpoint for each; a real change is written at once."""
+    seed(kube)
+    with running_mirror(kinds=["Node"], checkpoint_every=3600) as runner:
+        wait_until(lambda: not node_differences(kube) and watching(kube, "Node"), what="the first list")
+        row = cluster.Node.objects.get(name="b1-r1-n1")
+        checkpoint = MirrorCheckpoint.objects.get(kind="Node")
+        last_change = cluster.MirrorChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+        for minute in range(5):
+            kube.update("Node", "b1-r1-n1", report_status(f"2025-06-01T12:0{minute}:00Z"))
+        kube.update("Node", "b1-r1-n2", lambda n: n["metadata"]["labels"].update(drained="true"))
+        wait_until(lambda: cluster.Node.objects.get(name="b1-r1-n2").labels.get("drained"), what="the label")
+
+        # the heartbeats changed no row and noted no change; the label, once
+        assert cluster.Node.objects.get(name="b1-r1-n1").resource_version == row.resource_version
+        assert cluster.Node.objects.get(name="b1-r1-n1").raw == row.raw
+        noted = cluster.MirrorChange.objects.filter(id__gt=last_change).order_by("id")
+        assert list(noted.values_list("kind", "name")) == [("Node", "b1-r1-n2")]
+        assert node_differences(kube) == []
+        # the change saved the checkpoint, counting the heartbeats before it
+        saved = MirrorCheckpoint.objects.get(kind="Node")
+        assert saved.resource_version == str(kube.resource_version)
+        assert saved.events_applied == checkpoint.events_applied + 6
+
+        for minute in range(3):  # heartbeats alone: the checkpoint waits (checkpoint_every)
+            kube.update("Node", "b1-r1-n1", report_status(f"2025-06-01T12:1{minute}:00Z"))
+        wait_until(lambda: node_events(runner) >= 9, what="the heartbeats")
+        assert MirrorCheckpoint.objects.get(kind="Node").resource_version == saved.resource_version
+
+        # a report that changes the Ready condition is a change
+        kube.update("Node", "b1-r1-n1", report_status("2025-06-01T12:20:00Z", status="False",
+                                                      lastTransitionTime="2025-06-01T12:20:00Z"))
+        wait_until(lambda: cluster.Node.objects.get(name="b1-r1-n1").ready == "False", what="NotReady")
+        assert MirrorCheckpoint.objects.get(kind="Node").events_applied == checkpoint.events_applied + 10
+        for minute in range(2):
+            kube.update("Node", "b1-r1-n1", report_status(f"2025-06-01T12:3{minute}:00Z"))
+        latest = kube.resource_version
+        wait_until(lambda: node_events(runner) >= 12, what="the last heartbeats")
+    # stopping saves the checkpoint of the heartbeats that waited
+    stopped = MirrorCheckpoint.objects.get(kind="Node")
+    assert stopped.resource_version == str(latest)
+    assert stopped.events_applied == checkpoint.events_applied + 12
+    assert node_differences(kube) == []
+
+
+def test_a_relist_does_not_rewrite_nodes_whose_only_change_is_heartbeats(db):
+    from tasweb.cluster.services import objects_resync
+
+    listed = [dict(objects.node(f"n{i}", block="b1", rack="r1"), metadata={
+        "name": f"n{i}", "uid": f"uid-{i}", "resourceVersion": str(10 + i),
+        "labels": objects.node(f"n{i}", block="b1", rack="r1")["metadata"]["labels"]}) for i in range(3)]
+    assert objects_resync(kind="Node", objects=listed)["created"] == 3
+    relisted = []
+    for i, node in enumerate(listed):
+        node = copy.deepcopy(node)
+        node["metadata"]["resourceVersion"] = str(100 + i)
+        report_status("2025-06-01T12:00:00Z")(node)
+        if i == 2:
+            node["spec"]["unschedulable"] = True
+        relisted.append(node)
+    assert objects_resync(kind="Node", objects=relisted) == {"created": 0, "updated": 1, "deleted": 0, "total": 3}
+    assert list(cluster.Node.objects.order_by("name").values_list("resource_version", "unschedulable")) == [
+        ("10", False), ("11", False), ("102", True)]
 
 
 def test_two_runs_never_mirror_one_kind_at_once(kube: FakeKube, kubeconfig):
