@@ -29,6 +29,9 @@ DEFAULTS: dict[str, bool] = {
     "TASCachingRemainingResources": True,
     "TASCacheTopologyTree": True,
     "TASValidateWorkloadSliceSize": True,
+    # only lets Kueue's job webhooks accept a PodSet group with slices (v0.19.4); grouped sliced
+    # PodSets are placed the same either way, as Kueue's scheduler does
+    "TASGroupedPodSetSlicing": False,
     "ElasticJobsViaWorkloadSlices": True,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp": False,

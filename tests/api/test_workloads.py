@@ -87,6 +87,14 @@ def test_bad_workload_filters_are_400_naming_the_parameter(scheduled, client, qu
     ("workloads", {"flavor": "nope"}, "'nope' is not one of the choices: tas-gpu"),
     ("workloads", {"ordering": "name,-bogus"}, "'-bogus' is not one of the choices: namespace, name, created, "),
     ("history", {"kind": "Started"}, "'Started' is not one of the choices: Queued, Pending, Admitted, "),
+    # spelt nearly right: the choice meant is named first
+    ("workloads", {"status": "pending"}, "'pending' is not one of the choices (did you mean Pending?): Pending, "),
+    ("workloads", {"status": "QUOTARESERVED"},
+     "'QUOTARESERVED' is not one of the choices (did you mean QuotaReserved?): "),
+    ("workloads", {"status": "Admited"}, "'Admited' is not one of the choices (did you mean Admitted?): "),
+    ("workloads", {"ordering": "-Created"},
+     "'-Created' is not one of the choices (did you mean -created?): namespace, "),
+    ("history", {"kind": "evicted"}, "'evicted' is not one of the choices (did you mean Evicted?): Queued, "),
 ])
 def test_a_value_that_is_not_a_choice_is_answered_with_the_choices(scheduled, client, path, query, message):
     """A client that guessed a value learns the ones there are, not only that it guessed wrong."""
@@ -97,21 +105,6 @@ def test_a_value_that_is_not_a_choice_is_answered_with_the_choices(scheduled, cl
     if "ordering" in query:
         assert error["message"].endswith("(each with a leading - for descending order)"), error
         assert "-name" not in error["message"]
-
-
-@pytest.mark.parametrize(("path", "query", "meant"), [
-    ("workloads", {"status": "pending"}, "Pending"),
-    ("workloads", {"status": "QUOTARESERVED"}, "QuotaReserved"),
-    ("workloads", {"status": "Admited"}, "Admitted"),
-    ("workloads", {"ordering": "-Created"}, "-created"),
-    ("history", {"kind": "evicted"}, "Evicted"),
-])
-def test_a_value_spelt_nearly_right_names_the_choice_meant(scheduled, client, path, query, meant):
-    response = client.get(f"/api/v1/{path}/", query)
-    assert response.status_code == 400, response.content
-    [error] = response.json()["errors"]
-    [value] = query.values()
-    assert error["message"].startswith(f"{value!r} is not one of the choices (did you mean {meant}?): "), error
 
 
 def test_workload_detail(scheduled, client):

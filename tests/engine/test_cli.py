@@ -281,6 +281,23 @@ class TestBadFlags:
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
 
+    @pytest.mark.parametrize("value", ["true", "false"])
+    def test_grouped_sliced_pod_sets_are_placed_whatever_the_webhook_gate_says(self, capsys, tmp_path,
+                                                                                cluster_file, value):
+        """TASGroupedPodSetSlicing (Kueue v0.19.4) only lets the job webhooks accept a group
+        with slices; a Workload that has one is placed the same either way."""
+        group = [pod_set("leader", count=1, required=RACK, group="g"),
+                 pod_set("workers", count=4, required=RACK, slice_topology=HOSTNAME, slice_size=2, group="g")]
+        wl_file = workloads_file(tmp_path, workload("lws", pod_sets=group))
+        code, out, _ = simulate(capsys, cluster_file, wl_file)
+        assert code == 0
+        default = json.loads(out)["workloads"][0]
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", f"TASGroupedPodSetSlicing={value}")
+        assert code == 0
+        [result] = json.loads(out)["workloads"]
+        assert result["status"] == "Admitted" and result["podSets"] == default["podSets"]
+        assert [d["count"] for d in result["podSets"][1]["domains"]] in ([2, 2], [4])
+
     def test_bad_now(self, capsys, cluster_file):
         code, out, err = simulate(capsys, cluster_file, "--now", "yesterday")
         assert code == 2
