@@ -74,6 +74,11 @@ EVENT_STYLE: dict[str, tuple[str, str]] = {
 }
 
 
+# a horizontal legend in the top margin, left-aligned: below the plot it would sit on the x
+# axis's title, whose height depends on the ticks
+LEGEND_ABOVE = {"orientation": "h", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom"}
+
+
 def base_layout(**extra: Any) -> dict[str, Any]:
     return {
         "template": "none",
@@ -432,8 +437,7 @@ def _topology_grid(q: TopologyQuery, grid: Grid, marks: list[Highlight]) -> go.F
     layout.update(base_layout(
         height=max(180, height), coloraxis=colour_axis(q, a.value), margin={"l": 70, "r": 20, "t": 40, "b": 20},
         plot_bgcolor="#e9ecef", showlegend=bool(shown_legend),
-        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "xanchor": "left",
-                "bgcolor": "rgba(255,255,255,0.8)"},
+        legend={**LEGEND_ABOVE, "bgcolor": "rgba(255,255,255,0.8)"},
         meta={"cells": grid.cell_count(), "level": cap.levels[level], "what": what}))
     layout["margin"]["t"] = 40 if shown_legend else 20
     return go.Figure(data=traces + markers, layout=layout)
@@ -628,9 +632,8 @@ def history_timeline(events: Iterable[Mapping[str, Any]], *, height: int = 320) 
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(kinds)), showgrid=True,
                      gridcolor="#eef1f4")
     fig.update_xaxes(type="date", showgrid=True, gridcolor="#eef1f4", title_text="time (UTC)")
-    fig.update_layout(**base_layout(height=max(height, 60 + 34 * len(kinds)), showlegend=True,
-                                    margin={"l": 150, "r": 20, "t": 10, "b": 40},
-                                    legend={"orientation": "h", "y": -0.25}))
+    fig.update_layout(**base_layout(height=max(height, 80 + 34 * len(kinds)), showlegend=True,
+                                    margin={"l": 150, "r": 20, "t": 30, "b": 40}, legend=LEGEND_ABOVE))
     return fig
 
 
@@ -759,7 +762,7 @@ def start_timeline(rows: list[Mapping[str, Any]], *, group: str = "local_queue")
         # above the bars: below them, a legend's place depends on the chart's height and can
         # cover the time axis
         margin={"l": 10, "r": 20, "t": 30, "b": 40},
-        legend={"orientation": "h", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom"},
+        legend=LEGEND_ABOVE,
         shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": estimated, "x1": estimated, "y0": 0, "y1": 1,
                  "line": {"color": OKABE_ITO["black"], "width": 1, "dash": "dot"}}]))
     return fig
@@ -807,8 +810,8 @@ def agreement_figure(buckets: list[Mapping[str, Any]], bucket: str) -> go.Figure
                              line={"color": OKABE_ITO["black"], "width": 2}, marker={"size": 6},
                              hovertemplate="%{y:.0f} % agree<extra></extra>", meta={"rate": True}))
     fig.update_layout(**base_layout(
-        barmode="stack", height=300, margin={"l": 60, "r": 60, "t": 10, "b": 40}, showlegend=True,
-        legend={"orientation": "h", "y": -0.25},
+        barmode="stack", height=300, margin={"l": 60, "r": 60, "t": 30, "b": 40}, showlegend=True,
+        legend=LEGEND_ABOVE,
         xaxis={"type": "date", "title": {"text": f"admissions seen, per {bucket} (UTC)"}, "gridcolor": "#eef1f4",
                **span},
         yaxis={"title": {"text": "admissions compared"}, "rangemode": "tozero", "gridcolor": "#eef1f4"},
