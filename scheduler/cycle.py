@@ -652,15 +652,19 @@ class SchedulingCycle:
         cond_reason = reason if observable else "Pending"
         self.result.events.append(Event(wl.key, "Warning", cond_reason, message))
         conditions = [Condition("QuotaReserved", "False", cond_reason, message, self.now)]
+        if self.state.gates.UnadmittedWorkloadsObservability:  # Kueue writes Admitted=False only then
+            conditions.append(wl.no_reservation_condition(self.now))
         return WorkloadResult(wl, cq, status, message, pod_sets, list(wl.unhealthy_nodes), conditions=conditions)
 
     def waiting_for_pods_ready(self, e: Entry) -> WorkloadResult:
         """A head that fits, held back by blocked admission (Kueue sets the condition itself,
         whatever the observability gate says, and emits no event)."""
         pod_sets = [PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors)) for psf in e.assignment.pod_sets]
-        condition = Condition("QuotaReserved", "False", WAITING_REASON, WAITING_MESSAGE, self.now)
+        conditions = [Condition("QuotaReserved", "False", WAITING_REASON, WAITING_MESSAGE, self.now)]
+        if self.state.gates.UnadmittedWorkloadsObservability:
+            conditions.append(e.wl.no_reservation_condition(self.now))
         return WorkloadResult(e.wl, e.cq.name, PENDING, WAITING_MESSAGE, pod_sets, list(e.wl.unhealthy_nodes),
-                              conditions=[condition])
+                              conditions=conditions)
 
     def admit(self, wl: Workload, cq_name: str, assignment: FlavorAssignment, tas: dict) -> WorkloadResult:
         """The entry's usage is already counted (add_usage): record its admission."""

@@ -1006,7 +1006,7 @@ def _released(wl: Workload, at: datetime) -> Workload:
     """Its pods stopped: no admission, queued again (Evicted and Preempted stay as they are)."""
     return _with_conditions(wl, ("QuotaReserved", "Admitted"), [
         Condition("QuotaReserved", "False", "Pending", "evicted", at),
-        Condition("Admitted", "False", "NoReservation", "The workload has no reservation", at),
+        wl.no_reservation_condition(at),
     ], admission=None)
 
 

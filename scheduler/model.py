@@ -506,6 +506,14 @@ class Workload:
     def is_finished(self) -> bool:
         return self.condition_true("Finished")
 
+    def no_reservation_condition(self, at: datetime | None) -> Condition:
+        """Kueue's Admitted condition of a workload that holds no quota reservation
+        (SyncAdmittedCondition): its listed admission checks say which of the two reasons."""
+        if any(ac.state != "Ready" for ac in self.admission_checks):
+            return Condition("Admitted", "False", "NoReservationUnsatisfiedChecks",
+                             "The workload has no reservation and not all checks ready", at)
+        return Condition("Admitted", "False", "NoReservation", "The workload has no reservation", at)
+
     @property
     def replacement_for(self) -> str | None:
         """Key of the workload slice this one replaces (Kueue's workloadslicing.ReplacementForKey)."""
