@@ -353,11 +353,15 @@ def _charged_usage(wl: EngineWorkload, ps: PodSetResult) -> Mapping[str, int]:
 
 
 def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
-    """The Workload status the pass decided, in Kueue's shape."""
+    """The Workload status the pass decided, in Kueue's shape: the workload's conditions, with
+    those of the result in place of the same types (a workload left waiting keeps only in its
+    result the QuotaReserved=False, and Admitted=False, that say why)."""
     wl = result.workload
+    conditions = {c.type: c for c in wl.conditions}
+    conditions.update((c.type, c) for c in result.conditions)
     status: dict[str, Any] = {
         "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
-                        "lastTransitionTime": _time(c.last_transition_time)} for c in wl.conditions],
+                        "lastTransitionTime": _time(c.last_transition_time)} for c in conditions.values()],
     }
     if wl.admission is not None:
         status["admission"] = {
@@ -369,6 +373,25 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
     if wl.requeue_count or wl.requeue_at is not None:
         status["requeueState"] = {"count": wl.requeue_count, **(
             {"requeueAt": _time(wl.requeue_at)} if wl.requeue_at is not None else {})}
+    return status
+
+
+def status_merged(old: Mapping[str, Any], decided: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload status after a write of `decided`: its fields replace the old ones (those
+    it lacks of unhealthyNodes, admission and requeueState go), and a condition whose status
+    did not change keeps its lastTransitionTime, as Kueue's SetStatusCondition keeps it."""
+    status = {**old, **decided}
+    for name in ("unhealthyNodes", "admission", "requeueState"):
+        if name not in decided:
+            status.pop(name, None)
+    before = {c.get("type"): c for c in old.get("conditions") or [] if isinstance(c, Mapping)}
+    conditions = []
+    for c in decided.get("conditions") or []:
+        kept = before.get(c.get("type"))
+        if kept is not None and kept.get("status") == c.get("status") and kept.get("lastTransitionTime"):
+            c = {**c, "lastTransitionTime": kept["lastTransitionTime"]}
+        conditions.append(c)
+    status["conditions"] = conditions
     return status
 
 
@@ -571,11 +594,7 @@ class PassRecorder:
         if new_status == old_status and not changed_admission and row.message == message and \
                 row.unhealthy_nodes == wr.unhealthy_nodes and row.cluster_queue == wr.cluster_queue:
             return
-        new_status_json = {**old_status_json, **status_json}
-        for key in ("unhealthyNodes", "admission", "requeueState"):
-            if key not in status_json:
-                new_status_json.pop(key, None)
-        row.raw_status = new_status_json
+        row.raw_status = status_merged(old_status_json, status_json)
         row.status = new_status
         previous_message, row.message = row.message, message
         row.cluster_queue = wr.cluster_queue or row.cluster_queue

@@ -27,7 +27,13 @@ from scheduler.features import FeatureGates
 from scheduler.results import WorkloadResult
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.selectors import engine_inputs
-from tasweb.scheduling.services import engine_pass_run, kueue_configuration, workload_observed, workload_status_json
+from tasweb.scheduling.services import (
+    engine_pass_run,
+    kueue_configuration,
+    status_merged,
+    workload_observed,
+    workload_status_json,
+)
 from tasweb.simulator.config import SimulatorSettings, kueue_gates
 
 logger = logging.getLogger(__name__)
@@ -41,24 +47,6 @@ class KueueReport:
     written: int = 0
     pods_ungated: int = 0
     pods_failed: int = 0
-
-
-def merged_status(old: dict[str, Any], decided: dict[str, Any]) -> dict[str, Any]:
-    """The Workload status after Kueue's write: the decided fields replace the old ones, and a
-    condition whose status did not change keeps its lastTransitionTime (SetStatusCondition)."""
-    status = {**old, **decided}
-    for name in ("unhealthyNodes", "admission", "requeueState"):
-        if name not in decided:
-            status.pop(name, None)
-    before = {c.get("type"): c for c in old.get("conditions") or []}
-    conditions = []
-    for c in decided.get("conditions") or []:
-        kept = before.get(c.get("type"))
-        if kept is not None and kept.get("status") == c.get("status") and kept.get("lastTransitionTime"):
-            c = {**c, "lastTransitionTime": kept["lastTransitionTime"]}
-        conditions.append(c)
-    status["conditions"] = conditions
-    return status
 
 
 class StandInKueue:
@@ -90,7 +78,7 @@ class StandInKueue:
             if row is None:
                 continue
             old = (row.raw.get("status") or {})
-            status = merged_status(old, workload_status_json(wr))
+            status = status_merged(old, workload_status_json(wr))
             if status == old:
                 continue
             raw = copy.deepcopy(row.raw)
@@ -140,4 +128,4 @@ def stand_in_kueue_run(*, writer: Any, config: SimulatorSettings, now: datetime)
     return report
 
 
-__all__ = ["KueueReport", "StandInKueue", "merged_status", "stand_in_kueue_run"]
+__all__ = ["KueueReport", "StandInKueue", "stand_in_kueue_run"]

@@ -172,6 +172,13 @@ def test_a_control_pass_queues_its_cluster_writes():
     assert all(w.kind == ClusterWrite.Kind.WORKLOAD_STATUS and w.created_at and w.sent_at is None for w in writes)
     assert {w.name: w.payload["status"] for w in writes} == {wl.name: wl.raw["status"] for wl in Workload.objects.all()}
     assert sum(1 for w in writes if w.payload["status"].get("admission")) == record.admitted == EXAMPLE_ADMISSIBLE
+    # a workload left waiting says why, in Kueue's conditions, on the cluster as in the mirror
+    [waiting] = Workload.objects.filter(status__in=["Pending", "Inadmissible"])
+    [write] = [w for w in writes if w.name == waiting.name]
+    conditions = {c["type"]: c for c in write.payload["status"]["conditions"]}
+    assert conditions["QuotaReserved"]["status"] == "False"
+    assert conditions["QuotaReserved"]["message"] == waiting.message and waiting.message
+    assert (conditions["Admitted"]["status"], conditions["Admitted"]["reason"]) == ("False", "NoReservation")
     events = WorkloadEvent.objects.filter(kind=EventKind.ADMITTED)
     assert events.count() == EXAMPLE_ADMISSIBLE and all(e.scheduling_pass_id == record.id for e in events)
 

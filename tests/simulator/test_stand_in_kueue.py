@@ -16,8 +16,8 @@ from tasweb.scheduling.models import (
     SchedulingPass,
     WorkloadEvent,
 )
+from tasweb.scheduling.services import status_merged
 from tasweb.simulator.config import simulator_settings, stand_in_kueue
-from tasweb.simulator.kueue import merged_status
 from tasweb.simulator.services import simulator_seed
 
 from .conftest import START, quiet
@@ -105,6 +105,6 @@ def test_a_condition_that_keeps_its_status_keeps_its_transition_time():
                            "lastTransitionTime": "2025-06-01T12:00:00Z"}]}
     new = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "b",
                            "lastTransitionTime": "2025-06-01T12:05:00Z"}]}
-    assert merged_status(old, new)["conditions"][0]["lastTransitionTime"] == "2025-06-01T12:00:00Z"
-    assert merged_status(old, new)["conditions"][0]["message"] == "b"
-    assert "admission" not in merged_status({"admission": {}, **old}, new)
+    assert status_merged(old, new)["conditions"][0]["lastTransitionTime"] == "2025-06-01T12:00:00Z"
+    assert status_merged(old, new)["conditions"][0]["message"] == "b"
+    assert "admission" not in status_merged({"admission": {}, **old}, new)
