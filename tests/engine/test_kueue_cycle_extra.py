@@ -373,6 +373,21 @@ def in_cluster_queue_by_foo() -> tuple[str, str, str]:
     return ("True", "InClusterQueue", preempted_by_foo()[2])
 
 
+def foo_waits_for_preemption(result: PassResult, objects: Sequence[dict]) -> WorkloadResult:
+    """Nothing admitted, foo left pending (not parked) while its targets stop: its result."""
+    assert new_assignments(result, objects, compare_unhealthy=False) == {}
+    assert left(result, "Pending") == {MAIN: ["default/foo"]}
+    assert left(result, "Inadmissible") == {}
+    return result_of(result, "foo")
+
+
+def assert_preempted_by_foo(result: PassResult, *names: str) -> None:
+    for name in names:
+        got = result_of(result, name)
+        assert condition(got, "Evicted") == preempted_by_foo()
+        assert condition(got, "Preempted") == in_cluster_queue_by_foo()
+
+
 def test_preemption_with_a_pod_set_group_whose_members_are_not_adjacent():
     """TestScheduleForTASPreemption: "preemption with a PodSet group whose members are not
     adjacent"."""
@@ -387,19 +402,14 @@ def test_preemption_with_a_pod_set_group_whose_members_are_not_adjacent():
     objects = [tas_node("x1", cpu="50", memory="50Gi", pods="50"), *single_level_setup(),
                *main_queue({"cpu": "4", "memory": "10Gi"}, within="LowerPriority"), foo, low]
     result = cycle(objects)
-    assert new_assignments(result, objects, compare_unhealthy=False) == {}
-    assert left(result, "Pending") == {MAIN: ["default/foo"]}
-    assert left(result, "Inadmissible") == {}
-    got_foo = result_of(result, "foo")
+    got_foo = foo_waits_for_preemption(result, objects)
     assert condition(got_foo, "QuotaReserved") == (
         "False", "WaitingForPreemptedWorkloads",
         "couldn't assign flavors to pod set leader: insufficient unused quota for cpu in flavor tas-default, "
         "2 more needed; couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor "
         "tas-default, 2 more needed; couldn't assign flavors to pod set other: insufficient unused quota for cpu "
         "in flavor tas-default, 4 more needed. Pending the preemption of 1 workload(s)")
-    got_low = result_of(result, "low")
-    assert condition(got_low, "Evicted") == preempted_by_foo()
-    assert condition(got_low, "Preempted") == in_cluster_queue_by_foo()
+    assert_preempted_by_foo(result, "low")
     assert sorted(events(result)) == sorted([
         ("default/low", "Normal", "EvictedDueToPreempted"),
         ("default/low", "Normal", "Preempted"),
@@ -421,18 +431,12 @@ def test_preemption_frees_enough_pods_under_a_pods_quota():
     objects = [tas_node("x1", cpu="50", memory="50Gi", pods="10"), *single_level_setup(),
                *main_queue({"cpu": "50", "pods": "7"}, within="LowerPriority"), foo, low4, low3]
     result = cycle(objects)
-    assert new_assignments(result, objects, compare_unhealthy=False) == {}
-    assert left(result, "Pending") == {MAIN: ["default/foo"]}
-    assert left(result, "Inadmissible") == {}
-    got_foo = result_of(result, "foo")
+    got_foo = foo_waits_for_preemption(result, objects)
     assert condition(got_foo, "QuotaReserved") == (
         "False", "WaitingForPreemptedWorkloads",
         "couldn't assign flavors to pod set one: insufficient unused quota for pods in flavor tas-default, "
         "7 more needed. Pending the preemption of 2 workload(s)")
-    for name in ("low-3", "low-4"):
-        got = result_of(result, name)
-        assert condition(got, "Evicted") == preempted_by_foo()
-        assert condition(got, "Preempted") == in_cluster_queue_by_foo()
+    assert_preempted_by_foo(result, "low-3", "low-4")
     assert sorted(events(result)) == sorted([
         ("default/low-4", "Normal", "EvictedDueToPreempted"),
         ("default/low-4", "Normal", "Preempted"),
