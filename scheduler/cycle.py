@@ -651,20 +651,23 @@ class SchedulingCycle:
         observable = self.state.gates.UnadmittedWorkloadsObservability and reason
         cond_reason = reason if observable else "Pending"
         self.result.events.append(Event(wl.key, "Warning", cond_reason, message))
-        conditions = [Condition("QuotaReserved", "False", cond_reason, message, self.now)]
-        if self.state.gates.UnadmittedWorkloadsObservability:  # Kueue writes Admitted=False only then
+        return WorkloadResult(wl, cq, status, message, pod_sets, list(wl.unhealthy_nodes),
+                              conditions=self.unreserved(wl, cond_reason, message))
+
+    def unreserved(self, wl: Workload, reason: str, message: str) -> list[Condition]:
+        """The conditions of a workload left without a reservation: QuotaReserved=False, and
+        Admitted=False, which Kueue writes only with UnadmittedWorkloadsObservability."""
+        conditions = [Condition("QuotaReserved", "False", reason, message, self.now)]
+        if self.state.gates.UnadmittedWorkloadsObservability:
             conditions.append(wl.no_reservation_condition(self.now))
-        return WorkloadResult(wl, cq, status, message, pod_sets, list(wl.unhealthy_nodes), conditions=conditions)
+        return conditions
 
     def waiting_for_pods_ready(self, e: Entry) -> WorkloadResult:
         """A head that fits, held back by blocked admission (Kueue sets the condition itself,
         whatever the observability gate says, and emits no event)."""
         pod_sets = [PodSetResult(psf.pod_set.name, psf.count, dict(psf.flavors)) for psf in e.assignment.pod_sets]
-        conditions = [Condition("QuotaReserved", "False", WAITING_REASON, WAITING_MESSAGE, self.now)]
-        if self.state.gates.UnadmittedWorkloadsObservability:
-            conditions.append(e.wl.no_reservation_condition(self.now))
         return WorkloadResult(e.wl, e.cq.name, PENDING, WAITING_MESSAGE, pod_sets, list(e.wl.unhealthy_nodes),
-                              conditions=conditions)
+                              conditions=self.unreserved(e.wl, WAITING_REASON, WAITING_MESSAGE))
 
     def admit(self, wl: Workload, cq_name: str, assignment: FlavorAssignment, tas: dict) -> WorkloadResult:
         """The entry's usage is already counted (add_usage): record its admission."""
