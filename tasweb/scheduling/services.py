@@ -607,9 +607,11 @@ class PassRecorder:
             self.assignments.update(((row.pk, ps.name), ps.assignment) for ps in wr.pod_sets
                                     if ps.assignment is not None)
         self.transition_events(row, old_status, new_status, wr, previous_message)
-        if self.send_to_cluster and (changed_admission or new_status != old_status):
+        # the cluster gets every change of the status, as Kueue writes it: an admission, an
+        # eviction, but also unhealthy nodes marked, or a waiting workload's new reason
+        if self.send_to_cluster and row.raw_status != old_status_json:
             self.writes.append(ClusterWrite(kind=ClusterWrite.Kind.WORKLOAD_STATUS, namespace=row.namespace,
-                                            name=row.name, payload={"status": status_json}))
+                                            name=row.name, payload={"status": row.raw_status}))
 
     def transition_events(self, row: cluster.Workload, old: str, new: str, wr: WorkloadResult,
                           previous_message: str) -> None:

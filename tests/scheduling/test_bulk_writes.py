@@ -183,6 +183,34 @@ def test_a_control_pass_queues_its_cluster_writes():
     assert events.count() == EXAMPLE_ADMISSIBLE and all(e.scheduling_pass_id == record.id for e in events)
 
 
+def test_a_control_pass_writes_every_change_of_a_status_not_only_admissions():
+    """A node failing under an admitted workload marks it (status and admission unchanged
+    until its replacement): the cluster gets that status too, with the conditions it
+    already had keeping their lastTransitionTime."""
+    import_example_cluster()
+    scheduling_pass_run(send_to_cluster=True)
+    admitted = Workload.objects.filter(status="Admitted").order_by("name").first()
+    host = PodSetAssignment.objects.filter(workload=admitted).values_list("domains__node", flat=True).first()
+    assert host
+    row = Node.objects.get(name=host)
+    failed = copy.deepcopy(row.raw)
+    failed["metadata"]["resourceVersion"] = str(int(row.resource_version or 0) + 1000)
+    failed["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                       "lastTransitionTime": "2025-06-01T11:00:00Z"}]
+    object_upsert(kind="Node", obj=failed)
+    before = ClusterWrite.objects.count()
+    admitted_at = {c["type"]: c["lastTransitionTime"] for c in admitted.raw["status"]["conditions"]}["Admitted"]
+
+    scheduling_pass_run(send_to_cluster=True)
+    admitted.refresh_from_db()
+    assert admitted.unhealthy_nodes == [host]
+    [write] = ClusterWrite.objects.filter(id__gt=before, name=admitted.name)
+    assert write.payload["status"] == admitted.raw["status"]
+    assert write.payload["status"]["unhealthyNodes"] == [{"name": host}]
+    kept = {c["type"]: c["lastTransitionTime"] for c in write.payload["status"]["conditions"]}
+    assert kept["Admitted"] == admitted_at
+
+
 def test_rows_update_sets_one_key_of_a_document_and_keeps_the_rest():
     object_upsert(kind="Workload", obj=small_workload("w1"))
     object_upsert(kind="Workload", obj=small_workload("w2"))
