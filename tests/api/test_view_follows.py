@@ -16,6 +16,7 @@ from tasweb.scheduling import runtime as rt
 from tasweb.scheduling.services import scheduling_pass_run
 from tests.api.conftest import DEMO_NOW, upsert, workload_object
 from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
+from tests.scheduling.support import alive_when_state_is_read
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
@@ -82,14 +83,7 @@ def test_a_view_not_caught_up_for_long_is_built_afresh(scheduled):
 def test_a_view_built_afresh_is_built_once_the_one_it_replaces_is_freed(scheduled, settings, monkeypatch):
     """Two views at once would double the web process's memory while the new one is read."""
     old = weakref.ref(state.engine_view())
-    alive_at_build: list[bool] = []
-    real = rt.engine_inputs
-
-    def reading(*args, **kwargs):
-        alive_at_build.append(old() is not None)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(rt, "engine_inputs", reading)
+    alive_at_build = alive_when_state_is_read(monkeypatch, old)
     settings.TAS_FEATURE_GATES = "TASBalancedPlacement=true"
     fresh = state.engine_view()
     assert alive_at_build == [False] and fresh.state.gates.enabled("TASBalancedPlacement")

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -23,6 +24,7 @@ from django.db import connection
 from scheduler.loader import read_objects
 from tasweb.cluster.models import KINDS, Workload, WorkloadStatus
 from tasweb.cluster.services import object_upsert
+from tasweb.scheduling import runtime as rt
 from tasweb.scheduling.models import AssignmentDomain, EventKind, PodSetAssignment, SchedulingPass, WorkloadEvent
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -155,6 +157,21 @@ class WorkerProcess:
 
 
 # ---------------------------------------------------------------- the mirrored cluster
+
+
+def alive_when_state_is_read(monkeypatch: pytest.MonkeyPatch, old: weakref.ref) -> list[bool]:
+    """Whether `old` was still alive each time an engine state was read from the mirror
+    afterwards (`runtime.engine_inputs`): a state built while the one it replaces lives would
+    double the process's memory."""
+    alive: list[bool] = []
+    real = rt.engine_inputs
+
+    def reading(*args, **kwargs):
+        alive.append(old() is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rt, "engine_inputs", reading)
+    return alive
 
 
 def import_example_cluster() -> None:

@@ -30,7 +30,7 @@ from tasweb.simulator.services import simulator_seed, simulator_tick
 from tests.engine.test_incremental_state import index_view, quota_view, snapshot_view
 from tests.simulator.conftest import START, quiet
 
-from .support import import_example_cluster, small_workload
+from .support import alive_when_state_is_read, import_example_cluster, small_workload
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -230,14 +230,7 @@ class TestIncrementalPasses:
             assert rt.runtime_current() is None and estimates.estimate_source() is None
         else:  # a pass by another process: what this one holds may be stale
             SchedulingPass.objects.create(started_at=START, trigger="manual", mode="control")
-        alive_at_build: list[bool] = []
-        real = rt.engine_inputs
-
-        def reading(*args, **kwargs):
-            alive_at_build.append(old() is not None)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(rt, "engine_inputs", reading)
+        alive_at_build = alive_when_state_is_read(monkeypatch, old)
         services.scheduling_pass_run()
         assert alive_at_build == [False]
         assert rt.runtime_current() is not None and estimates.estimate_source().engine is rt.runtime_current().engine
