@@ -562,7 +562,11 @@ def limit_violations(spec: Mapping, where: Where) -> tuple[tuple[str, tuple[str,
 
 
 def pod_spec_requests(spec: Mapping, where: Where) -> dict[str, int]:
-    """Kubernetes' effective pod requests: containers, init containers (sidecars too), overhead."""
+    """Kubernetes' effective pod requests: containers, init containers (sidecars too), the
+    pod-level requests (spec.resources), overhead. A pod-level request stands for the whole
+    pod, but counts at least what the containers ask for: the API server refuses a smaller one
+    on a Pod, and a Workload, which it does not check so, is charged the larger (as Kueue
+    v0.19.6 charges it), so that quota and nodes are never promised less than the pods use."""
     pod_level = resource_list(mapping(spec, "resources", where), "requests", where.at("resources"), saturate=True)
     total: dict[str, int] = {}
     for i, c in enumerate(sequence(spec, "containers", where)):
@@ -585,7 +589,7 @@ def pod_spec_requests(spec: Mapping, where: Where) -> dict[str, int]:
             _add(step, sidecars)
         _max_into(init_peak, step)
     _max_into(total, init_peak)
-    total.update(pod_level)
+    _max_into(total, pod_level)
     _add(total, resource_list(spec, "overhead", where))
     return total
 

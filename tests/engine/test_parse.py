@@ -287,6 +287,22 @@ class TestPodRequests:
         ps = pod_set(cpu="1", overhead={"cpu": "250m", "memory": "64Mi"})
         assert requests_of(ps) == {"cpu": 1250, "memory": 64 * 2**20}
 
+    def test_pod_level_requests_stand_for_the_pod(self):
+        ps = pod_set(containers=[container("a", cpu="1"), container("b", cpu="1")], overhead={"cpu": "100m"})
+        ps["template"]["spec"]["resources"] = {"requests": {"cpu": "4", "memory": "1Gi"}}
+        # the pod-level cpu (4) covers the containers' 2; memory only the pod level asks for
+        assert requests_of(ps) == {"cpu": 4100, "memory": 2**30}
+
+    def test_pod_level_request_below_the_containers_counts_the_containers(self):
+        ps = pod_set(containers=[container("a", cpu="8")], overhead={"cpu": "250m"})
+        ps["template"]["spec"]["resources"] = {"requests": {"cpu": "0"}}
+        assert requests_of(ps) == {"cpu": 8250}
+
+    def test_pod_level_request_below_the_init_containers_counts_their_peak(self):
+        ps = pod_set(containers=[container("a", cpu="1")], init_containers=[container("i", cpu="3")])
+        ps["template"]["spec"]["resources"] = {"requests": {"cpu": "2"}}
+        assert requests_of(ps) == {"cpu": 3000}
+
     def test_extended_resources(self):
         ps = pod_set(cpu="2", extra={"nvidia.com/gpu": "8"})
         assert requests_of(ps) == {"cpu": 2000, "nvidia.com/gpu": 8}
