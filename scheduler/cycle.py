@@ -54,6 +54,7 @@ from scheduler.queues import (
     REQUEUE_NAMESPACE_MISMATCH,
     REQUEUE_NO_CANDIDATES,
     REQUEUE_NO_FIT,
+    REQUEUE_PENDING_PREEMPTION,
     REQUEUE_PREEMPTION_GATED,
     QueueManager,
     queue_order_timestamp,
@@ -429,7 +430,7 @@ class SchedulingCycle:
         if e.mode == PREEMPT:
             self.hold(e, e.assignment.usage())
             stop = stops.preemption_stop("waiting for the preemption of", e.targets, e.checks, e.assignment.failure)
-            return self.stopped(self.preempt(e), stop), REQUEUE_IMMEDIATE
+            return self.stopped(self.preempt(e), stop), REQUEUE_PENDING_PREEMPTION
         if self.admission_blocked():
             self.blocked = True
             holders = sorted(w.key for w in self.state.holders() if not_ready(w))[:10]

@@ -11,6 +11,10 @@
 * Parked workloads go back to their heaps on the events Kueue requeues on: quota released
   in the cohort (a workload finishing, deleted or evicted), a ClusterQueue, Cohort or
   ResourceFlavor change, a Topology or node change of a flavor the ClusterQueue uses.
+* A head that issued preemptions and waits for them (BestEffortFIFO) stays at the head of
+  its ClusterQueue, whatever comes in ahead of it by priority, until it is admitted, goes
+  back for another reason or leaves (Kueue's sticky preemptor workload): what its targets
+  free is not taken by a workload that was parked, or arrived, meanwhile.
 * A second-pass queue holds admitted workloads that need TAS again (a delayed topology
   request whose checks are Ready, an unhealthy node to replace), each ready after Kueue's
   backoff: 1 s, doubling, at most 30 s.
@@ -38,13 +42,18 @@ STRICT_FIFO = "StrictFIFO"
 BEST_EFFORT_FIFO = "BestEffortFIFO"
 
 # Kueue's requeue reasons that decide where a head goes back to
-REQUEUE_IMMEDIATE = "Immediate"  # flavors left, no longer fits, preemption pending, ...
+REQUEUE_IMMEDIATE = "Immediate"  # flavors left, no longer fits after another head, ...
+REQUEUE_PENDING_PREEMPTION = "PendingPreemption"  # preemptions issued, waiting for the targets to go
 REQUEUE_NO_FIT = "NoFit"
 REQUEUE_NO_CANDIDATES = "PreemptionNoCandidates"
 REQUEUE_GENERIC = "Generic"
 REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"  # parked even in a StrictFIFO ClusterQueue
 REQUEUE_PREEMPTION_GATED = "PreemptionGated"
 BULK_REASONS = frozenset({REQUEUE_NO_FIT, REQUEUE_NO_CANDIDATES})
+
+# in place of the negated priority, the first field of a sticky workload's heap entry: before
+# every priority (an int32)
+STICKY_FIRST = -(2**63)
 
 SECOND_PASS_INITIAL = timedelta(seconds=1)
 SECOND_PASS_MAX = timedelta(seconds=30)
@@ -157,6 +166,9 @@ class ClusterQueueQueue:
     # versions of class entries, never reused (a class deleted and made again must not
     # validate the entries its predecessor left in the heap)
     _versions: int = 0
+    # the workload waiting for its preemptions, kept at the head (BestEffortFIFO; Kueue's
+    # preemptorWorkload): until it is admitted, leaves, or goes back for another reason
+    sticky: str | None = None
 
     def __len__(self) -> int:
         return len(self.class_of)
@@ -194,11 +206,17 @@ class ClusterQueueQueue:
 
     # ------------------------------------------------------------ members
 
+    def entry(self, key: str, order: tuple) -> tuple:
+        """A workload's heap entry: its queue order, or first of all when it is sticky."""
+        if key == self.sticky:
+            return (STICKY_FIRST, *order[1:], key)
+        return (*order, key)
+
     def push(self, key: str, order: tuple, shape: Hashable) -> None:
         """Add (or move) a workload. One joining a parked class is parked with it, as Kueue
         parks a workload whose equivalent was just found inadmissible; one already there,
         unchanged, stays where it is."""
-        entry = (*order, key)
+        entry = self.entry(key, order)
         old_shape = self.class_of.get(key)
         if old_shape is not None:
             if old_shape == shape and self.classes[old_shape].members.get(key) == entry:
@@ -212,6 +230,13 @@ class ClusterQueueQueue:
         self.class_of[key] = shape
         if cls.parked is None and (before is None or entry < before):
             self._schedule(cls)
+
+    def forget(self, key: str) -> None:
+        """The workload leaves the ClusterQueue (admitted, deleted, moved): it is no longer the
+        sticky one either (a head popped for a cycle is only `remove`d: it may come back)."""
+        if self.sticky == key:
+            self.sticky = None
+        self.remove(key)
 
     def remove(self, key: str) -> None:
         shape = self.class_of.pop(key, None)
@@ -410,7 +435,7 @@ class QueueManager:
         target = lq.cluster_queue
         current = self.assigned.get(key)
         if current is not None and current != target and current in self.queues:
-            self.queues[current].remove(key)
+            self.queues[current].forget(key)
         order = queue_order_key(self.state, wl)
         self.assigned[key] = target
         self.orders[key] = order
@@ -423,13 +448,13 @@ class QueueManager:
         cq = self.assigned.pop(key, None)
         self.orders.pop(key, None)
         if cq is not None and cq in self.queues:
-            self.queues[cq].remove(key)
+            self.queues[cq].forget(key)
         self.orphans.pop(key, None)
 
     def _orphan(self, key: str, cq: str, message: str) -> None:
         current = self.assigned.pop(key, None)
         if current is not None and current in self.queues:
-            self.queues[current].remove(key)
+            self.queues[current].forget(key)
         self.orders.pop(key, None)
         old = self.orphans.get(key)
         if old is None or old.message != message:
@@ -519,6 +544,8 @@ class QueueManager:
                 wl = state.workload(key)
                 if wl is None or not is_pending(wl):
                     self.assigned.pop(key, None)
+                    if q.sticky == key:
+                        q.sticky = None
                     continue
                 out.append((wl, cq))
                 break
@@ -537,11 +564,13 @@ class QueueManager:
             return True, set(), 0
         order = self.orders.get(key) or queue_order_key(self.state, wl)
         shape = self.shape(wl)
+        self._follow_preemptor(q, key, reason)
         q.push(key, order, shape)
         if q.is_parked(key) is not None:
             return False, set(), 0  # its class was parked meanwhile
         # Kueue's RequeueIfNotPresent: StrictFIFO keeps every head but a namespace mismatch
-        immediate = reason == REQUEUE_IMMEDIATE or (q.strategy == STRICT_FIFO and reason != REQUEUE_NAMESPACE_MISMATCH)
+        immediate = reason in (REQUEUE_IMMEDIATE, REQUEUE_PENDING_PREEMPTION) or (
+            q.strategy == STRICT_FIFO and reason != REQUEUE_NAMESPACE_MISMATCH)
         if immediate or q.queue_inadmissible_cycle >= q.pop_cycle:
             return True, set(), 0
         # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;
@@ -555,6 +584,18 @@ class QueueManager:
         moved = q.members_of(shape)
         moved.discard(key)
         return False, moved, len(moved)
+
+    def _follow_preemptor(self, q: ClusterQueueQueue, key: str, reason: str) -> None:
+        """Kueue's preemptor workload: a head going back to wait for its preemptions becomes the
+        sticky one of a BestEffortFIFO ClusterQueue (the one before it goes back to its place);
+        the sticky one going back for any other reason is sticky no more."""
+        if reason == REQUEUE_PENDING_PREEMPTION and q.strategy == BEST_EFFORT_FIFO:
+            before, q.sticky = q.sticky, key
+            if before is not None and before != key and before in q.class_of:
+                q.push(before, self.orders.get(before) or queue_order_key(self.state, self.state.workload(before)),
+                       q.class_of[before])
+        elif q.sticky == key:
+            q.sticky = None
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)

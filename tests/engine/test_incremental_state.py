@@ -11,8 +11,9 @@ and checks that
 * the queues hold exactly the pending workloads, and no workload is parked that a fresh
   nomination finds fitting (unless it was parked while another head held capacity for
   the cycle, which Kueue does too);
-* given the same queue state (what is parked, scan progress, second-pass queue), both
-  engines decide exactly the same in the pass: statuses, messages, assignments, events.
+* given the same queue state (what is parked, the sticky preemptors, scan progress, the
+  second-pass queue), both engines decide exactly the same in the pass: statuses,
+  messages, assignments, events.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def rebuild(engine: Engine) -> Engine:
         for shape, cls in q.classes.items():
             if cls.parked is not None:
                 target.park_class(shape, copy.copy(cls.parked))
+        target.sticky = q.sticky  # the preemptor kept at the head lives in memory, as in Kueue
+        if q.sticky in target.class_of:
+            target.push(q.sticky, dst.orders[q.sticky], target.class_of[q.sticky])
     dst.scan_progress = copy.deepcopy(src.scan_progress)
     fresh.answered = Answers(engine.answered.items())  # what the service reads back from the rows it wrote
     dst.second_pass = copy.deepcopy(src.second_pass)

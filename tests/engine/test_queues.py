@@ -186,6 +186,55 @@ class TestParking:
         assert statuses(engine, outcome) == {"too-big": "Admitted"}
 
 
+class TestStickyPreemptor:
+    """A head waiting for its preemptions stays at the head of its BestEffortFIFO ClusterQueue
+    (Kueue's preemptorWorkload): a workload of higher priority that comes in meanwhile does not
+    take what the preemption frees."""
+
+    def engine(self, strategy: str | None = None) -> Engine:
+        objects = [*base(cq("a", cpu=4, within="LowerPriority", strategy=strategy)),
+                   admitted(job("low", "a", count=1, cpu="4", priority=0),
+                            assignments={"main": domains_json([HOSTNAME], [("x1", 1)])}, cluster_queue_name="a"),
+                   job("preemptor", "a", count=1, cpu="4", priority=10, created=10)]
+        engine = engine_of(objects)
+        first = engine.run_pass(NOW, cycles=1)
+        assert statuses(engine, first) == {"preemptor": "Pending", "low": "Preempted"}
+        engine.upsert(one([job("urgent", "a", count=1, cpu="4", priority=100, created=20)]))
+        return engine
+
+    def test_the_preemptor_keeps_the_head_and_is_admitted_once_its_target_is_gone(self):
+        engine = self.engine()
+        assert engine.queues.queues["a"].sticky == "default/preemptor"
+        waiting = engine.run_pass(NOW, cycles=1)
+        assert set(waiting.decided) == {"default/preemptor"}  # "urgent", of higher priority, is not the head
+        engine.delete("Workload", "default/low")
+        admitted_now = engine.run_pass(NOW, cycles=1)
+        assert admitted_names(admitted_now) == {"preemptor"}
+        assert engine.queues.queues["a"].sticky is None  # admitted: it left the queue
+
+    def test_strict_fifo_has_no_sticky_head(self):
+        engine = self.engine(strategy="StrictFIFO")
+        assert engine.queues.queues["a"].sticky is None
+        waiting = engine.run_pass(NOW, cycles=1)
+        assert "default/urgent" in waiting.decided and "default/preemptor" not in waiting.decided
+
+    def test_going_back_for_another_reason_ends_it(self):
+        engine = self.engine()
+        engine.upsert(one([cq("a", cpu=2, within="LowerPriority")]))  # now it can never fit: parked
+        engine.run_pass(NOW, cycles=1)
+        q = engine.queues.queues["a"]
+        assert q.sticky is None and engine.queues.is_parked("default/preemptor")
+        engine.upsert(one([cq("a", cpu=4, within="LowerPriority")]))
+        engine.delete("Workload", "default/low")
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"urgent"}
+
+    def test_deleting_it_ends_it(self):
+        engine = self.engine()
+        engine.delete("Workload", "default/preemptor")
+        engine.sync(NOW)
+        assert engine.queues.queues["a"].sticky is None
+
+
 class TestRequeue:
     """Parked workloads come back on the events Kueue requeues on, and only then."""
 
