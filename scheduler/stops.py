@@ -311,7 +311,8 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
         verdict = WAITS if head_record is not None and head_record.verdict == WAITS else UNDECIDED
         why = f"{head} waits: {head_record.message}" if head_record is not None else \
             f"{head} has not been evaluated yet"
-        strict = " (StrictFIFO: its head blocks the queue)" if q.strategy == "StrictFIFO" else ""
+        strict = " (StrictFIFO: its head blocks the queue)" if q.strategy == "StrictFIFO" else \
+            " (kept at the head until its preemptions complete)" if head == q.sticky else ""
         return StopRecord(NOT_HEAD, f"not a head: behind workload {head} in ClusterQueue {cq_name}{strict}, "
                           f"at position {ahead + 1}; {why}", verdict=verdict,
                           cluster_queue=cq_name or "", blocking=[head], computed_now=True, at=now,

@@ -212,6 +212,14 @@ class TestStickyPreemptor:
         assert admitted_names(admitted_now) == {"preemptor"}
         assert engine.queues.queues["a"].sticky is None  # admitted: it left the queue
 
+    def test_why_pending_says_why_the_head_stays(self):
+        engine = self.engine()
+        engine.sync(NOW)
+        stop = engine.stop_record("default/urgent", NOW)
+        assert stop.blocking == ["default/preemptor"]
+        assert "behind workload default/preemptor in ClusterQueue a (kept at the head until its preemptions " \
+               "complete), at position 2" in stop.message
+
     def test_strict_fifo_has_no_sticky_head(self):
         engine = self.engine(strategy="StrictFIFO")
         assert engine.queues.queues["a"].sticky is None
