@@ -68,17 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from scheduler.config import read_configuration
+    from scheduler.config import effective_gates, read_configuration
     from scheduler.loader import STDIN, read_objects, source_name
     from scheduler.output import render
     from scheduler.simulate import simulate
 
-    gates = FeatureGates.parse(args.feature_gates)
+    FeatureGates.parse(args.feature_gates)  # a bad flag is reported before any file is read
     now = _parse_now(args.now)
     cycles = _parse_cycles(args.cycles)
     if args.files.count(STDIN) > 1:
         raise FlagError("FILE: - (standard input) is given more than once; it can be read once")
     config = read_configuration(args.config) if args.config else None
+    gates = effective_gates(args.feature_gates, config)
     objects: list[tuple[str, dict]] = []
     # a one-shot run of objects read, parsed and kept until the end: the cyclic garbage
     # collector would only walk them again and again (a third of a 15,000-workload pass)

@@ -3,9 +3,11 @@ about scheduling.
 
 Read: `resources.transformations` and `resources.excludeResourcePrefixes` (how a PodSet's
 requests become the resources it is charged for in quota), `fairSharing` (ordering and
-preemption across a cohort) and `waitForPodsReady` (blocked admission, eviction of
-workloads whose pods do not become ready, requeueing with backoff). Every other field is
-Kueue's business and ignored; a bad value in a read field is an error naming it.
+preemption across a cohort), `waitForPodsReady` (blocked admission, eviction of
+workloads whose pods do not become ready, requeueing with backoff) and `featureGates`
+(which Kueue takes instead of its `--feature-gates` flag, never together with it). Every
+other field is Kueue's business and ignored; a bad value in a read field is an error
+naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from scheduler.errors import InputError
+from scheduler.errors import FlagError, InputError
+from scheduler.features import DEFAULTS as GATE_DEFAULTS
+from scheduler.features import FeatureGates
 from scheduler.quantity import CPU, QuantityError, to_fraction
 
 API_GROUP = "config.kueue.x-k8s.io"
@@ -66,6 +70,7 @@ class Configuration:
     exclude_resource_prefixes: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)  # featureGates, as written
 
     @property
     def changes_requests(self) -> bool:
@@ -281,6 +286,31 @@ def _wait_for_pods_ready(doc: Mapping | None, version: str) -> WaitForPodsReady 
     )
 
 
+def _feature_gates(doc: Mapping | None) -> Mapping[str, bool]:
+    """featureGates: Kueue's gate names, each true or false (a Go map[string]bool)."""
+    out: dict[str, bool] = {}
+    for name, value in (doc or {}).items():
+        where = f"featureGates.{name}"
+        if name not in GATE_DEFAULTS:
+            raise InputError(f"unknown feature gate {name!r}", field=where)
+        if not isinstance(value, bool):
+            raise InputError(f"must be true or false, got {value!r}", field=where)
+        out[name] = value
+    return MappingProxyType(out)
+
+
+def effective_gates(flag: str | None, config: Configuration | None, *, flag_name: str = "--feature-gates",
+                    ) -> FeatureGates:
+    """The feature gates a run follows: those of `flag` (Kueue's `--feature-gates` syntax) or
+    those of the Configuration's featureGates. Kueue takes one or the other: both at once is
+    an error, not a merge, so that no gate is silently overridden."""
+    written = config.feature_gates if config is not None else {}
+    if written and (flag or "").strip():
+        raise FlagError(f"{flag_name} and the Configuration's featureGates both set feature gates; Kueue "
+                        f"takes one or the other: set them in one place")
+    return FeatureGates(dict(written)) if written else FeatureGates.parse(flag)
+
+
 def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
     """A Configuration document, checked; errors name the file and the field."""
     try:
@@ -297,6 +327,7 @@ def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
             exclude_resource_prefixes=prefixes,
             fair_sharing=_fair_sharing(_mapping(doc, "fairSharing", ""), version),
             wait_for_pods_ready=_wait_for_pods_ready(_mapping(doc, "waitForPodsReady", ""), version),
+            feature_gates=_feature_gates(_mapping(doc, "featureGates", "")),
         )
     except InputError as exc:
         raise exc.located(file=file, obj="Configuration") from None

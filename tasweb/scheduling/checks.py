@@ -25,7 +25,11 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
     try:
         feature_gates()
     except FlagError as exc:
-        errors.append(Error(f"TAS_FEATURE_GATES: {exc}", id="scheduling.E001"))
+        text = str(exc)
+        errors.append(Error(text if text.startswith("TAS_FEATURE_GATES") else f"TAS_FEATURE_GATES: {text}",
+                            id="scheduling.E001"))
+    except InputError:
+        pass  # the Configuration's own error, reported below
     try:
         kueue_configuration()
     except InputError as exc:

@@ -31,7 +31,7 @@ from django.utils import timezone
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
 from scheduler.compare import Comparison, compare_admissions
-from scheduler.config import NO_CONFIGURATION, Configuration, parse_configuration_text
+from scheduler.config import NO_CONFIGURATION, Configuration, effective_gates, parse_configuration_text
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
@@ -110,7 +110,10 @@ WAITING = frozenset(WAITING_STATUSES)
 
 
 def feature_gates() -> FeatureGates:
-    return FeatureGates.parse(getattr(settings, "TAS_FEATURE_GATES", ""))
+    """The gates the engine follows: TAS_FEATURE_GATES, or the featureGates of the Kueue
+    Configuration TAS_KUEUE_CONFIG names (Kueue takes one or the other, not both)."""
+    return effective_gates(getattr(settings, "TAS_FEATURE_GATES", ""), kueue_configuration()[1],
+                           flag_name="TAS_FEATURE_GATES")
 
 
 _configurations: dict[tuple[str, int, int], tuple[str, Configuration]] = {}

@@ -13,12 +13,14 @@ from scheduler.config import (
     LESS_THAN_INITIAL_SHARE,
     NO_CONFIGURATION,
     PREEMPTION_STRATEGIES,
+    effective_gates,
     parse_configuration,
     parse_duration,
 )
-from scheduler.errors import InputError
+from scheduler.errors import FlagError, InputError
 
 from .factories import (
+    BLOCK,
     CLUSTER_QUEUE,
     FLAVOR,
     V1BETA2,
@@ -31,6 +33,7 @@ from .factories import (
     resource_flavor,
     result_of,
     run,
+    tas_setup,
     topology,
     workload,
 )
@@ -109,6 +112,11 @@ class TestReading:
          "waitForPodsReady.requeuingStrategy.timestamp", "must be Eviction or Creation"),
         (configuration(waitForPodsReady={"requeuingStrategy": {"backoffBaseSeconds": -1}}),
          "waitForPodsReady.requeuingStrategy.backoffBaseSeconds", "must be an integer"),
+        (configuration(featureGates=["TASBalancedPlacement"]), "featureGates", "must be a mapping"),
+        (configuration(featureGates={"TASBalancedPlacment": True}), "featureGates.TASBalancedPlacment",
+         "unknown feature gate 'TASBalancedPlacment'"),
+        (configuration(featureGates={"TASBalancedPlacement": "true"}), "featureGates.TASBalancedPlacement",
+         "must be true or false, got 'true'"),
     ])
     def test_bad_values_name_the_field(self, doc, field, reason):
         with pytest.raises(InputError) as err:
@@ -116,6 +124,20 @@ class TestReading:
         assert err.value.field == field
         assert reason in err.value.reason
         assert str(err.value).startswith("kueue.yaml: Configuration: ")
+
+    def test_feature_gates_stand_for_the_flag(self):
+        config = parse_configuration(configuration(featureGates={"TASBalancedPlacement": True,
+                                                                 "TASProfileMixed": False}))
+        assert dict(config.feature_gates) == {"TASBalancedPlacement": True, "TASProfileMixed": False}
+        gates = effective_gates("", config)
+        assert gates.TASBalancedPlacement and not gates.TASProfileMixed and gates.TASMultiLayerTopology
+        assert effective_gates("TASBalancedPlacement=true", NO_CONFIGURATION).TASBalancedPlacement
+        assert not effective_gates(None, None).TASBalancedPlacement
+
+    def test_feature_gates_and_the_flag_never_mix(self):
+        config = parse_configuration(configuration(featureGates={"TASBalancedPlacement": True}))
+        with pytest.raises(FlagError, match="--feature-gates and the Configuration's featureGates both set"):
+            effective_gates("TASProfileMixed=false", config)
 
     def test_not_a_configuration(self):
         with pytest.raises(InputError, match="expected kind Configuration"):
@@ -247,6 +269,26 @@ class TestCommandLine:
         out = json.loads(capsys.readouterr().out)["workloads"][0]
         assert out["status"] == "Inadmissible"
         assert "example.com/credits" in out["message"]
+
+    def test_feature_gates_from_the_config(self, tmp_path: Path, capsys):
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump_all([*tas_setup(), *grid(cpu="4"),
+                                               workload("a", count=3, cpu="1", required=BLOCK)]))
+        config = tmp_path / "kueue.yaml"
+        config.write_text(yaml.safe_dump(configuration(featureGates={"TopologyAwareScheduling": False})))
+        now = ["--now", "2025-06-01T12:00:00Z"]
+
+        def output(*extra: str) -> str:
+            assert main(["simulate", str(cluster), *now, *extra]) == 0
+            return capsys.readouterr().out
+
+        default, by_flag = output(), output("--feature-gates", "TopologyAwareScheduling=false")
+        assert by_flag != default  # no TopologyAssignment without TAS
+        assert output("--config", str(config)) == by_flag
+        assert main(["simulate", str(cluster), *now, "--config", str(config),
+                     "--feature-gates", "TASBalancedPlacement=true"]) == 2
+        assert "--feature-gates and the Configuration's featureGates both set feature gates" in \
+            capsys.readouterr().err
 
     def test_bad_config_is_one_clear_line(self, tmp_path: Path, capsys):
         cluster = tmp_path / "cluster.yaml"

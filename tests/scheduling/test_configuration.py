@@ -16,7 +16,7 @@ from tasweb.cluster.services import object_upsert
 from tasweb.scheduling import runtime as rt
 from tasweb.scheduling import services
 from tests.engine.factories import HOSTNAME, workload
-from tests.engine.test_config import credits, credits_cluster
+from tests.engine.test_config import configuration, credits, credits_cluster
 from tests.engine.test_incremental_state import quota_view
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
@@ -85,3 +85,29 @@ class TestConfigurationInPasses:
         settings.TAS_KUEUE_CONFIG = ""
         assert services.kueue_configuration()[1] == services.NO_CONFIGURATION
         assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
+
+
+class TestFeatureGatesInTheFile:
+    def test_the_files_gates_are_the_engines(self, kueue_config, settings):
+        settings.TAS_FEATURE_GATES = ""
+        kueue_config(configuration(featureGates={"TASBalancedPlacement": True, "TASProfileMixed": False}))
+        seed(*credits_cluster(), workload("w", count=2, cpu="1", required=HOSTNAME))
+        services.scheduling_pass_run()
+        gates = rt.runtime_current().engine.state.gates
+        assert gates.TASBalancedPlacement and not gates.TASProfileMixed
+        assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
+
+    def test_gates_in_both_places_are_reported_at_start_up(self, kueue_config, settings):
+        settings.TAS_FEATURE_GATES = "TASProfileMixed=false"
+        kueue_config(configuration(featureGates={"TASBalancedPlacement": True}))
+        errors = [e for e in run_checks() if e.id.startswith("scheduling.")]
+        assert [e.id for e in errors] == ["scheduling.E001"]
+        assert errors[0].msg.startswith("TAS_FEATURE_GATES and the Configuration's featureGates both set feature "
+                                        "gates; Kueue takes one or the other")
+
+    def test_a_bad_gate_in_the_file_is_reported_once(self, kueue_config, settings):
+        settings.TAS_FEATURE_GATES = ""
+        kueue_config(configuration(featureGates={"TASBalancedPlacment": True}))
+        errors = [e for e in run_checks() if e.id.startswith("scheduling.")]
+        assert [e.id for e in errors] == ["scheduling.E002"]
+        assert "featureGates.TASBalancedPlacment: unknown feature gate 'TASBalancedPlacment'" in errors[0].msg
