@@ -26,7 +26,7 @@ and a requeue moves only the parked workloads of the ClusterQueues concerned.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -596,6 +596,20 @@ class QueueManager:
                        q.class_of[before])
         elif q.sticky == key:
             q.sticky = None
+
+    def sticky_heads(self) -> dict[str, str]:
+        """ClusterQueue -> the workload kept at its head while its preemptions complete."""
+        return {name: q.sticky for name, q in self.queues.items() if q.sticky is not None}
+
+    def restore_sticky(self, heads: Mapping[str, str]) -> None:
+        """Keep at their heads the workloads a state before this one kept there (`sticky_heads`,
+        as the database recorded it), those still waiting in that BestEffortFIFO ClusterQueue:
+        a restart or a new leader carries on with the same heads."""
+        for name, key in heads.items():
+            q = self.queues.get(name)
+            if q is not None and q.strategy == BEST_EFFORT_FIFO and self.assigned.get(key) == name:
+                self._follow_preemptor(q, key, REQUEUE_PENDING_PREEMPTION)
+                q.push(key, self.orders[key], q.class_of[key])
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)

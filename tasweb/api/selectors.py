@@ -46,7 +46,7 @@ from tasweb.scheduling.models import (
     WorkloadPrediction,
     WorkloadStop,
 )
-from tasweb.scheduling.selectors import prediction_run
+from tasweb.scheduling.selectors import prediction_run, sticky_heads_recorded
 
 # Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
 # evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
@@ -520,14 +520,27 @@ class PendingWorkload:
     position_in_local_queue: int
 
 
-def _queue_rows(q: Q, *, stop: int | None = None) -> Iterator[tuple]:
-    """The waiting workloads `q` selects in queue order; only the first `stop` when given."""
-    rows = (cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES).order_by(*QUEUE_ORDER)
-            .annotate(owners=json_key("raw", "metadata", "ownerReferences"))
-            .values_list("namespace", "name", "queue_name", "priority", "created_at", "owners"))
+def _queue_rows(q: Q, *, stop: int | None = None, sticky: str | None = None) -> Iterator[tuple]:
+    """The waiting workloads `q` selects in queue order; only the first `stop` when given.
+    `sticky` ("namespace/name"): the workload the scheduler keeps at the head while its
+    preemptions complete, first whatever its priority (as Kueue's queue snapshot orders it)."""
+    selected = cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES)
+
+    def listed(rows: QuerySet) -> QuerySet:
+        return (rows.order_by(*QUEUE_ORDER).annotate(owners=json_key("raw", "metadata", "ownerReferences"))
+                .values_list("namespace", "name", "queue_name", "priority", "created_at", "owners"))
+
+    head: list[tuple] = []
+    if sticky:
+        namespace, _, name = sticky.partition("/")
+        head = list(listed(selected.filter(namespace=namespace, name=name)))
+        if head:
+            selected = selected.exclude(namespace=namespace, name=name)
+    rest = listed(selected)
     if stop is not None:
-        rows = rows[:stop]
-    return rows.iterator(chunk_size=2000)
+        rest = rest[:max(stop - len(head), 0)]
+    yield from head
+    yield from rest.iterator(chunk_size=2000)
 
 
 def pending_in_cluster_queue(*, name: str, offset: int, limit: int,
@@ -540,7 +553,8 @@ def pending_in_cluster_queue(*, name: str, offset: int, limit: int,
     out: list[PendingWorkload] = []
     positions: dict[tuple[str, str], int] = defaultdict(int)
     shown = 0
-    rows = _queue_rows(local_queues_q(queues), stop=offset + limit if namespaces is None else None)
+    rows = _queue_rows(local_queues_q(queues), stop=offset + limit if namespaces is None else None,
+                       sticky=sticky_heads_recorded().get(name))
     for index, (namespace, wl_name, queue, priority, created, owners) in enumerate(rows):
         if shown >= offset + limit:
             break
@@ -561,7 +575,8 @@ def pending_in_local_queue(*, namespace: str, name: str, cluster_queue: str, off
     queues = [key for key, cq in local_queue_targets().items() if cq == cluster_queue] or [(namespace, name)]
     out: list[PendingWorkload] = []
     skipped = 0
-    for index, (wl_ns, wl_name, queue, priority, created, owners) in enumerate(_queue_rows(local_queues_q(queues))):
+    rows = _queue_rows(local_queues_q(queues), sticky=sticky_heads_recorded().get(cluster_queue))
+    for index, (wl_ns, wl_name, queue, priority, created, owners) in enumerate(rows):
         if len(out) >= limit:
             break
         if wl_ns != namespace or queue != name:
@@ -922,9 +937,23 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     when no pass decided on it (why-pending computes an answer, and says so)."""
     row = WorkloadStop.objects.filter(workload_key=workload.key).first()
     record = StopRecord.from_json(row.record) if row is not None else None
-    if workload.status != WorkloadStatus.PENDING or not workload.cluster_queue:
+    if workload.status != WorkloadStatus.PENDING:
         return record  # parked (Inadmissible): the record of the cycle that parked it stands
-    queue = cluster.Workload.objects.filter(cluster_queue=workload.cluster_queue, status=WorkloadStatus.PENDING)
+    # where it waits: its LocalQueue's ClusterQueue (a workload no pass has decided on yet has
+    # none written), with every workload waiting there
+    targets = local_queue_targets()
+    cq_name = targets.get((workload.namespace, workload.queue_name)) or workload.cluster_queue
+    if not cq_name:
+        return record
+    queue = cluster.Workload.objects.filter(local_queues_q(k for k, cq in targets.items() if cq == cq_name),
+                                            status=WorkloadStatus.PENDING)
+    sticky_key = sticky_heads_recorded().get(cq_name)
+    if sticky_key == workload.key:
+        return record  # kept at the head while its preemptions complete
+    sticky = None
+    if sticky_key:
+        namespace, _, name = sticky_key.partition("/")
+        sticky = queue.filter(namespace=namespace, name=name).first()
     same = Q(priority=workload.priority)
     at = workload.created_at
     earlier = Q(created_at__isnull=False) if at is None else Q(created_at__lt=at)
@@ -932,10 +961,10 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     ahead = queue.filter(Q(priority__gt=workload.priority) | (same & earlier)
                          | (same & tie & Q(namespace__lt=workload.namespace))
                          | (same & tie & Q(namespace=workload.namespace, name__lt=workload.name)))
-    position = ahead.count()
+    position = ahead.count() if sticky is None else ahead.exclude(pk=sticky.pk).count() + 1
     if position == 0:
         return record
-    head = queue.order_by("-priority", "created_at", "namespace", "name").first()
+    head = sticky or queue.order_by("-priority", "created_at", "namespace", "name").first()
     if head is None or head.key == workload.key:
         return record
     head_row = WorkloadStop.objects.filter(workload_key=head.key).first()
@@ -943,8 +972,9 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     verdict = WAITS if head_record is not None and head_record.verdict == WAITS else UNDECIDED
     why = f"{head.key} waits: {head_record.headline()}" if head_record is not None else \
         f"{head.key} has not been evaluated yet"
-    return StopRecord(NOT_HEAD, f"not a head: behind workload {head.key} in ClusterQueue {workload.cluster_queue}, "
-                      f"at position {position + 1}; {why}", verdict=verdict, cluster_queue=workload.cluster_queue,
+    kept = " (kept at the head until its preemptions complete)" if head is sticky else ""
+    return StopRecord(NOT_HEAD, f"not a head: behind workload {head.key} in ClusterQueue {cq_name}"
+                      f"{kept}, at position {position + 1}; {why}", verdict=verdict, cluster_queue=cq_name,
                       blocking=[head.key], computed_now=True,
                       details={"position": position + 1, "head": head.key,
                                "headStep": head_record.step if head_record is not None else None})

@@ -33,6 +33,10 @@ class SchedulingPass(models.Model):
     pods_ungated = models.IntegerField(default=0)
     pending = models.IntegerField(default=0)
     duration_ms = models.IntegerField(default=0)
+    # ClusterQueue -> the workload the engine keeps at its head while its preemptions complete
+    # (Kueue's sticky preemptor), as the pass left them: what the queue pages and a restarted
+    # scheduler take the heads from
+    sticky_heads = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at"]

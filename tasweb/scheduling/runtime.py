@@ -44,7 +44,13 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.changelog import missing_change_triggers
 from tasweb.scheduling.estimates import estimate_source_set
 from tasweb.scheduling.models import SchedulingPass
-from tasweb.scheduling.selectors import ChangedObjects, changed_objects, engine_inputs, engine_key
+from tasweb.scheduling.selectors import (
+    ChangedObjects,
+    changed_objects,
+    engine_inputs,
+    engine_key,
+    sticky_heads_recorded,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +145,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     with _made_to_keep(freeze=freeze):
         parsed = engine_inputs(versions, statuses)
         engine = Engine.from_parsed(parsed, gates, config=config)
+        engine.queues.restore_sticky(sticky_heads_recorded())  # the heads a state before kept
         # what the database says of each waiting workload is the answer already given (thousands
         # share a message: each is masked once)
         shapes: dict[str, str] = {}

@@ -392,3 +392,12 @@ def assignments_of(workload: cluster.Workload) -> QuerySet:
 def prediction_run() -> PredictionRun | None:
     """The estimate the stored predictions come from; None before the first is stored."""
     return PredictionRun.objects.order_by("-id").first()
+
+
+def sticky_heads_recorded() -> dict[str, str]:
+    """ClusterQueue -> the workload the last pass kept at its head while its preemptions
+    complete (Kueue's sticky preemptor), as that pass recorded it."""
+    from tasweb.scheduling.models import SchedulingPass
+
+    heads = SchedulingPass.objects.order_by("-id").values_list("sticky_heads", flat=True).first()
+    return dict(heads) if isinstance(heads, dict) else {}

@@ -92,7 +92,7 @@ from tasweb.scheduling.runtime import (
     runtime_discard,
     runtime_for_pass,
 )
-from tasweb.scheduling.selectors import engine_inputs
+from tasweb.scheduling.selectors import engine_inputs, sticky_heads_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -829,7 +829,8 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                 result = engine_pass_run(engine, now, cycle_seconds=cycle_seconds)
                 with transaction.atomic():
                     record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="control",
-                                                           workloads_seen=len(engine.state.workload_map))
+                                                           workloads_seen=len(engine.state.workload_map),
+                                                           sticky_heads=engine.queues.sticky_heads())
                     recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
                     recorder.paths.look_up_in(engine.state.node_for_hostname)
                     recorder.record(result)
@@ -928,13 +929,15 @@ def _observe_pass_run(*, now: datetime, trigger: str, started: float,
     marks = list(AdmissionToCompare.objects.order_by("id").values_list("id", "workload_key", "observed_at"))
     parsed = engine_inputs(read_versions)
     engine = Engine.from_parsed(parsed, feature_gates(), config=kueue_configuration()[1])
+    engine.queues.restore_sticky(sticky_heads_recorded())
     # before the pass: on the mirror as read, each compared workload's admission taken back
     # for its comparison and put back after it (scheduler.compare); the pass then runs as ever
     comparisons = compare_admissions(engine, {key for _, key, _ in marks}, now) if marks else []
     result = engine_pass(engine, now, cycles=None)
     with transaction.atomic():
         record = SchedulingPass.objects.create(started_at=now, trigger=trigger, mode="observe",
-                                               workloads_seen=len(result.workloads))
+                                               workloads_seen=len(result.workloads),
+                                               sticky_heads=engine.queues.sticky_heads())
         recorder = PassRecorder(record, now, False, read_versions=read_versions)
         recorder.paths.remember(parsed.nodes)
         recorder.explain(result)

@@ -236,6 +236,23 @@ class TestStickyPreemptor:
         engine.delete("Workload", "default/low")
         assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"urgent"}
 
+    def test_a_state_built_again_takes_the_heads_it_is_given(self):
+        def objects(strategy=None):
+            return [*base(cq("a", cpu=4, within="LowerPriority", strategy=strategy)),
+                    admitted(job("low", "a", count=1, cpu="4", priority=0),
+                             assignments={"main": domains_json([HOSTNAME], [("x1", 1)])}, cluster_queue_name="a"),
+                    job("preemptor", "a", count=1, cpu="4", priority=10, created=10),
+                    job("urgent", "a", count=1, cpu="4", priority=100, created=20)]
+        heads = {"a": "default/preemptor", "missing": "default/urgent", "b": "default/nothing"}
+        restored = engine_of(objects())
+        restored.queues.restore_sticky(heads)
+        assert restored.queues.sticky_heads() == {"a": "default/preemptor"}
+        assert set(restored.run_pass(NOW, cycles=1).decided) == {"default/preemptor", "default/low"}
+        strict = engine_of(objects(strategy="StrictFIFO"))
+        strict.queues.restore_sticky(heads)
+        assert strict.queues.sticky_heads() == {}
+        assert "default/urgent" in strict.run_pass(NOW, cycles=1).decided
+
     def test_deleting_it_ends_it(self):
         engine = self.engine()
         engine.delete("Workload", "default/preemptor")
