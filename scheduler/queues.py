@@ -544,8 +544,7 @@ class QueueManager:
                 wl = state.workload(key)
                 if wl is None or not is_pending(wl):
                     self.assigned.pop(key, None)
-                    if q.sticky == key:
-                        q.sticky = None
+                    q.forget(key)
                     continue
                 out.append((wl, cq))
                 break
@@ -592,8 +591,7 @@ class QueueManager:
         if reason == REQUEUE_PENDING_PREEMPTION and q.strategy == BEST_EFFORT_FIFO:
             before, q.sticky = q.sticky, key
             if before is not None and before != key and before in q.class_of:
-                q.push(before, self.orders.get(before) or queue_order_key(self.state, self.state.workload(before)),
-                       q.class_of[before])
+                q.push(before, self.orders[before], q.class_of[before])
         elif q.sticky == key:
             q.sticky = None
 
