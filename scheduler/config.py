@@ -21,6 +21,7 @@ from typing import Any
 
 from scheduler.errors import FlagError, InputError
 from scheduler.features import DEFAULTS as GATE_DEFAULTS
+from scheduler.features import UNSUPPORTED as UNSUPPORTED_GATES
 from scheduler.features import FeatureGates
 from scheduler.quantity import CPU, QuantityError, to_fraction
 
@@ -295,6 +296,8 @@ def _feature_gates(doc: Mapping | None) -> Mapping[str, bool]:
             raise InputError(f"unknown feature gate {name!r}", field=where)
         if not isinstance(value, bool):
             raise InputError(f"must be true or false, got {value!r}", field=where)
+        if (name, value) in UNSUPPORTED_GATES:
+            raise InputError(f"{str(value).lower()} is not supported: {UNSUPPORTED_GATES[name, value]}", field=where)
         out[name] = value
     return MappingProxyType(out)
 

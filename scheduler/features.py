@@ -32,6 +32,13 @@ DEFAULTS: dict[str, bool] = {
     # only lets Kueue's job webhooks accept a PodSet group with slices (v0.19.4); grouped sliced
     # PodSets are placed the same either way, as Kueue's scheduler does
     "TASGroupedPodSetSlicing": False,
+    # Kueue v0.19.5 (off in its release branch): the leader of a PodSet group checked against
+    # its own node selector, tolerations and affinity; not implemented, so only false is taken
+    "TASLeaderPodSetFeasibility": False,
+    # Kueue v0.19.6 (alpha, on there): a PodSet whose count is not a multiple of its slice size
+    # placed with a partial last slice. Not implemented: such a PodSet is refused, as Kueue did
+    # before; only false is taken
+    "TASPartialSlices": False,
     "ElasticJobsViaWorkloadSlices": True,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp": False,
@@ -102,6 +109,20 @@ DEFAULTS: dict[str, bool] = {
     "SkipAncestorCheckForDeletedWorkloads": True,
     "PodIntegrationValidateGroupOwner": True,
     "ValidateRayAndSparkJobUpdates": True,
+    # added by Kueue's v0.19.4-v0.19.7 patch releases, for its controllers and job integrations
+    "MultiKueueReuseClientConnectionConfigForWorkers": False,
+    "DeploymentJobUIDLabel": False,
+    "PodIntegrationCountSucceededPodsAsReady": False,
+    "EnforceProvisioningPodTemplateContents": False,
+    "PodGroupSchedulingShapeOrdering": True,
+}
+
+# gate values Kueue knows whose behaviour the engine does not have: refused, not ignored
+UNSUPPORTED: dict[tuple[str, bool], str] = {
+    ("TASLeaderPodSetFeasibility", True): "the leader of a PodSet group is placed by its workers' node "
+                                          "selector, tolerations and affinity, as Kueue does with this gate off",
+    ("TASPartialSlices", True): "a PodSet's count must be a multiple of its slice size, as Kueue required "
+                                "before v0.19.6",
 }
 
 _TRUE = {"true": True, "false": False}
@@ -117,6 +138,9 @@ class FeatureGates:
         unknown = sorted(set(self.overrides) - set(DEFAULTS))
         if unknown:
             raise FlagError(f"unknown feature gate {unknown[0]!r}")
+        for (name, value), instead in UNSUPPORTED.items():
+            if name in self.overrides and bool(self.overrides[name]) == value:
+                raise FlagError(f"feature gate {name}={str(value).lower()} is not supported: {instead}")
         # every gate resolved once, as an attribute of its own: the engine reads gates tens of
         # thousands of times a pass, and an attribute found is cheaper than `__getattr__`
         for name, default in DEFAULTS.items():

@@ -281,6 +281,24 @@ class TestBadFlags:
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
 
+    def test_gates_of_kueues_later_patch_releases(self, capsys, tmp_path, cluster_file):
+        """Gates Kueue's v0.19.4-v0.19.7 releases added: those of its controllers and job
+        integrations are taken; those whose TAS behaviour the engine does not have, only with
+        the value that matches what it does."""
+        wl_file = workloads_file(tmp_path, workload("w", count=5, unconstrained=True))
+        taken = ("PodGroupSchedulingShapeOrdering=true,DeploymentJobUIDLabel=true,TASPartialSlices=false,"
+                 "TASLeaderPodSetFeasibility=false,MultiKueueReuseClientConnectionConfigForWorkers=true")
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", taken)
+        assert code == 0
+        assert json.loads(out)["workloads"][0]["status"] == "Admitted"
+        code, out, err = simulate(capsys, cluster_file, "--feature-gates", "TASPartialSlices=true")
+        assert code == 2 and out == ""
+        assert_one_error_line(err, "feature gate TASPartialSlices=true is not supported: a PodSet's count must "
+                                   "be a multiple of its slice size")
+        code, _, err = simulate(capsys, cluster_file, "--feature-gates", "TASLeaderPodSetFeasibility=true")
+        assert code == 2
+        assert_one_error_line(err, "TASLeaderPodSetFeasibility=true is not supported")
+
     @pytest.mark.parametrize("value", ["true", "false"])
     def test_grouped_sliced_pod_sets_are_placed_whatever_the_webhook_gate_says(self, capsys, tmp_path,
                                                                                 cluster_file, value):
