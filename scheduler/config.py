@@ -20,9 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from scheduler.errors import FlagError, InputError
-from scheduler.features import DEFAULTS as GATE_DEFAULTS
-from scheduler.features import UNSUPPORTED as UNSUPPORTED_GATES
-from scheduler.features import FeatureGates
+from scheduler.features import FeatureGates, gate_problem
 from scheduler.quantity import CPU, QuantityError, to_fraction
 
 API_GROUP = "config.kueue.x-k8s.io"
@@ -292,12 +290,10 @@ def _feature_gates(doc: Mapping | None) -> Mapping[str, bool]:
     out: dict[str, bool] = {}
     for name, value in (doc or {}).items():
         where = f"featureGates.{name}"
-        if name not in GATE_DEFAULTS:
-            raise InputError(f"unknown feature gate {name!r}", field=where)
-        if not isinstance(value, bool):
-            raise InputError(f"must be true or false, got {value!r}", field=where)
-        if (name, value) in UNSUPPORTED_GATES:
-            raise InputError(f"{str(value).lower()} is not supported: {UNSUPPORTED_GATES[name, value]}", field=where)
+        problem = gate_problem(name) or (gate_problem(name, value) if isinstance(value, bool)
+                                         else f"must be true or false, got {value!r}")
+        if problem is not None:
+            raise InputError(problem, field=where)
         out[name] = value
     return MappingProxyType(out)
 

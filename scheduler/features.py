@@ -128,6 +128,17 @@ UNSUPPORTED: dict[tuple[str, bool], str] = {
 _TRUE = {"true": True, "false": False}
 
 
+def gate_problem(name: str, value: bool | None = None) -> str | None:
+    """Why `name=value` cannot be taken (an unknown gate, a value the engine lacks), or None;
+    without a value, only the name is checked."""
+    if name not in DEFAULTS:
+        return f"unknown feature gate {name!r}"
+    instead = UNSUPPORTED.get((name, value)) if value is not None else None
+    if instead is not None:
+        return f"feature gate {name}={str(value).lower()} is not supported: {instead}"
+    return None
+
+
 @dataclass(frozen=True)
 class FeatureGates:
     """An immutable set of gate values; unset gates take their v0.19 default."""
@@ -135,12 +146,11 @@ class FeatureGates:
     overrides: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.overrides) - set(DEFAULTS))
-        if unknown:
-            raise FlagError(f"unknown feature gate {unknown[0]!r}")
-        for (name, value), instead in UNSUPPORTED.items():
-            if name in self.overrides and bool(self.overrides[name]) == value:
-                raise FlagError(f"feature gate {name}={str(value).lower()} is not supported: {instead}")
+        # unknown names first, then values the engine lacks
+        for name in sorted(self.overrides, key=lambda n: (n in DEFAULTS, n)):
+            problem = gate_problem(name, bool(self.overrides[name]))
+            if problem is not None:
+                raise FlagError(problem)
         # every gate resolved once, as an attribute of its own: the engine reads gates tens of
         # thousands of times a pass, and an attribute found is cheaper than `__getattr__`
         for name, default in DEFAULTS.items():
