@@ -40,7 +40,7 @@ from scheduler.parse import (
 )
 from tasweb.cluster import models as cluster
 from tasweb.core.queries import json_key
-from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment, PredictionRun
+from tasweb.scheduling.models import AssignmentDomain, PodSetAssignment, PredictionRun, SchedulingPass
 
 
 def _taint(raw: dict) -> Taint:
@@ -397,7 +397,5 @@ def prediction_run() -> PredictionRun | None:
 def sticky_heads_recorded() -> dict[str, str]:
     """ClusterQueue -> the workload the last pass kept at its head while its preemptions
     complete (Kueue's sticky preemptor), as that pass recorded it."""
-    from tasweb.scheduling.models import SchedulingPass
-
     heads = SchedulingPass.objects.order_by("-id").values_list("sticky_heads", flat=True).first()
     return dict(heads) if isinstance(heads, dict) else {}
