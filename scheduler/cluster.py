@@ -22,6 +22,7 @@ the cold start: every object applied through the same verbs.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -65,6 +66,10 @@ _TAS_POD_ANNOTATIONS = (
     "kueue.x-k8s.io/podset-slice-required-topology-constraints",
 )
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+# PriorityBoost: added to a workload's priority wherever Kueue compares priorities (an int32;
+# another value is refused by Kueue's webhook and, as by its scheduler, read as no boost)
+PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+_INT32_TEXT = re.compile(r"[+-]?[0-9]+")
 WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
 EMPTY_REQUESTS: Mapping[str, int] = MappingProxyType({})
 
@@ -169,6 +174,16 @@ class NodeCensus:
     missing_level_label: int = 0
     not_ready: int = 0
     unschedulable: int = 0
+
+
+def priority_boost(wl: Workload) -> int:
+    """The boost of the workload's priority-boost annotation; 0 without one or for a value
+    that is not an int32 (Kueue's scheduler reads such a value as no boost)."""
+    text = wl.annotations.get(PRIORITY_BOOST_ANNOTATION)
+    if not text or not _INT32_TEXT.fullmatch(text):
+        return 0
+    boost = int(text)
+    return boost if -(2**31) <= boost < 2**31 else 0
 
 
 class ClusterState:
@@ -491,11 +506,15 @@ class ClusterState:
         return self.cluster_queues.get(lq.cluster_queue) if lq else None
 
     def priority_of(self, wl: Workload) -> int:
+        """Kueue's effective priority: the workload's priority, and with PriorityBoost the
+        boost its annotation gives."""
         if wl.priority is not None:
-            return wl.priority
-        if wl.priority_class_name and wl.priority_class_name in self.priority_classes:
-            return self.priority_classes[wl.priority_class_name].value
-        return 0
+            base = wl.priority
+        elif wl.priority_class_name and wl.priority_class_name in self.priority_classes:
+            base = self.priority_classes[wl.priority_class_name].value
+        else:
+            base = 0
+        return base + priority_boost(wl) if self.gates.PriorityBoost else base
 
     def is_tas_only(self, cq: ClusterQueue) -> bool:
         """Every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly)."""

@@ -177,8 +177,7 @@ class SchedulingCycle:
                 entries.append(self.nominate(wl, cq))
             else:
                 rejected.append((wl, cq, *problem))
-        entries.sort(key=lambda e: (e.borrows, -self.state.priority_of(e.wl), queue_order_timestamp(self.state, e.wl),
-                                    e.wl.key))
+        entries.sort(key=self.classical_order())
         ordered: Iterable[Entry] = entries
         if self.state.config.fair_sharing is not None:
             ordered = self.fair_sharing_order(entries)
@@ -215,6 +214,20 @@ class SchedulingCycle:
                 self.bulk.append((result, moved))
             self.parked += moved_count
         return self.decided
+
+    def classical_order(self) -> Callable[[Entry], tuple]:
+        """Kueue's order of the heads without fair sharing: waiting for its preemptions first
+        (PrioritizePreemptorWorkloads), then within nominal quota before borrowing, higher
+        priority (PrioritySortingWithinCohort), the older queue-order timestamp."""
+        state, gates, queues = self.state, self.state.gates, self.queues
+        by_priority = gates.PrioritySortingWithinCohort
+        preemptors_first = gates.PrioritizePreemptorWorkloads
+
+        def key(e: Entry) -> tuple:
+            return (preemptors_first and not queues.is_preemptor(e.wl, e.cq.name), e.borrows,
+                    -state.priority_of(e.wl) if by_priority else 0, queue_order_timestamp(state, e.wl), e.wl.key)
+
+        return key
 
     def fair_sharing_order(self, entries: list[Entry]) -> FairSharingIterator[Entry]:
         """The entries in Kueue's fair-sharing order, shares computed as entries are processed."""

@@ -58,7 +58,10 @@ DEFAULTS: dict[str, bool] = {
     "SchedulingEquivalenceHashing": True,
     "SchedulingEquivalenceHashingIgnorePodSetName": True,
     "RecomputeAssignmentUponPreemptionTargetsOverlap": True,
+    # Kueue v0.19.x (alpha): a head waiting for its preemptions is taken first across the
+    # ClusterQueues of a cycle
     "PrioritizePreemptorWorkloads": False,
+    # the kueue.x-k8s.io/priority-boost annotation added to the priority
     "PriorityBoost": False,
     "AdmissionGatedBy": True,
     "UnadmittedWorkloadsObservability": True,

@@ -473,6 +473,9 @@ class Workload:
     # spec.preemptionGates names, and status.preemptionGates positions by name (Open | Closed)
     preemption_gates: tuple[str, ...] = ()
     preemption_gate_positions: Mapping[str, str] = field(default_factory=dict)
+    # metadata.generation: a change of the spec makes a waiting preemptor a workload Kueue
+    # has not evaluated (its PrioritizePreemptorWorkloads looks only at the generation it saw)
+    generation: int = 0
     # namespace/name, made once: read for every look-up of the workload in the engine's maps
     key: str = field(init=False, repr=False, compare=False)
 

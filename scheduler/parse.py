@@ -1485,6 +1485,7 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         priority=integer(spec, "priority", sw, minimum=MIN_INT32, maximum=MAX_INT32),
         priority_class_name=priority_class,
         uid=string(meta, "uid", mw),
+        generation=integer(meta, "generation", mw, default=0, minimum=0) or 0,
         creation_timestamp=timestamp(meta, "creationTimestamp", mw),
         labels=string_map(meta, "labels", mw),
         annotations=string_map(meta, "annotations", mw),

@@ -166,8 +166,11 @@ class ClusterQueueQueue:
     # versions of class entries, never reused (a class deleted and made again must not
     # validate the entries its predecessor left in the heap)
     _versions: int = 0
-    # the workload waiting for its preemptions, kept at the head (BestEffortFIFO; Kueue's
-    # preemptorWorkload): until it is admitted, leaves, or goes back for another reason
+    # the workload waiting for its preemptions (Kueue's preemptorWorkload), and the generation
+    # it was evaluated at: until it is admitted, leaves, or goes back for another reason. A
+    # BestEffortFIFO ClusterQueue keeps it at the head (`sticky`)
+    preemptor: str | None = None
+    preemptor_generation: int = 0
     sticky: str | None = None
 
     def __len__(self) -> int:
@@ -232,10 +235,10 @@ class ClusterQueueQueue:
             self._schedule(cls)
 
     def forget(self, key: str) -> None:
-        """The workload leaves the ClusterQueue (admitted, deleted, moved): it is no longer the
-        sticky one either (a head popped for a cycle is only `remove`d: it may come back)."""
-        if self.sticky == key:
-            self.sticky = None
+        """The workload leaves the ClusterQueue (admitted, deleted, moved): it is no longer its
+        preemptor either (a head popped for a cycle is only `remove`d: it may come back)."""
+        if self.preemptor == key:
+            self.preemptor = self.sticky = None
         self.remove(key)
 
     def remove(self, key: str) -> None:
@@ -563,7 +566,7 @@ class QueueManager:
             return True, set(), 0
         order = self.orders.get(key) or queue_order_key(self.state, wl)
         shape = self.shape(wl)
-        self._follow_preemptor(q, key, reason)
+        self._follow_preemptor(q, wl, reason)
         q.push(key, order, shape)
         if q.is_parked(key) is not None:
             return False, set(), 0  # its class was parked meanwhile
@@ -584,16 +587,26 @@ class QueueManager:
         moved.discard(key)
         return False, moved, len(moved)
 
-    def _follow_preemptor(self, q: ClusterQueueQueue, key: str, reason: str) -> None:
+    def _follow_preemptor(self, q: ClusterQueueQueue, wl: Workload, reason: str) -> None:
         """Kueue's preemptor workload: a head going back to wait for its preemptions becomes the
-        sticky one of a BestEffortFIFO ClusterQueue (the one before it goes back to its place);
-        the sticky one going back for any other reason is sticky no more."""
-        if reason == REQUEUE_PENDING_PREEMPTION and q.strategy == BEST_EFFORT_FIFO:
-            before, q.sticky = q.sticky, key
+        ClusterQueue's preemptor, and the sticky one of a BestEffortFIFO ClusterQueue (the one
+        before it goes back to its place); the preemptor going back for any other reason is
+        one no more."""
+        key = wl.key
+        if reason == REQUEUE_PENDING_PREEMPTION:
+            before = q.sticky
+            q.preemptor, q.preemptor_generation = key, wl.generation
+            q.sticky = key if q.strategy == BEST_EFFORT_FIFO else None
             if before is not None and before != key and before in q.class_of:
                 q.push(before, self.orders[before], q.class_of[before])
-        elif q.sticky == key:
-            q.sticky = None
+        elif q.preemptor == key:
+            q.preemptor = q.sticky = None
+
+    def is_preemptor(self, wl: Workload, cq_name: str) -> bool:
+        """Whether `wl` waits for its preemptions in `cq_name`, unchanged since (Kueue's
+        ClusterQueue.IsPreemptor: the same generation)."""
+        q = self.queues.get(cq_name)
+        return q is not None and q.preemptor == wl.key and q.preemptor_generation == wl.generation
 
     def sticky_heads(self) -> dict[str, str]:
         """ClusterQueue -> the workload kept at its head while its preemptions complete."""
@@ -605,8 +618,9 @@ class QueueManager:
         a restart or a new leader carries on with the same heads."""
         for name, key in heads.items():
             q = self.queues.get(name)
-            if q is not None and q.strategy == BEST_EFFORT_FIFO and self.assigned.get(key) == name:
-                self._follow_preemptor(q, key, REQUEUE_PENDING_PREEMPTION)
+            wl = self.state.workload(key)
+            if q is not None and q.strategy == BEST_EFFORT_FIFO and self.assigned.get(key) == name and wl is not None:
+                self._follow_preemptor(q, wl, REQUEUE_PENDING_PREEMPTION)
                 q.push(key, self.orders[key], q.class_of[key])
 
     def pending_count(self) -> int:

@@ -109,7 +109,8 @@ def rebuild(engine: Engine) -> Engine:
         for shape, cls in q.classes.items():
             if cls.parked is not None:
                 target.park_class(shape, copy.copy(cls.parked))
-        target.sticky = q.sticky  # the preemptor kept at the head lives in memory, as in Kueue
+        # the preemptor (kept at the head) lives in memory, as in Kueue
+        target.preemptor, target.preemptor_generation, target.sticky = q.preemptor, q.preemptor_generation, q.sticky
         if q.sticky in target.class_of:
             target.push(q.sticky, dst.orders[q.sticky], target.class_of[q.sticky])
     dst.scan_progress = copy.deepcopy(src.scan_progress)
@@ -187,7 +188,8 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         self.counter = 0
         self.passes = 0
 
-    @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False)]),
+    @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False),
+                                               gates(PrioritizePreemptorWorkloads=True)]),
                 jobs=st.lists(JOB, min_size=2, max_size=10))
     def start(self, feature_gates, jobs) -> None:
         objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]

@@ -260,6 +260,108 @@ class TestStickyPreemptor:
         assert engine.queues.queues["a"].sticky is None
 
 
+class TestHeadsAcrossClusterQueues:
+    """The order in which a cycle takes the heads of the ClusterQueues of a cohort (Kueue's
+    classical iterator): what one head takes, a head after it cannot."""
+
+    def two_heads(self, **gate_values) -> Engine:
+        # a cohort of 4 CPUs, both heads borrowing: only the first one taken fits
+        objects = [*base(cq("a", cpu=2, cohort="co"), cq("b", cpu=2, cohort="co")),
+                   job("old", "b", cpu="4", priority=0, created=0), job("high", "a", cpu="4", priority=100, created=10)]
+        return engine_of(objects, **gate_values)
+
+    def test_the_higher_priority_head_goes_first(self):
+        assert admitted_names(self.two_heads().run_pass(NOW, cycles=1)) == {"high"}
+
+    def test_without_priority_sorting_within_cohort_the_older_head_goes_first(self):
+        engine = self.two_heads(PrioritySortingWithinCohort=False)
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"old"}
+
+    def preemptor_and_thief(self, strategy: str | None = None, **gate_values) -> Engine:
+        """"low1" and "low2" in `a` borrow `b`'s 2 CPUs. "preemptor", in `a`, evicts one of
+        them; "thief", of higher priority in `b`, cannot reclaim its quota and waits. Once the
+        target is gone both heads fit within their nominal quota, and only one of them fits."""
+        objects = [*base(cq("a", cpu=2, cohort="co", within="LowerPriority", strategy=strategy),
+                         cq("b", cpu=2, cohort="co"), nodes=4, cpu="2"),
+                   *(admitted(job(f"low{i}", "a", cpu="2", priority=0, created=i),
+                              assignments={"main": domains_json([HOSTNAME], [(f"x{i}", 1)])}, cluster_queue_name="a")
+                     for i in (1, 2)),
+                   job("thief", "b", cpu="2", priority=50, created=5),
+                   job("preemptor", "a", cpu="2", priority=10, created=10)]
+        engine = engine_of(objects, **gate_values)
+        first = engine.run_pass(NOW)  # "thief" is tried first and holds the quota for that cycle
+        (target,) = [k for k, r in first.decided.items() if r.status == "Preempted"]
+        assert statuses(engine, first) == {"preemptor": "Pending", target.split("/")[1]: "Preempted",
+                                           "thief": "Inadmissible"}
+        engine.delete("Workload", target)
+        return engine
+
+    def test_a_preemptor_waiting_for_its_targets_loses_what_the_first_frees_without_the_gate(self):
+        engine = self.preemptor_and_thief()
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"thief"}
+
+    def test_prioritize_preemptor_workloads_keeps_what_its_targets_free_for_it(self):
+        engine = self.preemptor_and_thief(PrioritizePreemptorWorkloads=True)
+        assert engine.queues.is_preemptor(engine.state.workload("default/preemptor"), "a")
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"preemptor"}
+
+    def test_a_strict_fifo_preemptor_goes_first_too(self):
+        engine = self.preemptor_and_thief("StrictFIFO", PrioritizePreemptorWorkloads=True)
+        assert engine.queues.queues["a"].sticky is None  # not kept at the head of its own queue
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"preemptor"}
+
+    def test_a_preemptor_whose_spec_changed_is_one_no_more(self):
+        engine = self.preemptor_and_thief(PrioritizePreemptorWorkloads=True)
+        wl = engine.state.workload("default/preemptor")
+        engine.upsert(dataclasses.replace(wl, generation=wl.generation + 1))
+        assert not engine.queues.is_preemptor(engine.state.workload("default/preemptor"), "a")
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"thief"}
+
+
+BOOST = "kueue.x-k8s.io/priority-boost"
+
+
+class TestPriorityBoost:
+    """PriorityBoost: the priority-boost annotation is added to the priority wherever Kueue
+    compares priorities (the queue's order, preemption); without the gate it is ignored."""
+
+    def queue(self, boost: str, **gate_values) -> Engine:
+        return engine_of([*base(cq("a", cpu=4)), job("first", "a", cpu="4", priority=10, created=0),
+                          job("boosted", "a", cpu="4", priority=0, created=10, annotations={BOOST: boost})],
+                         **gate_values)
+
+    def test_a_boost_moves_a_workload_up_its_queue(self):
+        assert admitted_names(self.queue("20", PriorityBoost=True).run_pass(NOW, cycles=1)) == {"boosted"}
+
+    def test_without_the_gate_the_annotation_is_ignored(self):
+        assert admitted_names(self.queue("20").run_pass(NOW, cycles=1)) == {"first"}
+
+    @pytest.mark.parametrize("boost", ["ten", "1.5", " 20", "2147483648", ""])
+    def test_a_value_that_is_not_an_int32_is_no_boost(self, boost):
+        assert admitted_names(self.queue(boost, PriorityBoost=True).run_pass(NOW, cycles=1)) == {"first"}
+
+    def test_a_new_boost_moves_a_waiting_workload(self):
+        engine = self.queue("5", PriorityBoost=True)
+        engine.upsert(one([job("boosted", "a", cpu="4", priority=0, created=10, annotations={BOOST: "+11"})]))
+        assert admitted_names(engine.run_pass(NOW, cycles=1)) == {"boosted"}
+
+    def preemption(self, **gate_values) -> Engine:
+        # "long" has run its time: its boost of -60 lets a workload of priority 80 preempt it
+        return engine_of([*base(cq("a", cpu=4, within="LowerPriority")),
+                          admitted(job("long", "a", cpu="4", priority=100, annotations={BOOST: "-60"}),
+                                   assignments={"main": domains_json([HOSTNAME], [("x1", 1)])},
+                                   cluster_queue_name="a"),
+                          job("incoming", "a", cpu="4", priority=80, created=10)], **gate_values)
+
+    def test_a_negative_boost_makes_a_workload_preemptible(self):
+        engine = self.preemption(PriorityBoost=True)
+        assert statuses(engine, engine.run_pass(NOW, cycles=1)) == {"incoming": "Pending", "long": "Preempted"}
+
+    def test_without_the_gate_it_is_not(self):
+        engine = self.preemption()
+        assert statuses(engine, engine.run_pass(NOW, cycles=1)) == {"incoming": "Inadmissible"}
+
+
 class TestRequeue:
     """Parked workloads come back on the events Kueue requeues on, and only then."""
 
