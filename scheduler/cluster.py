@@ -191,6 +191,7 @@ class ClusterState:
                  warn: Callable[[str], None] = lambda _msg: None, *,
                  config: Configuration | None = None) -> None:
         self.gates = gates or FeatureGates()
+        self._boost_priorities = self.gates.PriorityBoost  # read for every priority compared
         self.config = config or NO_CONFIGURATION
         self.warn = warn
         self.nodes: dict[str, Node] = {}
@@ -508,13 +509,11 @@ class ClusterState:
     def priority_of(self, wl: Workload) -> int:
         """Kueue's effective priority: the workload's priority, and with PriorityBoost the
         boost its annotation gives."""
-        if wl.priority is not None:
-            base = wl.priority
-        elif wl.priority_class_name and wl.priority_class_name in self.priority_classes:
-            base = self.priority_classes[wl.priority_class_name].value
-        else:
-            base = 0
-        return base + priority_boost(wl) if self.gates.PriorityBoost else base
+        priority = wl.priority
+        if priority is None:
+            name = wl.priority_class_name
+            priority = self.priority_classes[name].value if name and name in self.priority_classes else 0
+        return priority + priority_boost(wl) if self._boost_priorities else priority
 
     def is_tas_only(self, cq: ClusterQueue) -> bool:
         """Every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly)."""
