@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--now", default=None, metavar="RFC3339")
     sim.add_argument("--config", default=None, metavar="FILE",
                      help="Kueue's manager Configuration (config.kueue.x-k8s.io): resource transformations, "
-                          "excluded resource prefixes, fair sharing, waitForPodsReady, featureGates (not "
-                          "together with --feature-gates)")
+                          "excluded resource prefixes, quotaCheckStrategy, fair sharing, waitForPodsReady, "
+                          "featureGates (not together with --feature-gates)")
     sim.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="json")
     sim.add_argument("--cycles", default="1", metavar="N|all",
                      help="scheduling cycles to run (a cycle admits at most one workload per ClusterQueue, "

@@ -2,7 +2,9 @@
 about scheduling.
 
 Read: `resources.transformations` and `resources.excludeResourcePrefixes` (how a PodSet's
-requests become the resources it is charged for in quota), `fairSharing` (ordering and
+requests become the resources it is charged for in quota), `resources.quotaCheckStrategy`
+(whether a resource no ClusterQueue resource group covers blocks admission or is left out
+of quota, under the QuotaCheckStrategy gate), `fairSharing` (ordering and
 preemption across a cohort), `waitForPodsReady` (blocked admission, eviction of
 workloads whose pods do not become ready, requeueing with backoff) and `featureGates`
 (which Kueue takes instead of its `--feature-gates` flag, never together with it). Every
@@ -30,6 +32,8 @@ LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
 PREEMPTION_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
 EVICTION, CREATION = "Eviction", "Creation"
+BLOCK_UNDECLARED, IGNORE_UNDECLARED = "BlockUndeclared", "IgnoreUndeclared"
+QUOTA_CHECK_STRATEGIES = (BLOCK_UNDECLARED, IGNORE_UNDECLARED)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,15 @@ class Configuration:
     fair_sharing: FairSharing | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=dict)  # featureGates, as written
+    # resources.quotaCheckStrategy as written ("" when unset: BlockUndeclared); read only while
+    # the QuotaCheckStrategy gate is on, and checked then (`check_configuration`)
+    quota_check_strategy: str = ""
+    file: str = ""  # where it was read from, for the errors found once the gates are known
+
+    def ignores_undeclared(self, gates: FeatureGates) -> bool:
+        """Resources no resource group of the ClusterQueue covers are left out of quota instead
+        of blocking admission (Kueue's IgnoreUndeclaredResources)."""
+        return self.quota_check_strategy == IGNORE_UNDECLARED and gates.QuotaCheckStrategy
 
     @property
     def changes_requests(self) -> bool:
@@ -219,6 +232,32 @@ def _transformation(doc: object, where: str) -> ResourceTransformation:
     return ResourceTransformation(name, strategy, MappingProxyType(outputs), multiply_by)
 
 
+def _quota_check_strategy(doc: Mapping) -> str:
+    value = doc.get("quotaCheckStrategy")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"must be {BLOCK_UNDECLARED} or {IGNORE_UNDECLARED}, got {value!r}",
+                         field="resources.quotaCheckStrategy")
+    return value
+
+
+def check_configuration(config: Configuration, gates: FeatureGates) -> None:
+    """What Kueue's validation refuses once the gates are known: with the QuotaCheckStrategy gate
+    on, a quotaCheckStrategy that is neither BlockUndeclared nor IgnoreUndeclared, or
+    IgnoreUndeclared together with excludeResourcePrefixes (with the gate off Kueue ignores the
+    field, and so does this)."""
+    strategy = config.quota_check_strategy
+    if not strategy or not gates.QuotaCheckStrategy:
+        return
+    where = {"field": "resources.quotaCheckStrategy", "obj": "Configuration", "file": config.file}
+    if strategy not in QUOTA_CHECK_STRATEGIES:
+        raise InputError(f"must be {BLOCK_UNDECLARED} or {IGNORE_UNDECLARED}, got {strategy!r}", **where)
+    if strategy == IGNORE_UNDECLARED and config.exclude_resource_prefixes:
+        raise InputError(f"excludeResourcePrefixes is not allowed when quotaCheckStrategy is {IGNORE_UNDECLARED}",
+                         **where)
+
+
 def _resources(doc: Mapping) -> tuple[dict[str, ResourceTransformation], tuple[str, ...]]:
     transformations: dict[str, ResourceTransformation] = {}
     for i, item in enumerate(_list(doc, "transformations", "resources.")):
@@ -307,7 +346,10 @@ def effective_gates(flag: str | None, config: Configuration | None, *, flag_name
     if written and (flag or "").strip():
         raise FlagError(f"{flag_name} and the Configuration's featureGates both set feature gates; Kueue "
                         f"takes one or the other: set them in one place")
-    return FeatureGates(dict(written)) if written else FeatureGates.parse(flag)
+    gates = FeatureGates(dict(written)) if written else FeatureGates.parse(flag)
+    if config is not None:
+        check_configuration(config, gates)
+    return gates
 
 
 def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
@@ -320,13 +362,16 @@ def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
         if kind != "Configuration" or group != API_GROUP or version not in API_VERSIONS:
             raise InputError(f"expected kind Configuration of {API_GROUP}/v1beta1 or /v1beta2, "
                              f"got kind {kind!r} of {api_version!r}")
-        transformations, prefixes = _resources(_mapping(doc, "resources", "") or {})
+        resources = _mapping(doc, "resources", "") or {}
+        transformations, prefixes = _resources(resources)
         return Configuration(
             transformations=MappingProxyType(transformations),
             exclude_resource_prefixes=prefixes,
             fair_sharing=_fair_sharing(_mapping(doc, "fairSharing", ""), version),
             wait_for_pods_ready=_wait_for_pods_ready(_mapping(doc, "waitForPodsReady", ""), version),
             feature_gates=_feature_gates(_mapping(doc, "featureGates", "")),
+            quota_check_strategy=_quota_check_strategy(resources),
+            file=file,
         )
     except InputError as exc:
         raise exc.located(file=file, obj="Configuration") from None

@@ -305,6 +305,9 @@ class FlavorAssigner:
         self.tried: dict[tuple[str, int], int] = {}
         # the admitted workload slice this one replaces (elastic jobs): its pods keep their places
         self.replaced = state.replaced_slice(wl, cq.name)
+        # resources.quotaCheckStrategy: IgnoreUndeclared leaves resources the ClusterQueue does
+        # not cover out of quota instead of blocking the workload
+        self.ignore_undeclared = state.config.ignores_undeclared(state.gates)
 
     # ------------------------------------------------------------ PodSet <-> flavor compatibility
 
@@ -433,7 +436,7 @@ class FlavorAssigner:
         for resource, value in needs.items():
             group = next((rg for rg in self.cq.resource_groups if resource in rg.covered_resources), None)
             if group is None:
-                if resource == PODS or value == 0:
+                if resource == PODS or value == 0 or self.ignore_undeclared:
                     continue  # nothing to account: Kueue ignores it
                 return [], f"resource {resource} unavailable in ClusterQueue"
             for g, resources in groups:

@@ -22,18 +22,21 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
     from tasweb.scheduling.services import feature_gates, kueue_configuration
 
     errors = []
+    config_read = True
+    try:
+        kueue_configuration()
+    except InputError as exc:
+        config_read = False
+        errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
     try:
         feature_gates()
     except FlagError as exc:
         text = str(exc)
         errors.append(Error(text if text.startswith("TAS_FEATURE_GATES") else f"TAS_FEATURE_GATES: {text}",
                             id="scheduling.E001"))
-    except InputError:
-        pass  # the Configuration's own error, reported below
-    try:
-        kueue_configuration()
     except InputError as exc:
-        errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
+        if config_read:  # what the Configuration says, refused under the gates it runs with
+            errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
     for read, code in ((eta_range, "E003"), (eta_samples, "E004"), (eta_target_seconds, "E005"),
                        (eta_coverage, "E006"), (eta_calibration_bands, "E007")):
         try:

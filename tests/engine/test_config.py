@@ -26,6 +26,7 @@ from .factories import (
     V1BETA2,
     admitted,
     domains_json,
+    gates,
     grid,
     local_queue,
     node,
@@ -303,3 +304,105 @@ class TestCommandLine:
                        "must be Retain or Replace, got 'Keep'")
         assert main(["simulate", str(cluster), "--config", str(tmp_path / "missing.yaml")]) == 1
         assert "missing.yaml: no such file" in capsys.readouterr().err
+
+
+def ignore_undeclared(**resources) -> dict:
+    return configuration(resources={"quotaCheckStrategy": "IgnoreUndeclared", **resources})
+
+
+class TestQuotaCheckStrategy:
+    """resources.quotaCheckStrategy (Kueue's KEP-7513): with IgnoreUndeclared, a resource no
+    resource group of the ClusterQueue covers is left out of quota instead of blocking the
+    workload; the topology placement still counts it against the nodes."""
+
+    NIC = {"example.com/nic": "1"}
+
+    def objects(self, *, nic_on_nodes: bool = True, count: int = 1) -> list[dict]:
+        return [*credits_cluster(node_extra=self.NIC if nic_on_nodes else None),
+                workload("a", pod_sets=[pod_set(count=count, cpu="1", required=HOST, extra=self.NIC)])]
+
+    def test_reading(self):
+        assert parse_configuration(ignore_undeclared()).quota_check_strategy == "IgnoreUndeclared"
+        assert parse_configuration(configuration()).quota_check_strategy == ""
+        with pytest.raises(InputError) as err:
+            parse_configuration(configuration(resources={"quotaCheckStrategy": ["IgnoreUndeclared"]}))
+        assert err.value.field == "resources.quotaCheckStrategy"
+
+    @pytest.mark.parametrize("doc, reason", [
+        (configuration(resources={"quotaCheckStrategy": "Ignore"}),
+         "must be BlockUndeclared or IgnoreUndeclared, got 'Ignore'"),
+        (ignore_undeclared(excludeResourcePrefixes=["example.com/"]),
+         "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared"),
+    ])
+    def test_refused_while_the_gate_is_on(self, doc, reason):
+        config = parse_configuration(doc, file="kueue.yaml")
+        with pytest.raises(InputError) as err:
+            effective_gates("", config)
+        assert str(err.value) == f"kueue.yaml: Configuration: resources.quotaCheckStrategy: {reason}"
+        # with the gate off Kueue ignores the field, and validates nothing of it
+        assert not effective_gates("QuotaCheckStrategy=false", config).QuotaCheckStrategy
+        gated_off = parse_configuration({**doc, "featureGates": {"QuotaCheckStrategy": False}})
+        assert not effective_gates("", gated_off).QuotaCheckStrategy
+        assert effective_gates("", parse_configuration(configuration(
+            resources={"quotaCheckStrategy": "BlockUndeclared", "excludeResourcePrefixes": ["example.com/"]})))
+
+    def test_undeclared_resource_no_longer_blocks(self):
+        blocked = result_of(run(self.objects()), "a")
+        assert blocked.status == "Inadmissible"
+        assert "resource example.com/nic unavailable in ClusterQueue" in blocked.message
+        wl = result_of(run(self.objects(), config=parse_configuration(ignore_undeclared())), "a")
+        assert wl.status == "Admitted", wl.message
+        assert wl.pod_sets[0].flavors == {"cpu": FLAVOR}
+        assert wl.workload.admission is not None
+        assert dict(wl.workload.admission.pod_set_assignments[0].resource_usage) == {"cpu": 1000}
+
+    def test_blocks_again_with_the_gate_off(self):
+        config = parse_configuration(ignore_undeclared())
+        wl = result_of(run(self.objects(), config=config, feature_gates=gates(QuotaCheckStrategy=False)), "a")
+        assert wl.status == "Inadmissible"
+        assert "unavailable in ClusterQueue" in wl.message
+
+    def test_explicit_block_undeclared_is_the_default(self):
+        config = parse_configuration(configuration(resources={"quotaCheckStrategy": "BlockUndeclared"}))
+        assert "unavailable in ClusterQueue" in result_of(run(self.objects(), config=config), "a").message
+
+    def test_declared_resources_still_need_quota(self):
+        config = parse_configuration(ignore_undeclared())
+        wl = result_of(run([*credits_cluster(cpu_quota="1", node_extra=self.NIC),
+                            workload("a", pod_sets=[pod_set(count=2, cpu="1", required=HOST, extra=self.NIC)])],
+                           config=config), "a")
+        assert wl.status == "Inadmissible"
+        assert "insufficient quota for cpu in flavor" in wl.message
+
+    def test_nodes_still_need_the_undeclared_resource(self):
+        """Quota leaves it out; the topology placement does not (Kueue's KEP keeps TAS as is)."""
+        config = parse_configuration(ignore_undeclared())
+        wl = result_of(run(self.objects(nic_on_nodes=False), config=config), "a")
+        assert wl.status == "Inadmissible"
+        assert 'doesn\'t allow to fit any of 1 pod(s)' in wl.message
+        assert 'excluded: resource "example.com/nic": 2' in wl.message
+
+    def test_admitted_workload_is_charged_the_declared_resources_only(self):
+        """Two one-cpu workloads on a quota of two cpus both fit: neither is charged its NIC, and
+        the second finds the first's cpu taken (a third would not fit)."""
+        config = parse_configuration(ignore_undeclared())
+        objects = [*credits_cluster(cpu_quota="2", node_extra={"example.com/nic": "4"}),
+                   *(workload(n, pod_sets=[pod_set(cpu="1", required=HOST, extra=self.NIC)], created=i)
+                     for i, n in enumerate(("a", "b", "c")))]
+        result = run(objects, config=config)
+        assert [result_of(result, n).status for n in ("a", "b")] == ["Admitted", "Admitted"]
+        assert result_of(result, "c").status != "Admitted"
+        assert "cpu" in result_of(result, "c").message
+
+    def test_command_line_refuses_the_mix_in_one_line(self, tmp_path: Path, capsys):
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump_all(self.objects()))
+        config = tmp_path / "kueue.yaml"
+        config.write_text(yaml.safe_dump(ignore_undeclared(excludeResourcePrefixes=["example.com/"])))
+        assert main(["simulate", str(cluster), "--config", str(config)]) == 1
+        assert capsys.readouterr().err.strip() == (
+            f"error: {config}: Configuration: resources.quotaCheckStrategy: excludeResourcePrefixes is not "
+            "allowed when quotaCheckStrategy is IgnoreUndeclared")
+        config.write_text(yaml.safe_dump(ignore_undeclared()))
+        assert main(["simulate", str(cluster), "--config", str(config), "--now", "2025-06-01T12:00:00Z"]) == 0
+        assert json.loads(capsys.readouterr().out)["workloads"][0]["status"] == "Admitted"

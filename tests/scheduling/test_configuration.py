@@ -15,7 +15,7 @@ from tasweb.cluster import models as cluster
 from tasweb.cluster.services import object_upsert
 from tasweb.scheduling import runtime as rt
 from tasweb.scheduling import services
-from tests.engine.factories import HOSTNAME, workload
+from tests.engine.factories import HOSTNAME, pod_set, workload
 from tests.engine.test_config import configuration, credits, credits_cluster
 from tests.engine.test_incremental_state import quota_view
 
@@ -111,3 +111,29 @@ class TestFeatureGatesInTheFile:
         errors = [e for e in run_checks() if e.id.startswith("scheduling.")]
         assert [e.id for e in errors] == ["scheduling.E002"]
         assert "featureGates.TASBalancedPlacment: unknown feature gate 'TASBalancedPlacment'" in errors[0].msg
+
+
+class TestQuotaCheckStrategyInTheService:
+    def test_ignore_undeclared_admits_and_writes_the_declared_usage(self, kueue_config):
+        kueue_config(configuration(resources={"quotaCheckStrategy": "IgnoreUndeclared"}))
+        nic = {"example.com/nic": "1"}
+        seed(*credits_cluster(node_extra=nic),
+             workload("w", pod_sets=[pod_set(cpu="1", required=HOSTNAME, extra=nic)]))
+        services.scheduling_pass_run()
+        w = stored("w")
+        assert w.status == cluster.WorkloadStatus.ADMITTED, w.message
+        psa = w.raw["status"]["admission"]["podSetAssignments"][0]
+        assert psa["flavors"] == {"cpu": "tas-flavor"}
+        assert psa["resourceUsage"] == {"cpu": "1"}
+        assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
+
+    def test_ignore_undeclared_with_excluded_prefixes_is_reported_at_start_up(self, kueue_config, settings):
+        settings.TAS_FEATURE_GATES = ""
+        path = kueue_config(configuration(resources={"quotaCheckStrategy": "IgnoreUndeclared",
+                                                     "excludeResourcePrefixes": ["example.com/"]}))
+        errors = [e for e in run_checks() if e.id.startswith("scheduling.")]
+        assert [e.id for e in errors] == ["scheduling.E002"]
+        assert errors[0].msg == (f"TAS_KUEUE_CONFIG: {path}: Configuration: resources.quotaCheckStrategy: "
+                                 "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared")
+        settings.TAS_FEATURE_GATES = "QuotaCheckStrategy=false"  # Kueue ignores the field then
+        assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
