@@ -52,6 +52,7 @@ from scheduler.parse import (
     ANNOTATION_REQUIRED,
     ANNOTATION_SLICE_TOPOLOGY,
     ANNOTATION_UNCONSTRAINED,
+    USAGE_BASED_ADMISSION_FAIR_SHARING,
     ParsedObjects,
 )
 from scheduler.quota import FlavorResource, QuotaTree
@@ -623,6 +624,12 @@ class ClusterState:
                     charge.tas.append(TASCharge(next(iter(tas)), psa.topology_assignment, ps.spec.requests))
         return charge
 
+    def orders_by_local_queue_usage(self, cq: ClusterQueue) -> bool:
+        """Kueue orders this ClusterQueue's workloads by their LocalQueues' usage (admission fair
+        sharing: the gate, the Configuration's section and the ClusterQueue's admissionScope)."""
+        return (cq.admission_mode == USAGE_BASED_ADMISSION_FAIR_SHARING and self.gates.AdmissionFairSharing
+                and self.config.admission_fair_sharing is not None)
+
     def apply_charge(self, charge: Charge, sign: int) -> None:
         """Add (1) or take back (-1) a charge's quota and TAS usage."""
         self._apply_quota(charge, sign)
@@ -1024,6 +1031,10 @@ class ClusterState:
         old = self.cluster_queues.get(cq.name)
         if old == cq:
             return
+        if cq.admission_mode != (old.admission_mode if old else "") and self.orders_by_local_queue_usage(cq):
+            self.warn(f"ClusterQueue/{cq.name}: spec.admissionScope.admissionMode: {cq.admission_mode} is not "
+                      f"implemented: its workloads are ordered by priority and queue-order time, not by their "
+                      f"LocalQueues' usage as Kueue orders them with admissionFairSharing")
         self.cluster_queues[cq.name] = cq
         self._quota = None
         self._definitions_generation += 1

@@ -7,9 +7,10 @@ requests become the resources it is charged for in quota), `resources.quotaCheck
 of quota, under the QuotaCheckStrategy gate), `fairSharing` (ordering and
 preemption across a cohort), `waitForPodsReady` (blocked admission, eviction of
 workloads whose pods do not become ready, requeueing with backoff) and `featureGates`
-(which Kueue takes instead of its `--feature-gates` flag, never together with it). Every
-other field is Kueue's business and ignored; a bad value in a read field is an error
-naming it.
+(which Kueue takes instead of its `--feature-gates` flag, never together with it), and
+`admissionFairSharing`, checked as Kueue checks it (the engine does not order by LocalQueue
+usage: a ClusterQueue that asks for it is warned about). Every other field is Kueue's
+business and ignored; a bad value in a read field is an error naming it.
 """
 
 from __future__ import annotations
@@ -68,12 +69,23 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True)
+class AdmissionFairSharing:
+    """admissionFairSharing: ordering a ClusterQueue's workloads by their LocalQueues' decayed
+    usage, for ClusterQueues whose spec.admissionScope.admissionMode asks for it."""
+
+    usage_half_life_seconds: float = 0.0
+    usage_sampling_interval_seconds: float = 300.0
+    resource_weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Configuration:
     transformations: Mapping[str, ResourceTransformation] = field(default_factory=dict)
     exclude_resource_prefixes: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=dict)  # featureGates, as written
+    admission_fair_sharing: AdmissionFairSharing | None = None
     # resources.quotaCheckStrategy as written ("" when unset: BlockUndeclared); read only while
     # the QuotaCheckStrategy gate is on, and checked then (`check_configuration`)
     quota_check_strategy: str = ""
@@ -324,6 +336,31 @@ def _wait_for_pods_ready(doc: Mapping | None, version: str) -> WaitForPodsReady 
     )
 
 
+def _admission_fair_sharing(doc: Mapping | None) -> AdmissionFairSharing | None:
+    """admissionFairSharing, as Kueue defaults and validates it: usageSamplingInterval 5m when
+    unset or zero, no negative duration, no negative resource weight."""
+    if doc is None:
+        return None
+    where = "admissionFairSharing."
+    half_life = doc.get("usageHalfLifeTime")
+    sampling = doc.get("usageSamplingInterval")
+    weights: dict[str, float] = {}
+    for name, weight in (_mapping(doc, "resourceWeights", where) or {}).items():
+        field_name = f"{where}resourceWeights.{name}"
+        _resource_name(name, field_name)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight != weight:
+            raise InputError(f"must be a number, got {weight!r}", field=field_name)
+        if weight < 0:
+            raise InputError(f"must not be negative, got {weight!r}", field=field_name)
+        weights[name] = float(weight)
+    return AdmissionFairSharing(
+        usage_half_life_seconds=0.0 if half_life is None else parse_duration(half_life, f"{where}usageHalfLifeTime"),
+        usage_sampling_interval_seconds=(
+            (parse_duration(sampling, f"{where}usageSamplingInterval") if sampling is not None else 0.0) or 300.0),
+        resource_weights=MappingProxyType(weights),
+    )
+
+
 def _feature_gates(doc: Mapping | None) -> Mapping[str, bool]:
     """featureGates: Kueue's gate names, each true or false (a Go map[string]bool)."""
     out: dict[str, bool] = {}
@@ -370,6 +407,7 @@ def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
             fair_sharing=_fair_sharing(_mapping(doc, "fairSharing", ""), version),
             wait_for_pods_ready=_wait_for_pods_ready(_mapping(doc, "waitForPodsReady", ""), version),
             feature_gates=_feature_gates(_mapping(doc, "featureGates", "")),
+            admission_fair_sharing=_admission_fair_sharing(_mapping(doc, "admissionFairSharing", "")),
             quota_check_strategy=_quota_check_strategy(resources),
             file=file,
         )

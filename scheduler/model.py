@@ -270,6 +270,7 @@ class ClusterQueue:
     admission_checks: tuple[AdmissionCheckStrategyRule, ...] = ()
     stop_policy: str = "None"
     fair_weight: float = 1.0  # spec.fairSharing.weight; 0 is an infinite share when borrowing
+    admission_mode: str = ""  # spec.admissionScope.admissionMode
 
     def flavor_names(self) -> list[str]:
         return [fq.name for rg in self.resource_groups for fq in rg.flavors]

@@ -819,6 +819,8 @@ def _resource_names(rg: Mapping, where: Where) -> tuple[str, ...]:
 
 _QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 _STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
+USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
+_ADMISSION_MODES = (USAGE_BASED_ADMISSION_FAIR_SHARING, "NoAdmissionFairSharing")
 _WITHIN_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 _FUNGIBILITY = {"whenCanBorrow": ("MayStopSearch", "TryNextFlavor", "Borrow"),
@@ -917,6 +919,8 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         admission_checks=tuple(checks),
         stop_policy=_choice(spec, "stopPolicy", sw, _STOP_POLICIES) or "None",
         fair_weight=parse_fair_weight(spec, sw),
+        admission_mode=_choice(mapping(spec, "admissionScope", sw), "admissionMode", sw.at("admissionScope"),
+                               _ADMISSION_MODES) or "",
     )
 
 

@@ -144,7 +144,7 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
     statuses: dict[str, tuple[str, str]] = {}
     with _made_to_keep(freeze=freeze):
         parsed = engine_inputs(versions, statuses)
-        engine = Engine.from_parsed(parsed, gates, config=config)
+        engine = Engine.from_parsed(parsed, gates, _log_warning, config=config)
         engine.queues.restore_sticky(sticky_heads_recorded())  # the heads a state before kept
         # what the database says of each waiting workload is the answer already given (thousands
         # share a message: each is masked once)
@@ -160,6 +160,10 @@ def runtime_build(*, gates_text: str, gates: FeatureGates, config: Configuration
                 len(engine.state.nodes), len(engine.state.workload_map), len(engine.state.pod_map()),
                 time.perf_counter() - started)
     return runtime
+
+
+def _log_warning(message: str) -> None:
+    logger.warning("%s", message)
 
 
 def collect_garbage_left() -> None:

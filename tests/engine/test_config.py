@@ -406,3 +406,71 @@ class TestQuotaCheckStrategy:
         config.write_text(yaml.safe_dump(ignore_undeclared()))
         assert main(["simulate", str(cluster), "--config", str(config), "--now", "2025-06-01T12:00:00Z"]) == 0
         assert json.loads(capsys.readouterr().out)["workloads"][0]["status"] == "Admitted"
+
+
+def afs_cluster(mode: str | None = "UsageBasedAdmissionFairSharing") -> list[dict]:
+    objects = [*tas_setup(), *grid(cpu="4"), workload("a", cpu="1")]
+    if mode is not None:
+        objects[2]["spec"]["admissionScope"] = {"admissionMode": mode}
+    return objects
+
+
+AFS = {"usageHalfLifeTime": "168h", "usageSamplingInterval": "5m", "resourceWeights": {"cpu": 0, "nvidia.com/gpu": 2.5}}
+
+
+class TestAdmissionFairSharing:
+    """admissionFairSharing is read and checked as Kueue checks it; ordering by LocalQueue usage
+    is not implemented, and a ClusterQueue that would get it is warned about, not silently
+    ordered otherwise."""
+
+    def test_reading_and_defaults(self):
+        afs = parse_configuration(configuration(admissionFairSharing=AFS)).admission_fair_sharing
+        assert afs is not None
+        assert (afs.usage_half_life_seconds, afs.usage_sampling_interval_seconds) == (168 * 3600, 300)
+        assert dict(afs.resource_weights) == {"cpu": 0.0, "nvidia.com/gpu": 2.5}
+        empty = parse_configuration(configuration(admissionFairSharing={"usageSamplingInterval": "0"}))
+        assert empty.admission_fair_sharing is not None
+        assert empty.admission_fair_sharing.usage_sampling_interval_seconds == 300  # Kueue's default
+        assert parse_configuration(configuration()).admission_fair_sharing is None
+
+    @pytest.mark.parametrize("section, field, reason", [
+        ({"usageHalfLifeTime": "-1h"}, "admissionFairSharing.usageHalfLifeTime", "must not be negative"),
+        ({"usageSamplingInterval": "often"}, "admissionFairSharing.usageSamplingInterval", "is not a duration"),
+        ({"resourceWeights": {"cpu": -1}}, "admissionFairSharing.resourceWeights.cpu", "must not be negative"),
+        ({"resourceWeights": {"cpu": "heavy"}}, "admissionFairSharing.resourceWeights.cpu", "must be a number"),
+        ({"resourceWeights": ["cpu"]}, "admissionFairSharing.resourceWeights", "must be a mapping"),
+    ])
+    def test_bad_values_name_the_field(self, section, field, reason):
+        with pytest.raises(InputError) as err:
+            parse_configuration(configuration(admissionFairSharing=section), file="kueue.yaml")
+        assert err.value.field == field
+        assert reason in err.value.reason
+
+    def test_bad_admission_mode_names_the_field(self):
+        with pytest.raises(InputError) as err:
+            run(afs_cluster("ByUsage"))
+        assert str(err.value).endswith(
+            "ClusterQueue/cq: spec.admissionScope.admissionMode: must be one of UsageBasedAdmissionFairSharing, "
+            "NoAdmissionFairSharing, got 'ByUsage'")
+
+    def test_a_clusterqueue_that_asks_for_it_is_warned_about(self):
+        config = parse_configuration(configuration(admissionFairSharing=AFS))
+        warnings: list[str] = []
+        result = run(afs_cluster(), config=config, warnings=warnings)
+        assert result_of(result, "a").status == "Admitted"
+        assert warnings == [f"ClusterQueue/{CLUSTER_QUEUE}: spec.admissionScope.admissionMode: "
+                            "UsageBasedAdmissionFairSharing is not implemented: its workloads are ordered by priority "
+                            "and queue-order time, not by their LocalQueues' usage as Kueue orders them with "
+                            "admissionFairSharing"]
+
+    @pytest.mark.parametrize("mode, section, feature_gates", [
+        ("NoAdmissionFairSharing", AFS, gates()),
+        (None, AFS, gates()),
+        ("UsageBasedAdmissionFairSharing", None, gates()),  # Kueue needs the Configuration's section too
+        ("UsageBasedAdmissionFairSharing", AFS, gates(AdmissionFairSharing=False)),
+    ])
+    def test_no_warning_where_kueue_would_not_order_by_usage(self, mode, section, feature_gates):
+        config = parse_configuration(configuration(**({"admissionFairSharing": section} if section else {})))
+        warnings: list[str] = []
+        run(afs_cluster(mode), config=config, warnings=warnings, feature_gates=feature_gates)
+        assert warnings == []
