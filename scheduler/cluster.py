@@ -70,6 +70,8 @@ WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 # PriorityBoost: added to a workload's priority wherever Kueue compares priorities (an int32;
 # another value is refused by Kueue's webhook and, as by its scheduler, read as no boost)
 PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+# ConcurrentAdmission: the flavors a workload variant may take (read while the gate is on)
+ALLOWED_RESOURCE_FLAVOR_ANNOTATION = "kueue.x-k8s.io/allowed-resource-flavor"
 _INT32_TEXT = re.compile(r"[+-]?[0-9]+")
 WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
 EMPTY_REQUESTS: Mapping[str, int] = MappingProxyType({})
@@ -175,6 +177,16 @@ class NodeCensus:
     missing_level_label: int = 0
     not_ready: int = 0
     unschedulable: int = 0
+
+
+def allowed_flavors(wl: Workload) -> tuple[str, ...] | None:
+    """The flavors the workload's allowed-resource-flavor annotation lets it take (ConcurrentAdmission
+    variants carry one each); None without the annotation. The value is comma-separated, spaces
+    around names dropped; an empty value allows none."""
+    text = wl.annotations.get(ALLOWED_RESOURCE_FLAVOR_ANNOTATION)
+    if text is None:
+        return None
+    return tuple(part.strip() for part in text.split(",")) if text.strip() else ()
 
 
 def priority_boost(wl: Workload) -> int:

@@ -14,7 +14,7 @@ from datetime import UTC
 from enum import IntEnum
 
 from scheduler.assignment import TopologyAssignment
-from scheduler.cluster import ClusterState
+from scheduler.cluster import ClusterState, allowed_flavors
 from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Taint, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
@@ -308,6 +308,8 @@ class FlavorAssigner:
         # resources.quotaCheckStrategy: IgnoreUndeclared leaves resources the ClusterQueue does
         # not cover out of quota instead of blocking the workload
         self.ignore_undeclared = state.config.ignores_undeclared(state.gates)
+        # ConcurrentAdmission: a variant takes only the flavors its annotation names
+        self.allowed_flavors = allowed_flavors(wl) if state.gates.ConcurrentAdmission else None
 
     # ------------------------------------------------------------ PodSet <-> flavor compatibility
 
@@ -536,6 +538,9 @@ class FlavorAssigner:
                     fq.name in self.nominated.get(ps.name, {}).values() for ps in members):
                 reasons.append(f"skipping flavor {fq.name} as it is not found in the nomination mapping "
                                f"for resource {resources[0]}")
+                continue
+            if self.allowed_flavors is not None and fq.name not in self.allowed_flavors:
+                reasons.append(f"skipping flavor {fq.name} due to WorkloadAllowedResourceFlavorAnnotation annotation")
                 continue
             flavor = self.state.flavors.get(fq.name)
             mismatch = f"flavor {fq.name} not found" if flavor is None else \

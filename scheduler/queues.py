@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from scheduler.clock import later
-from scheduler.cluster import Changes, ClusterState, is_pending
+from scheduler.cluster import Changes, ClusterState, allowed_flavors, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
@@ -74,7 +74,8 @@ def queue_order_key(state: ClusterState, wl: Workload) -> tuple:
 def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:
     """Kueue's scheduling equivalence hash: workloads with the same effective priority and
     the same PodSets (pod spec shape, count, minCount, topology request) get the same answer
-    from the same cluster, so one evaluation stands for all of them."""
+    from the same cluster, so one evaluation stands for all of them; with ConcurrentAdmission,
+    variants allowed different flavors do not."""
     ignore_name = state.gates.SchedulingEquivalenceHashingIgnorePodSetName
     pod_sets = []
     for ps in wl.pod_sets:
@@ -89,7 +90,8 @@ def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:
             ps.min_count,
             ps.topology_request,
         ))
-    return (state.priority_of(wl), tuple(pod_sets))
+    allowed = allowed_flavors(wl) if state.gates.ConcurrentAdmission else None
+    return (state.priority_of(wl), tuple(pod_sets), allowed)
 
 
 def second_pass_delay(iteration: int) -> timedelta:

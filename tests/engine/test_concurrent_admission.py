@@ -1,0 +1,79 @@
+"""ConcurrentAdmission: a workload variant carrying kueue.x-k8s.io/allowed-resource-flavor takes
+only the flavors it names (Kueue's flavor assigner skips the others), and variants allowed
+different flavors are not one scheduling equivalence class."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.cluster import ALLOWED_RESOURCE_FLAVOR_ANNOTATION, allowed_flavors
+
+from .factories import cluster_queue, gates, local_queue, node, parse_one, resource_flavor, result_of, run, workload
+
+ON_DEMAND, SPOT = "on-demand", "spot"
+ON = gates(ConcurrentAdmission=True)
+
+
+def cluster(*, on_demand_cpu: str = "4", spot_cpu: str = "4") -> list[dict]:
+    cq = cluster_queue(flavors=(ON_DEMAND, SPOT), quota={"cpu": "4"})
+    flavors = cq["spec"]["resourceGroups"][0]["flavors"]
+    flavors[0]["resources"][0]["nominalQuota"] = on_demand_cpu
+    flavors[1]["resources"][0]["nominalQuota"] = spot_cpu
+    return [resource_flavor(ON_DEMAND, topology_name=None), resource_flavor(SPOT, topology_name=None), cq,
+            local_queue(), node("n1", labels={}, cpu="64")]
+
+
+def variant(name: str, allowed: str | None, *, cpu: str = "1", created: float = 0) -> dict:
+    annotations = {ALLOWED_RESOURCE_FLAVOR_ANNOTATION: allowed} if allowed is not None else None
+    return workload(name, cpu=cpu, annotations=annotations, created=created)
+
+
+@pytest.mark.parametrize("text, allowed", [
+    (None, None),
+    ("spot", ("spot",)),
+    (" spot , on-demand ", ("spot", "on-demand")),
+    ("", ()),
+    ("  ", ()),
+])
+def test_reading_the_annotation(text, allowed):
+    wl = parse_one(variant("v", text))
+    assert allowed_flavors(wl) == allowed
+
+
+def test_a_variant_takes_the_flavor_it_names():
+    objects = [*cluster(), variant("v", SPOT)]
+    assert result_of(run(objects, feature_gates=ON), "v").pod_sets[0].flavors == {"cpu": SPOT}
+    # with the gate off the annotation means nothing: the first flavor that fits
+    assert result_of(run(objects), "v").pod_sets[0].flavors == {"cpu": ON_DEMAND}
+
+
+def test_a_workload_without_the_annotation_takes_any_flavor():
+    assert result_of(run([*cluster(), variant("v", None)], feature_gates=ON), "v").pod_sets[0].flavors == {
+        "cpu": ON_DEMAND}
+
+
+@pytest.mark.parametrize("allowed", ["gpu-reserved", ""])
+def test_no_allowed_flavor_in_the_clusterqueue(allowed):
+    wl = result_of(run([*cluster(), variant("v", allowed)], feature_gates=ON), "v")
+    assert wl.status == "Inadmissible"
+    assert f"skipping flavor {ON_DEMAND} due to WorkloadAllowedResourceFlavorAnnotation annotation" in wl.message
+    assert f"skipping flavor {SPOT} due to WorkloadAllowedResourceFlavorAnnotation annotation" in wl.message
+
+
+def test_the_allowed_flavor_must_have_room():
+    wl = result_of(run([*cluster(spot_cpu="1"), variant("v", SPOT, cpu="2")], feature_gates=ON), "v")
+    assert wl.status == "Inadmissible"
+    assert f"insufficient quota for cpu in flavor {SPOT}" in wl.message
+    assert f"skipping flavor {ON_DEMAND} due to WorkloadAllowedResourceFlavorAnnotation annotation" in wl.message
+
+
+def test_variants_of_different_flavors_are_not_one_equivalence_class():
+    """Same shape, same priority: without the annotation in the hash, the on-demand variant's
+    no-fit would stand for the spot variant too, and it would wait with it."""
+    objects = [*cluster(on_demand_cpu="1"),
+               variant("a-on-demand", ON_DEMAND, cpu="2", created=0), variant("a-spot", SPOT, cpu="2", created=1)]
+    result = run(objects, feature_gates=ON)
+    assert result_of(result, "a-on-demand").status == "Inadmissible"
+    spot = result_of(result, "a-spot")
+    assert spot.status == "Admitted", spot.message
+    assert spot.pod_sets[0].flavors == {"cpu": SPOT}
