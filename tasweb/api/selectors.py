@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
+from scheduler.errors import FlagError, InputError
 from scheduler.eta import NOT_WITHIN_HORIZON, OUT_OF_BUDGET
 from scheduler.explain import (
     LevelFit,
@@ -47,13 +48,33 @@ from tasweb.scheduling.models import (
     WorkloadStop,
 )
 from tasweb.scheduling.selectors import prediction_run, sticky_heads_recorded
+from tasweb.scheduling.services import feature_gates
 
 # Workloads in a ClusterQueue's queue: the waiting ones (cluster.WAITING_STATUSES) and the
 # evicted and preempted ones, which Kueue requeues; and workloads that hold quota.
 QUEUED_STATUSES = (*cluster.WAITING_STATUSES, WorkloadStatus.EVICTED, WorkloadStatus.PREEMPTED)
 RESERVING_STATUSES = (WorkloadStatus.QUOTA_RESERVED, WorkloadStatus.ADMITTED)
-# Kueue's queue order: higher priority first, then the older workload.
-QUEUE_ORDER = ("-priority", "created_at", "namespace", "name")
+QUEUE_ORDER = ("-queue_priority", "created_at", "namespace", "name")
+
+
+def boost_counts() -> bool:
+    """Whether queue order adds the priority-boost annotation to the priority, as the scheduler
+    does while the PriorityBoost gate is on (gates that cannot be read, which start-up reports,
+    leave the plain priority)."""
+    try:
+        return feature_gates().PriorityBoost
+    except (InputError, FlagError):
+        return False
+
+
+def with_queue_priority(rows: QuerySet, *, boosted: bool) -> QuerySet:
+    """`rows` with `queue_priority`: the priority Kueue's queues order by."""
+    return rows.annotate(queue_priority=F("priority") + F("priority_boost") if boosted else F("priority"))
+
+
+def in_queue_order(rows: QuerySet) -> QuerySet:
+    """Kueue's queue order: higher (effective) priority first, then the older workload."""
+    return with_queue_priority(rows, boosted=boost_counts()).order_by(*QUEUE_ORDER)
 MAX_DOMAIN_WORKLOADS = 50  # workload names listed per domain of a capacity tree
 LEVEL_COLUMNS = tuple(f"level_{i}" for i in range(MAX_LEVELS))
 
@@ -527,7 +548,7 @@ def _queue_rows(q: Q, *, stop: int | None = None, sticky: str | None = None) -> 
     selected = cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES)
 
     def listed(rows: QuerySet) -> QuerySet:
-        return (rows.order_by(*QUEUE_ORDER).annotate(owners=json_key("raw", "metadata", "ownerReferences"))
+        return (in_queue_order(rows).annotate(owners=json_key("raw", "metadata", "ownerReferences"))
                 .values_list("namespace", "name", "queue_name", "priority", "created_at", "owners"))
 
     head: list[tuple] = []
@@ -954,17 +975,20 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     if sticky_key:
         namespace, _, name = sticky_key.partition("/")
         sticky = queue.filter(namespace=namespace, name=name).first()
-    same = Q(priority=workload.priority)
+    boosted = boost_counts()
+    mine = workload.priority + (workload.priority_boost if boosted else 0)
+    queue = with_queue_priority(queue, boosted=boosted)
+    same = Q(queue_priority=mine)
     at = workload.created_at
     earlier = Q(created_at__isnull=False) if at is None else Q(created_at__lt=at)
     tie = Q(created_at__isnull=True) if at is None else Q(created_at=at)
-    ahead = queue.filter(Q(priority__gt=workload.priority) | (same & earlier)
+    ahead = queue.filter(Q(queue_priority__gt=mine) | (same & earlier)
                          | (same & tie & Q(namespace__lt=workload.namespace))
                          | (same & tie & Q(namespace=workload.namespace, name__lt=workload.name)))
     position = ahead.count() if sticky is None else ahead.exclude(pk=sticky.pk).count() + 1
     if position == 0:
         return record
-    head = sticky or queue.order_by("-priority", "created_at", "namespace", "name").first()
+    head = sticky or queue.order_by(*QUEUE_ORDER).first()
     if head is None or head.key == workload.key:
         return record
     head_row = WorkloadStop.objects.filter(workload_key=head.key).first()

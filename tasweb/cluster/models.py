@@ -129,6 +129,9 @@ class Workload(MirroredObject):
     # the reason Kueue (or the engine) gives for the status: why pending, why evicted
     message = models.TextField(blank=True, default="")
     priority = models.IntegerField(default=0)
+    # the kueue.x-k8s.io/priority-boost annotation (0 without one, or for a value that is not an
+    # int32): added to `priority` in queue order while the PriorityBoost gate is on
+    priority_boost = models.IntegerField(default=0)
     pod_count = models.IntegerField(default=0)
     unhealthy_nodes = models.JSONField(default=list)
     admitted_at = models.DateTimeField(null=True, blank=True)

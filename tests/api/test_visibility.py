@@ -112,3 +112,17 @@ def test_bearer_token_as_kubernetes_clients_send_it(queued, client, token, setti
     denied = client.get(url)
     assert denied.status_code == 401 and denied.json()["reason"] == "Unauthorized"
     assert client.get(url, HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+
+
+@pytest.mark.parametrize("gates, boosted_first", [("PriorityBoost=true", True), ("", False)])
+def test_priority_boost_orders_the_queue_as_the_scheduler_does(queued, client, settings, gates, boosted_first):
+    """a-low (priority 0) boosted by 1000 comes before b-high (500) while the gate is on, as in
+    the scheduler's own order; the listing still reports the workload's spec.priority."""
+    settings.TAS_FEATURE_GATES = gates
+    boosted = workload_object("a-low", priority=0, created="2025-06-01T11:00:00Z", count=200, gpus=8)
+    boosted["metadata"]["annotations"] = {"kueue.x-k8s.io/priority-boost": "1000"}
+    upsert(boosted)
+    items = summary_items(client.get(f"{V1BETA1}/clusterqueues/cluster-queue/pendingworkloads"))
+    keys = [(ns, name) for ns, name, *_ in items]
+    assert (keys.index(("ml", "a-low")) < keys.index(("ml", "b-high"))) == boosted_first
+    assert next(priority for _, name, _, priority, *_ in items if name == "a-low") == 0
