@@ -128,6 +128,30 @@ UNSUPPORTED: dict[tuple[str, bool], str] = {
                                 "before v0.19.6",
 }
 
+# Kueue's gate dependencies: a gate reads as off while any gate it depends on is off, as Kueue's
+# tests switch them (disabling a gate disables its dependents) and as its documentation's gate
+# matrices play out (TASFailedNodeReplacementFailFast does nothing without TASFailedNodeReplacement)
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "TASFailedNodeReplacement": ("TopologyAwareScheduling",),
+    "TASFailedNodeReplacementFailFast": ("TopologyAwareScheduling", "TASFailedNodeReplacement"),
+    "TASReplaceNodeOnPodTermination": ("TopologyAwareScheduling", "TASFailedNodeReplacement"),
+    "TASReplaceNodeDueToNotReadyOverFixedTime": ("TopologyAwareScheduling", "TASFailedNodeReplacement"),
+    "TASBalancedPlacement": ("TopologyAwareScheduling",),
+    "TASReplaceNodeOnNodeTaints": ("TopologyAwareScheduling",),
+    "TASMultiLayerTopology": ("TopologyAwareScheduling",),
+    "TASRespectNodeAffinityPreferred": ("TopologyAwareScheduling",),
+    "UnadmittedWorkloadsExplicitStatus": ("UnadmittedWorkloadsObservability",),
+    "TASHandleOverlappingFlavors": ("TopologyAwareScheduling",),
+    "TASProfileMixed": ("TopologyAwareScheduling",),
+    "TASRecomputeAssignmentWithinSchedulingCycle": ("TopologyAwareScheduling",),
+    "ElasticJobsViaWorkloadSlicesWithTAS": ("ElasticJobsViaWorkloadSlices", "TopologyAwareScheduling"),
+    "KueueDRAIntegrationExtendedResource": ("KueueDRAIntegration",),
+    "KueueDRAIntegrationPartitionableDevices": ("KueueDRAIntegration",),
+    "KueueDRAIntegrationConsumableCapacity": ("KueueDRAIntegration",),
+    "FlavorFungibilityPreserveScanProgress": ("FlavorFungibility",),
+    "SchedulingEquivalenceHashingIgnorePodSetName": ("SchedulingEquivalenceHashing",),
+}
+
 _TRUE = {"true": True, "false": False}
 
 
@@ -156,13 +180,18 @@ class FeatureGates:
                 raise FlagError(problem)
         # every gate resolved once, as an attribute of its own: the engine reads gates tens of
         # thousands of times a pass, and an attribute found is cheaper than `__getattr__`
-        for name, default in DEFAULTS.items():
-            object.__setattr__(self, name, bool(self.overrides.get(name, default)))
+        for name in DEFAULTS:
+            object.__setattr__(self, name, self._resolved(name))
+
+    def _resolved(self, name: str) -> bool:
+        """The gate's value, off while a gate it depends on is off."""
+        value = bool(self.overrides.get(name, DEFAULTS[name]))
+        return value and all(self._resolved(p) for p in DEPENDENCIES.get(name, ()))
 
     def enabled(self, name: str) -> bool:
         if name not in DEFAULTS:
             raise KeyError(f"unknown feature gate {name!r}")
-        return self.overrides.get(name, DEFAULTS[name])
+        return self._resolved(name)
 
     def __getattr__(self, name: str) -> bool:
         # gates.TASProfileMixed reads like Kueue's features.Enabled(features.TASProfileMixed)
