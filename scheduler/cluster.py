@@ -72,6 +72,8 @@ WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
 # ConcurrentAdmission: the flavors a workload variant may take (read while the gate is on)
 ALLOWED_RESOURCE_FLAVOR_ANNOTATION = "kueue.x-k8s.io/allowed-resource-flavor"
+# ConcurrentAdmission: the workload whose variants are scheduled in its place
+CONCURRENT_ADMISSION_PARENT_LABEL = "kueue.x-k8s.io/concurrent-admission-parent"
 _INT32_TEXT = re.compile(r"[+-]?[0-9]+")
 WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
 EMPTY_REQUESTS: Mapping[str, int] = MappingProxyType({})
@@ -177,6 +179,10 @@ class NodeCensus:
     missing_level_label: int = 0
     not_ready: int = 0
     unschedulable: int = 0
+
+
+def is_concurrent_admission_parent(wl: Workload) -> bool:
+    return wl.labels.get(CONCURRENT_ADMISSION_PARENT_LABEL) == "true"
 
 
 def allowed_flavors(wl: Workload) -> tuple[str, ...] | None:

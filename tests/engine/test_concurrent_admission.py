@@ -77,3 +77,29 @@ def test_variants_of_different_flavors_are_not_one_equivalence_class():
     spot = result_of(result, "a-spot")
     assert spot.status == "Admitted", spot.message
     assert spot.pod_sets[0].flavors == {"cpu": SPOT}
+
+
+PARENT = {"kueue.x-k8s.io/concurrent-admission-parent": "true"}
+
+
+def parent(name: str = "job") -> dict:
+    wl = workload(name, cpu="1")
+    wl["metadata"]["labels"] = dict(PARENT)
+    return wl
+
+
+def test_a_parent_is_not_scheduled_its_variants_are():
+    """Kueue keeps a parent off its ClusterQueue's heap while the gate is on."""
+    result = run([*cluster(), parent(), variant("job-variant-spot", SPOT)], feature_gates=ON)
+    assert result_of(result, "job-variant-spot").status == "Admitted"
+    job = result_of(result, "job")
+    assert job.status == "Pending"
+    assert job.workload.admission is None
+    # with the gate off the label means nothing: the parent is a workload like any other
+    assert result_of(run([*cluster(), parent()]), "job").status == "Admitted"
+
+
+def test_only_the_label_value_true_makes_a_parent():
+    wl = parent()
+    wl["metadata"]["labels"] = {"kueue.x-k8s.io/concurrent-admission-parent": "sample-job"}
+    assert result_of(run([*cluster(), wl], feature_gates=ON), "job").status == "Admitted"
