@@ -90,6 +90,14 @@ class Configuration:
     # the QuotaCheckStrategy gate is on, and checked then (`check_configuration`)
     quota_check_strategy: str = ""
     file: str = ""  # where it was read from, for the errors found once the gates are known
+    # top-level fields no Kueue version has (a typo, most likely): Kueue refuses them
+    unknown_fields: tuple[str, ...] = ()
+
+    def warnings(self) -> list[str]:
+        """What is worth telling whoever runs with this Configuration."""
+        where = f"{self.file}: Configuration" if self.file else "Configuration"
+        return [f"{where}: {name}: not a field of Kueue's Configuration (Kueue refuses unknown fields); ignored"
+                for name in self.unknown_fields]
 
     def ignores_undeclared(self, gates: FeatureGates) -> bool:
         """Resources no resource group of the ClusterQueue covers are left out of quota instead
@@ -147,6 +155,36 @@ def whole_units(name: str, value: int) -> int:
 
 
 # ---------------------------------------------------------------- parsing
+
+# Kueue decodes its Configuration strictly: a field it does not know is an error. The sections
+# the engine reads are held to their fields here (any Kueue version's); other top-level names
+# that no Kueue version has are reported as warnings (`Configuration.unknown_fields`), since the
+# sections the engine does not read change from one Kueue version to the next.
+_SECTION_FIELDS: dict[str, frozenset[str]] = {
+    "resources": frozenset({"excludeResourcePrefixes", "transformations", "deviceClassMappings",
+                            "quotaCheckStrategy"}),
+    "resources.transformations[]": frozenset({"input", "strategy", "multiplyBy", "outputs"}),
+    "fairSharing": frozenset({"enable", "preemptionStrategies"}),
+    "admissionFairSharing": frozenset({"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"}),
+    "waitForPodsReady": frozenset({"enable", "timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}),
+    "waitForPodsReady.requeuingStrategy": frozenset({"timestamp", "backoffLimitCount", "backoffBaseSeconds",
+                                                     "backoffMaxSeconds"}),
+}
+_TOP_LEVEL_FIELDS = frozenset({
+    "apiVersion", "kind", "namespace", "webhook", "leaderElection", "metrics", "health", "pprofBindAddress",
+    "controller", "tls", "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "internalCertManagement",
+    "waitForPodsReady", "clientConnection", "integrations", "multiKueue", "fairSharing", "admissionFairSharing",
+    "resources", "featureGates", "objectRetentionPolicies", "queueVisibility", "visibilityServer",
+})
+
+
+def _known_fields(doc: Mapping, section: str, where: str) -> None:
+    """A field the section does not have is an error, as Kueue's strict decoding makes it."""
+    allowed = _SECTION_FIELDS[section]
+    for key in doc:
+        if key not in allowed:
+            raise InputError(f"unknown field {key!r} (Kueue's Configuration has {', '.join(sorted(allowed))})",
+                             field=f"{where}{key}")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", re.ASCII)
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -223,6 +261,7 @@ def _resource_name(value: object, where: str) -> str:
 def _transformation(doc: object, where: str) -> ResourceTransformation:
     if not isinstance(doc, Mapping):
         raise InputError("must be a mapping with input, strategy and outputs", field=where)
+    _known_fields(doc, "resources.transformations[]", f"{where}.")
     name = _resource_name(doc.get("input"), f"{where}.input")
     strategy = RETAIN if doc.get("strategy") is None else doc["strategy"]
     if strategy not in (RETAIN, REPLACE):
@@ -271,6 +310,7 @@ def check_configuration(config: Configuration, gates: FeatureGates) -> None:
 
 
 def _resources(doc: Mapping) -> tuple[dict[str, ResourceTransformation], tuple[str, ...]]:
+    _known_fields(doc, "resources", "resources.")
     transformations: dict[str, ResourceTransformation] = {}
     for i, item in enumerate(_list(doc, "transformations", "resources.")):
         rule = _transformation(item, f"resources.transformations[{i}]")
@@ -290,6 +330,7 @@ def _resources(doc: Mapping) -> tuple[dict[str, ResourceTransformation], tuple[s
 def _fair_sharing(doc: Mapping | None, version: str) -> FairSharing | None:
     if doc is None:
         return None
+    _known_fields(doc, "fairSharing", "fairSharing.")
     # v1beta1 has an `enable` switch; in v1beta2 the section being there enables it
     if not _bool(doc, "enable", "fairSharing.", version != "v1beta1"):
         return None
@@ -311,6 +352,7 @@ def _requeuing(doc: Mapping | None) -> RequeuingStrategy:
     if doc is None:
         return RequeuingStrategy()
     where = "waitForPodsReady.requeuingStrategy."
+    _known_fields(doc, "waitForPodsReady.requeuingStrategy", where)
     timestamp = doc.get("timestamp") or EVICTION
     if timestamp not in (EVICTION, CREATION):
         raise InputError(f"must be Eviction or Creation, got {timestamp!r}", field=f"{where}timestamp")
@@ -323,6 +365,7 @@ def _wait_for_pods_ready(doc: Mapping | None, version: str) -> WaitForPodsReady 
     if doc is None:
         return None
     where = "waitForPodsReady."
+    _known_fields(doc, "waitForPodsReady", where)
     if not _bool(doc, "enable", where, version != "v1beta1"):
         return None
     timeout = parse_duration(doc["timeout"], f"{where}timeout") if doc.get("timeout") is not None else 300.0
@@ -342,6 +385,7 @@ def _admission_fair_sharing(doc: Mapping | None) -> AdmissionFairSharing | None:
     if doc is None:
         return None
     where = "admissionFairSharing."
+    _known_fields(doc, "admissionFairSharing", where)
     half_life = doc.get("usageHalfLifeTime")
     sampling = doc.get("usageSamplingInterval")
     weights: dict[str, float] = {}
@@ -410,6 +454,7 @@ def parse_configuration(doc: Any, *, file: str = "") -> Configuration:
             admission_fair_sharing=_admission_fair_sharing(_mapping(doc, "admissionFairSharing", "")),
             quota_check_strategy=_quota_check_strategy(resources),
             file=file,
+            unknown_fields=tuple(key for key in doc if key not in _TOP_LEVEL_FIELDS),
         )
     except InputError as exc:
         raise exc.located(file=file, obj="Configuration") from None

@@ -6,12 +6,13 @@ file and the field, instead of failing every pass later."""
 from __future__ import annotations
 
 from django.core.checks import Error, register
+from django.core.checks import Warning as CheckWarning
 
 from scheduler.errors import FlagError, InputError
 
 
 @register()
-def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
+def scheduling_settings_check(app_configs, **kwargs) -> list[Error | CheckWarning]:
     from tasweb.scheduling.estimates import (
         eta_calibration_bands,
         eta_coverage,
@@ -24,7 +25,8 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error]:
     errors = []
     config_read = True
     try:
-        kueue_configuration()
+        errors += [CheckWarning(f"TAS_KUEUE_CONFIG: {text}", id="scheduling.W001")
+                   for text in kueue_configuration()[1].warnings()]
     except InputError as exc:
         config_read = False
         errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))

@@ -474,3 +474,56 @@ class TestAdmissionFairSharing:
         warnings: list[str] = []
         run(afs_cluster(mode), config=config, warnings=warnings, feature_gates=feature_gates)
         assert warnings == []
+
+
+class TestUnknownFields:
+    """Kueue decodes its Configuration strictly. A field the sections the engine reads do not
+    have is an error naming it; a top-level name no Kueue version has is a warning (the
+    sections the engine does not read differ from one Kueue version to the next)."""
+
+    @pytest.mark.parametrize("doc, field", [
+        (configuration(waitForPodsReady={"timeout": "5m", "blockAdmision": True}), "waitForPodsReady.blockAdmision"),
+        (configuration(waitForPodsReady={"requeuingStrategy": {"backoffLimit": 3}}),
+         "waitForPodsReady.requeuingStrategy.backoffLimit"),
+        (configuration(fairSharing={"preemptionStrategy": ["LessThanInitialShare"]}), "fairSharing.preemptionStrategy"),
+        (configuration(resources={"excludedResourcePrefixes": ["example.com/"]}), "resources.excludedResourcePrefixes"),
+        (configuration(resources={"transformations": [{"input": "cpu", "output": {"x": "1"}}]}),
+         "resources.transformations[0].output"),
+        (configuration(admissionFairSharing={"usageHalfLife": "1h"}), "admissionFairSharing.usageHalfLife"),
+    ])
+    def test_unknown_field_of_a_read_section(self, doc, field):
+        with pytest.raises(InputError) as err:
+            parse_configuration(doc, file="kueue.yaml")
+        assert err.value.field == field
+        assert err.value.reason.startswith(f"unknown field {field.rsplit('.', 1)[-1]!r} (Kueue's Configuration has ")
+
+    def test_every_field_of_a_read_section_is_known(self):
+        config = parse_configuration(configuration(
+            resources={"excludeResourcePrefixes": [], "transformations": [], "deviceClassMappings": []},
+            waitForPodsReady={"timeout": "5m", "blockAdmission": False, "recoveryTimeout": "1m",
+                              "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 1,
+                                                    "backoffBaseSeconds": 1, "backoffMaxSeconds": 2}},
+            fairSharing={"preemptionStrategies": ["LessThanInitialShare"]},
+            admissionFairSharing={"usageHalfLifeTime": "1h", "usageSamplingInterval": "1m", "resourceWeights": {}},
+            namespace="kueue-system", webhook={"port": 9443}, leaderElection={"leaderElect": True},
+            metrics={"bindAddress": ":8443"}, health={}, internalCertManagement={"enable": True},
+            clientConnection={"qps": 50}, integrations={"frameworks": ["batch/job"]}, multiKueue={},
+            objectRetentionPolicies={}, managedJobsNamespaceSelector={}, controller={}, tls={}))
+        assert config.unknown_fields == () and config.warnings() == []
+
+    def test_unknown_top_level_field_is_a_warning(self):
+        config = parse_configuration(configuration(waitForPodReady={"timeout": "5m"}), file="kueue.yaml")
+        assert config.wait_for_pods_ready is None
+        assert config.warnings() == ["kueue.yaml: Configuration: waitForPodReady: not a field of Kueue's "
+                                     "Configuration (Kueue refuses unknown fields); ignored"]
+
+    def test_the_command_line_prints_the_warning_and_runs(self, tmp_path: Path, capsys):
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(yaml.safe_dump_all([*tas_setup(), *grid(cpu="4"), workload("a", cpu="1")]))
+        config = tmp_path / "kueue.yaml"
+        config.write_text(yaml.safe_dump(configuration(fairsharing={})))
+        assert main(["simulate", str(cluster), "--config", str(config), "--now", "2025-06-01T12:00:00Z"]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["workloads"][0]["status"] == "Admitted"
+        assert captured.err.strip() == (f"warning: {config}: Configuration: fairsharing: not a field of Kueue's "
+                                        "Configuration (Kueue refuses unknown fields); ignored")

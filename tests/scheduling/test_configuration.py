@@ -81,6 +81,18 @@ class TestConfigurationInPasses:
         assert len(errors) == 1
         assert "resources.transformations[0].strategy: must be Retain or Replace, got 'Keep'" in errors[0].msg
 
+    def test_an_unknown_top_level_field_is_a_start_up_warning(self, kueue_config):
+        path = kueue_config(configuration(waitForPodReady={"timeout": "5m"}))
+        found = [(e.id, e.msg) for e in run_checks() if e.id.startswith("scheduling.")]
+        assert found == [("scheduling.W001", f"TAS_KUEUE_CONFIG: {path}: Configuration: waitForPodReady: not a "
+                                             "field of Kueue's Configuration (Kueue refuses unknown fields); ignored")]
+
+    def test_an_unknown_field_of_a_read_section_is_an_error(self, kueue_config):
+        kueue_config(configuration(waitForPodsReady={"timeout": "5m", "blockAdmision": True}))
+        errors = [e for e in run_checks() if e.id.startswith("scheduling.")]
+        assert [e.id for e in errors] == ["scheduling.E002"]
+        assert "waitForPodsReady.blockAdmision: unknown field 'blockAdmision'" in errors[0].msg
+
     def test_no_file_is_kueues_defaults(self, settings):
         settings.TAS_KUEUE_CONFIG = ""
         assert services.kueue_configuration()[1] == services.NO_CONFIGURATION
