@@ -81,7 +81,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise FlagError("FILE: - (standard input) is given more than once; it can be read once")
     config = read_configuration(args.config) if args.config else None
     gates = effective_gates(args.feature_gates, config)
-    for warning in config.warnings() if config is not None else ():
+    for warning in [*(config.warnings() if config is not None else ()), *gates.warnings()]:
         print(f"warning: {one_line(warning)}", file=sys.stderr)
     objects: list[tuple[str, dict]] = []
     # a one-shot run of objects read, parsed and kept until the end: the cyclic garbage

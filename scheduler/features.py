@@ -152,6 +152,15 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "SchedulingEquivalenceHashingIgnorePodSetName": ("SchedulingEquivalenceHashing",),
 }
 
+# gate values Kueue knows whose behaviour the engine does not have but which are taken (refusing
+# them would stop runs that do not depend on them): whoever sets one is told
+NOT_IMPLEMENTED: dict[tuple[str, bool], str] = {
+    ("DynamicQuotaOrchestration", True): "quota is the ClusterQueues' and Cohorts' spec, not the effective "
+                                         "quota their status may give",
+    ("ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp", True): "a scaled-up workload slice is admitted "
+                                                                     "whole or not at all",
+}
+
 _TRUE = {"true": True, "false": False}
 
 
@@ -198,6 +207,12 @@ class FeatureGates:
         if name in DEFAULTS:
             return self.enabled(name)
         raise AttributeError(name)
+
+    def warnings(self) -> list[str]:
+        """The gates set to a value whose behaviour the engine does not have, each with what it
+        does instead."""
+        return [f"feature gate {name}={str(value).lower()} is taken but not implemented: {instead}"
+                for (name, value), instead in NOT_IMPLEMENTED.items() if self.overrides.get(name) is value]
 
     def with_overrides(self, **values: bool) -> FeatureGates:
         return FeatureGates({**self.overrides, **values})

@@ -31,7 +31,7 @@ def scheduling_settings_check(app_configs, **kwargs) -> list[Error | CheckWarnin
         config_read = False
         errors.append(Error(f"TAS_KUEUE_CONFIG: {exc}", id="scheduling.E002"))
     try:
-        feature_gates()
+        errors += [CheckWarning(text, id="scheduling.W002") for text in feature_gates().warnings()]
     except FlagError as exc:
         text = str(exc)
         errors.append(Error(text if text.startswith("TAS_FEATURE_GATES") else f"TAS_FEATURE_GATES: {text}",

@@ -3,8 +3,12 @@ on is off, as Kueue's tests switch them and as its gate matrices play out."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+import yaml
+
+from scheduler.cli import main
 from scheduler.features import DEFAULTS, DEPENDENCIES, FeatureGates
 
 from .factories import BLOCK, grid, result_of, run, tas_setup, workload
@@ -57,3 +61,23 @@ def test_a_dependent_asked_for_without_its_dependency_changes_nothing():
     assert result_of(off, "a").status == result_of(also_balanced, "a").status == "Admitted"
     assert result_of(off, "a").pod_sets[0].assignment is None
     assert result_of(also_balanced, "a").pod_sets[0].assignment is None
+
+
+@pytest.mark.parametrize("name", ["DynamicQuotaOrchestration", "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp"])
+def test_a_gate_taken_without_its_behaviour_is_said(name):
+    [warning] = FeatureGates.parse(f"{name}=true").warnings()
+    assert warning.startswith(f"feature gate {name}=true is taken but not implemented: ")
+    assert FeatureGates.parse(f"{name}=false").warnings() == []
+    assert FeatureGates().warnings() == []
+
+
+def test_the_command_line_prints_it_and_runs(tmp_path, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all([*tas_setup(), *grid(cpu="4"), workload("a", cpu="1")]))
+    assert main(["simulate", str(cluster), "--now", "2025-06-01T12:00:00Z",
+                 "--feature-gates", "DynamicQuotaOrchestration=true"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["workloads"][0]["status"] == "Admitted"
+    assert captured.err.strip() == ("warning: feature gate DynamicQuotaOrchestration=true is taken but not "
+                                    "implemented: quota is the ClusterQueues' and Cohorts' spec, not the effective "
+                                    "quota their status may give")

@@ -161,3 +161,12 @@ class TestQuotaCheckStrategyInTheService:
         assert stored("w").status == cluster.WorkloadStatus.ADMITTED
         assert any("ClusterQueue/cq: spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing is not "
                    "implemented" in r.getMessage() for r in caplog.records)
+
+
+def test_a_gate_taken_without_its_behaviour_is_a_start_up_warning(settings):
+    settings.TAS_FEATURE_GATES = "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp=true"
+    settings.TAS_KUEUE_CONFIG = ""
+    found = [(e.id, e.msg) for e in run_checks() if e.id.startswith("scheduling.")]
+    assert found == [("scheduling.W002", "feature gate ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp=true "
+                                         "is taken but not implemented: a scaled-up workload slice is admitted whole "
+                                         "or not at all")]
