@@ -200,7 +200,7 @@ class FeatureGates:
     def enabled(self, name: str) -> bool:
         if name not in DEFAULTS:
             raise KeyError(f"unknown feature gate {name!r}")
-        return self._resolved(name)
+        return getattr(self, name)
 
     def __getattr__(self, name: str) -> bool:
         # gates.TASProfileMixed reads like Kueue's features.Enabled(features.TASProfileMixed)

@@ -11,17 +11,12 @@ from django.apps import apps
 
 from tasweb.api import selectors as api
 from tasweb.cluster import models as cluster
-from tasweb.cluster.services import object_upsert
 from tests.engine.test_queues import base, cq, job
+from tests.scheduling.test_sticky_head import seed
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
 BOOST = "kueue.x-k8s.io/priority-boost"
-
-
-def seed(*objects: dict) -> None:
-    for obj in objects:
-        object_upsert(kind=obj["kind"], obj=obj)
 
 
 @pytest.fixture
