@@ -75,6 +75,8 @@ def with_queue_priority(rows: QuerySet, *, boosted: bool) -> QuerySet:
 def in_queue_order(rows: QuerySet) -> QuerySet:
     """Kueue's queue order: higher (effective) priority first, then the older workload."""
     return with_queue_priority(rows, boosted=boost_counts()).order_by(*QUEUE_ORDER)
+
+
 MAX_DOMAIN_WORKLOADS = 50  # workload names listed per domain of a capacity tree
 LEVEL_COLUMNS = tuple(f"level_{i}" for i in range(MAX_LEVELS))
 

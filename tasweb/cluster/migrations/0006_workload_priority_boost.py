@@ -8,7 +8,7 @@ INT32_TEXT = re.compile(r"[+-]?[0-9]+")
 
 def boost_of(raw) -> int:
     """As the engine reads the annotation: an int32, or no boost."""
-    text = ((raw or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION)
+    text = (((raw or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
     if not isinstance(text, str) or not INT32_TEXT.fullmatch(text):
         return 0
     boost = int(text)
