@@ -534,6 +534,11 @@ class ClusterState:
             priority = self.priority_classes[name].value if name and name in self.priority_classes else 0
         return priority + priority_boost(wl) if self._boost_priorities else priority
 
+    def allowed_flavors_of(self, wl: Workload) -> tuple[str, ...] | None:
+        """The flavors a ConcurrentAdmission variant may take (its annotation, read while the
+        gate is on); None: any."""
+        return allowed_flavors(wl) if self.gates.ConcurrentAdmission else None
+
     def is_tas_only(self, cq: ClusterQueue) -> bool:
         """Every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly)."""
         names = cq.flavor_names()

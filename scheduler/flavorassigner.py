@@ -14,7 +14,7 @@ from datetime import UTC
 from enum import IntEnum
 
 from scheduler.assignment import TopologyAssignment
-from scheduler.cluster import ClusterState, allowed_flavors
+from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
 from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Taint, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
@@ -309,7 +309,7 @@ class FlavorAssigner:
         # not cover out of quota instead of blocking the workload
         self.ignore_undeclared = state.config.ignores_undeclared(state.gates)
         # ConcurrentAdmission: a variant takes only the flavors its annotation names
-        self.allowed_flavors = allowed_flavors(wl) if state.gates.ConcurrentAdmission else None
+        self.allowed_flavors = state.allowed_flavors_of(wl)
 
     # ------------------------------------------------------------ PodSet <-> flavor compatibility
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from scheduler.clock import later
-from scheduler.cluster import Changes, ClusterState, allowed_flavors, is_concurrent_admission_parent, is_pending
+from scheduler.cluster import Changes, ClusterState, is_concurrent_admission_parent, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
@@ -90,8 +90,7 @@ def equivalence_hash(state: ClusterState, wl: Workload) -> Hashable:
             ps.min_count,
             ps.topology_request,
         ))
-    allowed = allowed_flavors(wl) if state.gates.ConcurrentAdmission else None
-    return (state.priority_of(wl), tuple(pod_sets), allowed)
+    return (state.priority_of(wl), tuple(pod_sets), state.allowed_flavors_of(wl))
 
 
 def second_pass_delay(iteration: int) -> timedelta:
