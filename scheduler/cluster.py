@@ -185,6 +185,15 @@ def is_concurrent_admission_parent(wl: Workload) -> bool:
     return wl.labels.get(CONCURRENT_ADMISSION_PARENT_LABEL) == "true"
 
 
+def parent_workload_name(wl: Workload) -> str | None:
+    """The name of the Workload that owns `wl` (a ConcurrentAdmission variant names its parent
+    this way, in its namespace), or None."""
+    for ref in wl.owner_references:
+        if ref.kind == "Workload" and ref.api_version.startswith("kueue.x-k8s.io/"):
+            return ref.name
+    return None
+
+
 def allowed_flavors(wl: Workload) -> tuple[str, ...] | None:
     """The flavors the workload's allowed-resource-flavor annotation lets it take (ConcurrentAdmission
     variants carry one each); None without the annotation. The value is comma-separated, spaces
@@ -260,6 +269,8 @@ class ClusterState:
         self.pinned_to_check: set[str] = set()
         # (namespace, workload slice name) -> workloads: the owners pods name (see pod_owner)
         self.slice_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        # parent workload key -> the workloads it owns (ConcurrentAdmission's variants)
+        self.owned_workloads: dict[str, set[str]] = defaultdict(set)
         self.non_tas_by_node: dict[str, dict[str, Mapping[str, int]]] = defaultdict(dict)
         self._snapshots: dict[str, TASFlavorSnapshot] = {}
         self._snapshots_dirty = True
@@ -941,6 +952,9 @@ class ClusterState:
             self._forget_slice(old)
         self._workloads[key] = wl
         self.slice_members[(wl.namespace, slice_name(wl))].add(key)
+        parent = parent_workload_name(wl)
+        if parent is not None:
+            self.owned_workloads[f"{wl.namespace}/{parent}"].add(key)
         released = self._uncharge(key)
         if holds_quota(wl) and wl.admission is not None:
             self._charge(wl)
@@ -984,12 +998,16 @@ class ClusterState:
         self.changes.tas_released.update(tc.flavor for tc in charge.tas)
 
     def _forget_slice(self, wl: Workload) -> None:
-        owner = (wl.namespace, slice_name(wl))
-        members = self.slice_members.get(owner)
-        if members is not None:
-            members.discard(wl.key)
-            if not members:
-                del self.slice_members[owner]
+        _discard(self.slice_members, (wl.namespace, slice_name(wl)), wl.key)
+        parent = parent_workload_name(wl)
+        if parent is not None:
+            _discard(self.owned_workloads, f"{wl.namespace}/{parent}", wl.key)
+
+    def variants_of(self, key: str) -> list[Workload]:
+        """The workloads the workload `key` owns (a ConcurrentAdmission parent's variants), in
+        the state's order."""
+        owned = self.owned_workloads.get(key, ())
+        return sorted((self._workloads[k] for k in owned), key=lambda w: self.order.get(w.key, 0))
 
     def allocatable_resource_generation(self, cq_name: str) -> int:
         """Kueue's AllocatableResourceGeneration of a ClusterQueue: it advances whenever something

@@ -87,7 +87,7 @@ from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class
-from scheduler.stops import EXCEEDS_QUOTA, StopRecord
+from scheduler.stops import EXCEEDS_QUOTA, StopRecord, waits_as_parent
 
 PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
 RANGES = (PLAYS, CHAIN, SAMPLES)
@@ -100,6 +100,8 @@ NEVER = "not admitted when nothing more is due"
 NEVER_FITS = "never: its topology cannot hold it"
 # it asks for more than its ClusterQueue can ever have (nominal quota and what it may borrow)
 NEVER_EXCEEDS_QUOTA = "never: more than its ClusterQueue can ever have"
+# a ConcurrentAdmission parent: one of its variants is admitted, never the parent itself
+NEVER_AS_PARENT = "never itself: a ConcurrentAdmission parent, one of its variants is admitted"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 PLAY_FAILED = "estimate stopped: the play failed"
 
@@ -264,6 +266,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     pending = [wl for wl in state.workload_map.values() if is_pending(wl)]
     waiting = [wl.key for wl in pending]
     never = {key: why for key in waiting if (why := never_reason(engine.decisions.get(key)))}
+    never.update((wl.key, NEVER_AS_PARENT) for wl in pending if waits_as_parent(state, wl))
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime

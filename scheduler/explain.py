@@ -46,6 +46,8 @@ from scheduler.stops import (
     StopRecord,
     never_fits_text,
     no_targets_text,
+    parent_stop,
+    waits_as_parent,
 )
 from scheduler.topology_assignment import (
     add_assumed_usage,
@@ -681,6 +683,8 @@ def explain_workload(state: ClusterState, wl: Workload, *, stop: StopRecord | No
     computed on `state`; without one (no cycle decided on it yet), computed from scratch.
     Explaining many workloads on a state that does not change meanwhile, pass one `shared`."""
     out = compute_explanation(state, wl, shared)
+    if stop is None and waits_as_parent(state, wl):
+        stop = parent_stop(state, wl)  # never evaluated, nor will it be: its variants are
     if stop is None:
         return not_evaluated(out, wl)
     return with_record(out, stop)

@@ -8,7 +8,8 @@ a parked equivalence class shares the record of the workload whose evaluation pa
 
 What the cycle did not reach is answered on demand (`current_stop`): a workload behind
 another in its ClusterQueue, in its requeue backoff, or not evaluated since it arrived or
-changed. Only that last one is computed from scratch, and the record says so.
+changed. Only that last one is computed from scratch, and the record says so. A
+ConcurrentAdmission parent is never a head: its record names its variants, which are.
 
 Verdicts: `waits` means the next pass does not admit it unless something changes (an event
 requeues it, a workload finishes, quota or nodes change); `fits` that the next pass admits
@@ -50,6 +51,7 @@ BACKOFF = "backoff"  # in its requeue backoff
 NOT_EVALUATED = "not-evaluated"  # no cycle decided on it yet
 MISCONFIGURED = "misconfigured"  # namespace not selected by the ClusterQueue, or invalid resources
 PREEMPTION_GATED = "preemption-gated"  # needs preemption, but a preemption gate is closed
+PARENT = "concurrent-admission-parent"  # its ConcurrentAdmission variants are scheduled, not it
 
 WAITS, FITS, PREEMPTING, UNDECIDED = "waits", "fits", "preempting", "not-evaluated"
 
@@ -275,6 +277,34 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
 
 # ---------------------------------------------------------------- what the cycle did not reach
 
+VARIANTS_NAMED = 10  # variants a parent's record names in its message (details list them all)
+
+
+def waits_as_parent(state: ClusterState, wl: Workload) -> bool:
+    """The workload is a ConcurrentAdmission parent the scheduler keeps off its queue."""
+    from scheduler.cluster import is_concurrent_admission_parent
+
+    return state.gates.ConcurrentAdmission and is_concurrent_admission_parent(wl)
+
+
+def parent_stop(state: ClusterState, wl: Workload, now: datetime | None = None) -> StopRecord:
+    """Why a ConcurrentAdmission parent waits: Kueue schedules the variants it owns (each
+    limited to one flavor), never the parent; the record names them with their status."""
+    from scheduler.cycle import unchanged_status
+
+    variants = [(v.key, unchanged_status(v)) for v in state.variants_of(wl.key)]
+    if variants:
+        named = ", ".join(f"{key} ({status})" for key, status in variants[:VARIANTS_NAMED])
+        more = f" and {len(variants) - VARIANTS_NAMED} more" if len(variants) > VARIANTS_NAMED else ""
+        found = f"its variants: {named}{more}"
+    else:
+        found = "it has no variants yet (Kueue's ConcurrentAdmission controller makes one per flavor)"
+    cq = state.cluster_queue_for(wl)
+    return StopRecord(PARENT, f"a ConcurrentAdmission parent: the scheduler admits one of its variants, "
+                      f"not the parent itself; {found}", cluster_queue=cq.name if cq is not None else "",
+                      blocking=[key for key, _ in variants], computed_now=True, at=now,
+                      details={"variants": [{"workload": key, "status": status} for key, status in variants]})
+
 
 def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[str, StopRecord],
                  key: str, now: datetime | None = None) -> StopRecord | None:
@@ -292,6 +322,8 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     orphan = queues.orphans.get(key)
     if orphan is not None:
         return StopRecord(ORPHAN, orphan.message, cluster_queue=orphan.cluster_queue, computed_now=True, at=now)
+    if waits_as_parent(state, wl):
+        return parent_stop(state, wl, now)
     parked = queues.parked_info(key)
     if parked is not None:
         record = getattr(parked.result, "stop", None)
@@ -324,4 +356,5 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     return record
 
 
-__all__ = ["QuotaCheck", "StopRecord", "current_stop", "quota_checks", "requeue_triggers"]
+__all__ = ["QuotaCheck", "StopRecord", "current_stop", "parent_stop", "quota_checks", "requeue_triggers",
+           "waits_as_parent"]

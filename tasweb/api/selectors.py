@@ -57,14 +57,26 @@ RESERVING_STATUSES = (WorkloadStatus.QUOTA_RESERVED, WorkloadStatus.ADMITTED)
 QUEUE_ORDER = ("-queue_priority", "created_at", "namespace", "name")
 
 
-def boost_counts() -> bool:
-    """Whether queue order adds the priority-boost annotation to the priority, as the scheduler
-    does while the PriorityBoost gate is on (gates that cannot be read, which start-up reports,
-    leave the plain priority)."""
+def gate_on(name: str) -> bool:
+    """Whether the scheduler's feature gate `name` is on (gates that cannot be read, which
+    start-up reports, count as off)."""
     try:
-        return feature_gates().PriorityBoost
+        return getattr(feature_gates(), name)
     except (InputError, FlagError):
         return False
+
+
+def boost_counts() -> bool:
+    """Whether queue order adds the priority-boost annotation to the priority, as the scheduler
+    does while the PriorityBoost gate is on."""
+    return gate_on("PriorityBoost")
+
+
+def queued_q() -> Q:
+    """The workloads in a queue: those waiting, less the ConcurrentAdmission parents while the
+    gate is on (their variants are queued, as the scheduler keeps the parents off the queues)."""
+    q = Q(status__in=QUEUED_STATUSES)
+    return q & Q(concurrent_admission_parent=False) if gate_on("ConcurrentAdmission") else q
 
 
 def with_queue_priority(rows: QuerySet, *, boosted: bool) -> QuerySet:
@@ -416,10 +428,10 @@ def comparison_summary(queryset: QuerySet, *, bucket: str = "hour") -> dict[str,
 # ---------------------------------------------------------------- queues
 
 
-def _counts_by_local_queue(statuses: Iterable[str]) -> dict[tuple[str, str], dict[str, int]]:
-    """(namespace, LocalQueue) -> {status: count} over workloads in `statuses`."""
+def _counts_by_local_queue(selected: Q) -> dict[tuple[str, str], dict[str, int]]:
+    """(namespace, LocalQueue) -> {status: count} over the workloads `selected`."""
     out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-    rows = (cluster.Workload.objects.filter(status__in=statuses)
+    rows = (cluster.Workload.objects.filter(selected)
             .values_list("namespace", "queue_name", "status").annotate(n=Count("id")).order_by())
     for namespace, queue, status, n in rows:
         out[(namespace, queue)][status] = n
@@ -427,11 +439,11 @@ def _counts_by_local_queue(statuses: Iterable[str]) -> dict[tuple[str, str], dic
 
 
 def waiting_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
-    return _counts_by_local_queue(QUEUED_STATUSES)
+    return _counts_by_local_queue(queued_q())
 
 
 def reserving_counts_by_local_queue() -> dict[tuple[str, str], dict[str, int]]:
-    return _counts_by_local_queue(RESERVING_STATUSES)
+    return _counts_by_local_queue(Q(status__in=RESERVING_STATUSES))
 
 
 def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
@@ -547,7 +559,7 @@ def _queue_rows(q: Q, *, stop: int | None = None, sticky: str | None = None) -> 
     """The waiting workloads `q` selects in queue order; only the first `stop` when given.
     `sticky` ("namespace/name"): the workload the scheduler keeps at the head while its
     preemptions complete, first whatever its priority (as Kueue's queue snapshot orders it)."""
-    selected = cluster.Workload.objects.filter(q, status__in=QUEUED_STATUSES)
+    selected = cluster.Workload.objects.filter(q, queued_q())
 
     def listed(rows: QuerySet) -> QuerySet:
         return (in_queue_order(rows).annotate(owners=json_key("raw", "metadata", "ownerReferences"))
@@ -962,6 +974,8 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     record = StopRecord.from_json(row.record) if row is not None else None
     if workload.status != WorkloadStatus.PENDING:
         return record  # parked (Inadmissible): the record of the cycle that parked it stands
+    if workload.concurrent_admission_parent and gate_on("ConcurrentAdmission"):
+        return None  # never in a queue: the engine answers with its variants
     # where it waits: its LocalQueue's ClusterQueue (a workload no pass has decided on yet has
     # none written), with every workload waiting there
     targets = local_queue_targets()
@@ -969,7 +983,7 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
     if not cq_name:
         return record
     queue = cluster.Workload.objects.filter(local_queues_q(k for k, cq in targets.items() if cq == cq_name),
-                                            status=WorkloadStatus.PENDING)
+                                            queued_q(), status=WorkloadStatus.PENDING)
     sticky_key = sticky_heads_recorded().get(cq_name)
     if sticky_key == workload.key:
         return record  # kept at the head while its preemptions complete

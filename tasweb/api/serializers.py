@@ -444,13 +444,13 @@ class StopSerializer(s.Serializer):
     step = s.CharField(help_text="the step that stopped the Workload: not-head, quota, quota-held, quota-limit, "
                        "exceeds-quota, no-flavor, preemption-pending, no-candidates, overlapping-targets, topology, "
                        "topology-held, flavors-left, waiting-pods-ready, misconfigured, preemption-gated, orphan, "
-                       "backoff, not-evaluated")
+                       "backoff, concurrent-admission-parent (its variants are scheduled, not it), not-evaluated")
     message = s.CharField(help_text="the step in one line, with its numbers")
     verdict = s.ChoiceField(choices=["waits", "fits", "preempting", "not-evaluated"],
                             help_text="what the next pass does with it when nothing changes")
     evaluated = s.BooleanField(help_text="true: the scheduling cycle's record; false: computed when asked")
     blocking = string_list("the workloads that stop it: the head it is behind, the head holding the quota, "
-                           "preemption targets")
+                           "preemption targets, a ConcurrentAdmission parent's variants")
     at = s.CharField(allow_null=True, help_text="when the pass that decided ran (RFC 3339)")
     # "pass" is a Python keyword: the field is declared below
     cycle = s.IntegerField(allow_null=True, help_text="the scheduling cycle that decided")

@@ -132,6 +132,9 @@ class Workload(MirroredObject):
     # the kueue.x-k8s.io/priority-boost annotation (0 without one, or for a value that is not an
     # int32): added to `priority` in queue order while the PriorityBoost gate is on
     priority_boost = models.IntegerField(default=0)
+    # labelled kueue.x-k8s.io/concurrent-admission-parent: "true": while the ConcurrentAdmission
+    # gate is on its variants are queued and scheduled, not it
+    concurrent_admission_parent = models.BooleanField(default=False)
     pod_count = models.IntegerField(default=0)
     unhealthy_nodes = models.JSONField(default=list)
     admitted_at = models.DateTimeField(null=True, blank=True)

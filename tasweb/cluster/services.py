@@ -22,7 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transac
 from django.db.models import Field, Model, OuterRef, Subquery
 from django.utils import timezone
 
-from scheduler.cluster import is_tas_pod, priority_boost
+from scheduler.cluster import is_concurrent_admission_parent, is_tas_pod, priority_boost
 from scheduler.codec import decode_assignment
 from scheduler.errors import InputError
 from scheduler.model import TOPOLOGY_GATE
@@ -207,6 +207,7 @@ def _workload_fields(obj: Mapping) -> dict[str, Any]:
         "message": message,
         "priority": wl.priority or 0,
         "priority_boost": priority_boost(wl),
+        "concurrent_admission_parent": is_concurrent_admission_parent(wl),
         "pod_count": sum(ps.count for ps in wl.pod_sets),
         "unhealthy_nodes": list(wl.unhealthy_nodes),
         "admitted_at": admitted.last_transition_time if admitted and admitted.status == "True" else None,

@@ -7,8 +7,26 @@ from __future__ import annotations
 import pytest
 
 from scheduler.cluster import ALLOWED_RESOURCE_FLAVOR_ANNOTATION, allowed_flavors
+from scheduler.engine import Engine
+from scheduler.eta import NEVER_AS_PARENT, estimate
+from scheduler.explain import explain_workload
+from scheduler.stops import PARENT as PARENT_STEP
+from scheduler.stops import WAITS
 
-from .factories import cluster_queue, gates, local_queue, node, parse_one, resource_flavor, result_of, run, workload
+from .factories import (
+    NOW,
+    cluster_queue,
+    gates,
+    local_queue,
+    node,
+    owner_reference,
+    parse,
+    parse_one,
+    resource_flavor,
+    result_of,
+    run,
+    workload,
+)
 
 ON_DEMAND, SPOT = "on-demand", "spot"
 ON = gates(ConcurrentAdmission=True)
@@ -103,3 +121,67 @@ def test_only_the_label_value_true_makes_a_parent():
     wl = parent()
     wl["metadata"]["labels"] = {"kueue.x-k8s.io/concurrent-admission-parent": "sample-job"}
     assert result_of(run([*cluster(), wl], feature_gates=ON), "job").status == "Admitted"
+
+
+# ---------------------------------------------------------------- why a parent waits
+
+def owned_variant(name: str, allowed: str, *, cpu: str = "1") -> dict:
+    wl = variant(name, allowed, cpu=cpu)
+    wl["metadata"]["ownerReferences"] = [owner_reference("Workload", "job", api_version="kueue.x-k8s.io/v1beta2")]
+    return wl
+
+
+def engine_after_pass(objects: list[dict], feature_gates=ON) -> Engine:
+    engine = Engine.from_parsed(parse(objects), feature_gates, lambda _msg: None)
+    engine.run_pass(NOW)
+    return engine
+
+
+def test_why_a_parent_waits_names_its_variants_not_a_fit():
+    """The parent is never evaluated: why-pending must not say the next pass decides on it."""
+    engine = engine_after_pass([*cluster(on_demand_cpu="0"), parent(),
+                                owned_variant("job-variant-on-demand", ON_DEMAND),
+                                owned_variant("job-variant-spot", SPOT)])
+    out = engine.explain("default/job", NOW)
+    assert out.stop.step == PARENT_STEP
+    assert not out.fits
+    assert out.summary.startswith("a ConcurrentAdmission parent: the scheduler admits one of its variants")
+    assert "default/job-variant-on-demand (Pending), default/job-variant-spot (Admitted)" in out.summary
+    assert out.stop.details["variants"] == [
+        {"workload": "default/job-variant-on-demand", "status": "Pending"},
+        {"workload": "default/job-variant-spot", "status": "Admitted"}]
+
+
+def test_a_parent_without_variants_is_not_said_to_fit():
+    """With no record of a cycle (the service's case), the answer is still the parent's."""
+    engine = engine_after_pass([*cluster(), parent()])
+    wl = engine.state.workload("default/job")
+    out = explain_workload(engine.state, wl, stop=None)
+    assert out.stop.step == PARENT_STEP and out.verdict == WAITS and not out.fits
+    assert "it has no variants yet" in out.summary
+    assert "room for it" not in out.summary
+
+
+def test_without_the_gate_a_parent_label_explains_nothing():
+    engine = engine_after_pass([*cluster(on_demand_cpu="0", spot_cpu="0"), parent()], feature_gates=gates())
+    assert engine.explain("default/job", NOW).stop.step != PARENT_STEP
+
+
+def test_the_variants_follow_their_owner_references():
+    state = engine_after_pass([*cluster(), parent(), owned_variant("a", SPOT), owned_variant("b", SPOT)]).state
+    assert [w.name for w in state.variants_of("default/job")] == ["a", "b"]
+    state.delete_workload("default/a")
+    orphaned = owned_variant("b", SPOT)
+    orphaned["metadata"]["ownerReferences"] = []
+    state.upsert_workload(parse_one(orphaned))
+    assert state.variants_of("default/job") == []
+    assert "default/job" not in state.owned_workloads
+
+
+def test_a_parent_gets_no_start_estimate_and_is_told_why():
+    engine = engine_after_pass([*cluster(on_demand_cpu="0", spot_cpu="0"), parent(),
+                                owned_variant("job-variant-spot", SPOT)])
+    predictions = estimate(engine, NOW).predictions
+    assert predictions["default/job"].start is None
+    assert predictions["default/job"].reason == NEVER_AS_PARENT
+    assert predictions["default/job-variant-spot"].reason != NEVER_AS_PARENT
