@@ -118,6 +118,10 @@ DEFAULTS: dict[str, bool] = {
     "PodIntegrationCountSucceededPodsAsReady": False,
     "EnforceProvisioningPodTemplateContents": False,
     "PodGroupSchedulingShapeOrdering": True,
+    "HighMaxParallelismWithinReconcile": True,
+    # Kueue v0.19.6 (off there): its job webhooks and Workload builder reject a pod template's
+    # podset-unconstrained-topology: "false"; off, it is an explicit request naming no level, which waits
+    "TASRejectFalseUnconstrainedTopology": False,
 }
 
 # gate values Kueue knows whose behaviour the engine does not have: refused, not ignored
@@ -159,6 +163,9 @@ NOT_IMPLEMENTED: dict[tuple[str, bool], str] = {
                                          "quota their status may give",
     ("ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp", True): "a scaled-up workload slice is admitted "
                                                                      "whole or not at all",
+    ("TASRejectFalseUnconstrainedTopology", True): "a pod template's kueue.x-k8s.io/podset-unconstrained-topology: "
+                                                   "\"false\" is read, not rejected: an explicit TAS request "
+                                                   "naming no level, its PodSet waits",
 }
 
 _TRUE = {"true": True, "false": False}

@@ -339,11 +339,12 @@ class TopologyRequest:
 
     @property
     def explicit(self) -> bool:
-        """Kueue's IsExplicitlyRequestingTAS for one PodSet."""
+        """Kueue's IsExplicitlyRequestingTAS for one PodSet: `unconstrained` set at all counts,
+        false included (a request that then names no level)."""
         return (
             self.required is not None
             or self.preferred is not None
-            or bool(self.unconstrained)
+            or self.unconstrained is not None
             or self.slice_required_topology is not None
             or bool(self.slice_constraints)
         )

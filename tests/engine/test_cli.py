@@ -287,7 +287,8 @@ class TestBadFlags:
         the value that matches what it does."""
         wl_file = workloads_file(tmp_path, workload("w", count=5, unconstrained=True))
         taken = ("PodGroupSchedulingShapeOrdering=true,DeploymentJobUIDLabel=true,TASPartialSlices=false,"
-                 "TASLeaderPodSetFeasibility=false,MultiKueueReuseClientConnectionConfigForWorkers=true")
+                 "TASLeaderPodSetFeasibility=false,MultiKueueReuseClientConnectionConfigForWorkers=true,"
+                 "HighMaxParallelismWithinReconcile=false,TASRejectFalseUnconstrainedTopology=false")
         code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", taken)
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"

@@ -63,7 +63,8 @@ def test_a_dependent_asked_for_without_its_dependency_changes_nothing():
     assert result_of(also_balanced, "a").pod_sets[0].assignment is None
 
 
-@pytest.mark.parametrize("name", ["DynamicQuotaOrchestration", "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp"])
+@pytest.mark.parametrize("name", ["DynamicQuotaOrchestration", "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp",
+                                  "TASRejectFalseUnconstrainedTopology"])
 def test_a_gate_taken_without_its_behaviour_is_said(name):
     [warning] = FeatureGates.parse(f"{name}=true").warnings()
     assert warning.startswith(f"feature gate {name}=true is taken but not implemented: ")
@@ -81,3 +82,17 @@ def test_the_command_line_prints_it_and_runs(tmp_path, capsys):
     assert captured.err.strip() == ("warning: feature gate DynamicQuotaOrchestration=true is taken but not "
                                     "implemented: quota is the ClusterQueues' and Cohorts' spec, not the effective "
                                     "quota their status may give")
+
+
+def test_an_unconstrained_false_annotation_asks_for_no_level():
+    """Kueue's builder reads the annotation "false" as an explicit TAS request (its
+    IsExplicitlyRequestingTAS counts `unconstrained` set at all) that names no level: no TAS
+    flavor holds it and it waits (Kueue v0.19.6's TASRejectFalseUnconstrainedTopology, off by
+    default, rejects the Job instead)."""
+    wl = workload("a", cpu="1")
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "false"}}
+    result = result_of(run([*tas_setup(), *grid(cpu="4"), wl]), "a")
+    assert result.status != "Admitted"
+    assert result.message == ("couldn't assign flavors to pod set main: Flavor \"tas-flavor\" does not contain the "
+                              "requested level")
