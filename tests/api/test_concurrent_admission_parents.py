@@ -89,3 +89,10 @@ def test_the_migration_marks_rows_mirrored_before(waiting, value, parent):
     cluster.Workload.objects.filter(pk=row.pk).update(raw=row.raw, concurrent_admission_parent=False)
     migration.mark_parents(apps, None)
     assert cluster.Workload.objects.get(name="first").concurrent_admission_parent is parent
+
+
+def test_the_workload_page_lists_the_variants(waiting, settings, client):
+    settings.TAS_FEATURE_GATES = "ConcurrentAdmission=true"
+    html = client.get("/workloads/default/job/").content.decode()
+    assert "Its variants:" in html and "Stopped by:" not in html
+    assert 'href="/workloads/default/job-variant/"' in html
