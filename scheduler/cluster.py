@@ -1003,6 +1003,11 @@ class ClusterState:
         if parent is not None:
             _discard(self.owned_workloads, f"{wl.namespace}/{parent}", wl.key)
 
+    def waits_as_parent(self, wl: Workload) -> bool:
+        """The workload is a ConcurrentAdmission parent, kept off its queue while the gate is
+        on: its variants are scheduled, not it."""
+        return self.gates.ConcurrentAdmission and is_concurrent_admission_parent(wl)
+
     def variants_of(self, key: str) -> list[Workload]:
         """The workloads the workload `key` owns (a ConcurrentAdmission parent's variants), in
         the state's order."""

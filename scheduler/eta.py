@@ -87,7 +87,7 @@ from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class
-from scheduler.stops import EXCEEDS_QUOTA, StopRecord, waits_as_parent
+from scheduler.stops import EXCEEDS_QUOTA, StopRecord
 
 PLAYS, CHAIN, SAMPLES = "plays", "chain", "samples"
 RANGES = (PLAYS, CHAIN, SAMPLES)
@@ -266,7 +266,7 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     pending = [wl for wl in state.workload_map.values() if is_pending(wl)]
     waiting = [wl.key for wl in pending]
     never = {key: why for key in waiting if (why := never_reason(engine.decisions.get(key)))}
-    never.update((wl.key, NEVER_AS_PARENT) for wl in pending if waits_as_parent(state, wl))
+    never.update((wl.key, NEVER_AS_PARENT) for wl in pending if state.waits_as_parent(wl))
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime

@@ -47,7 +47,6 @@ from scheduler.stops import (
     never_fits_text,
     no_targets_text,
     parent_stop,
-    waits_as_parent,
 )
 from scheduler.topology_assignment import (
     add_assumed_usage,
@@ -683,7 +682,7 @@ def explain_workload(state: ClusterState, wl: Workload, *, stop: StopRecord | No
     computed on `state`; without one (no cycle decided on it yet), computed from scratch.
     Explaining many workloads on a state that does not change meanwhile, pass one `shared`."""
     out = compute_explanation(state, wl, shared)
-    if stop is None and waits_as_parent(state, wl):
+    if stop is None and state.waits_as_parent(wl):
         stop = parent_stop(state, wl)  # never evaluated, nor will it be: its variants are
     if stop is None:
         return not_evaluated(out, wl)

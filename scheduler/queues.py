@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from scheduler.clock import later
-from scheduler.cluster import Changes, ClusterState, is_concurrent_admission_parent, is_pending
+from scheduler.cluster import Changes, ClusterState, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
@@ -436,7 +436,7 @@ class QueueManager:
             self._orphan(key, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
         self.orphans.pop(key, None)
-        if self.state.gates.ConcurrentAdmission and is_concurrent_admission_parent(wl):
+        if self.state.waits_as_parent(wl):
             self.remove(key)  # Kueue keeps a parent off the heap: its variants are what is scheduled
             return
         target = lq.cluster_queue

@@ -280,13 +280,6 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
 VARIANTS_NAMED = 10  # variants a parent's record names in its message (details list them all)
 
 
-def waits_as_parent(state: ClusterState, wl: Workload) -> bool:
-    """The workload is a ConcurrentAdmission parent the scheduler keeps off its queue."""
-    from scheduler.cluster import is_concurrent_admission_parent
-
-    return state.gates.ConcurrentAdmission and is_concurrent_admission_parent(wl)
-
-
 def parent_stop(state: ClusterState, wl: Workload, now: datetime | None = None) -> StopRecord:
     """Why a ConcurrentAdmission parent waits: Kueue schedules the variants it owns (each
     limited to one flavor), never the parent; the record names them with their status."""
@@ -322,7 +315,7 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     orphan = queues.orphans.get(key)
     if orphan is not None:
         return StopRecord(ORPHAN, orphan.message, cluster_queue=orphan.cluster_queue, computed_now=True, at=now)
-    if waits_as_parent(state, wl):
+    if state.waits_as_parent(wl):
         return parent_stop(state, wl, now)
     parked = queues.parked_info(key)
     if parked is not None:
@@ -356,5 +349,4 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     return record
 
 
-__all__ = ["QuotaCheck", "StopRecord", "current_stop", "parent_stop", "quota_checks", "requeue_triggers",
-           "waits_as_parent"]
+__all__ = ["QuotaCheck", "StopRecord", "current_stop", "parent_stop", "quota_checks", "requeue_triggers"]
