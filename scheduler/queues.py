@@ -363,6 +363,9 @@ class QueueManager:
         # of their queue until then; `now` is the pass's clock (None before the first pass)
         self.backoff: dict[str, datetime] = {}
         self.now: datetime | None = None
+        # ConcurrentAdmission parents: pending, kept off their queue, and routed again with the
+        # others when queues change (a parent whose queue goes missing is an orphan like any other)
+        self.kept_off: set[str] = set()
 
     # ------------------------------------------------------------ following the cache
 
@@ -407,7 +410,7 @@ class QueueManager:
             del self.queues[name]
         # keep the ClusterQueues' definition order
         self.queues = {n: self.queues[n] for n in state.cluster_queues}
-        pending = [*self.assigned, *self.orphans, *self.backoff]
+        pending = [*self.assigned, *self.orphans, *self.backoff, *self.kept_off]
         self.assigned = {k: v for k, v in self.assigned.items() if v in self.queues}
         for key in pending:
             wl = state.workload(key)
@@ -415,7 +418,9 @@ class QueueManager:
 
     def place(self, key: str, wl: Workload | None) -> None:
         """Put a workload where it belongs now: its ClusterQueue's heap (or parked, if it was
-        parked and has not changed), an orphan, or nowhere (not pending)."""
+        parked and has not changed), an orphan, kept off (a ConcurrentAdmission parent), or
+        nowhere (not pending)."""
+        self.kept_off.discard(key)
         if wl is None or not is_pending(wl):
             self.remove(key)
             self.backoff.pop(key, None)
@@ -438,6 +443,7 @@ class QueueManager:
         self.orphans.pop(key, None)
         if self.state.waits_as_parent(wl):
             self.remove(key)  # Kueue keeps a parent off the heap: its variants are what is scheduled
+            self.kept_off.add(key)
             return
         target = lq.cluster_queue
         current = self.assigned.get(key)

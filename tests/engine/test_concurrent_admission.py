@@ -185,3 +185,13 @@ def test_a_parent_gets_no_start_estimate_and_is_told_why():
     assert predictions["default/job"].start is None
     assert predictions["default/job"].reason == NEVER_AS_PARENT
     assert predictions["default/job-variant-spot"].reason != NEVER_AS_PARENT
+
+
+def test_a_parent_is_routed_again_when_its_queue_changes():
+    """A parent kept off its queue is still followed: when its LocalQueue moves to a missing
+    ClusterQueue it is an orphan, as a state built afresh finds it."""
+    engine = engine_after_pass([*cluster(), parent()])
+    engine.upsert(parse_one(local_queue(cluster_queue_name="missing")))
+    outcome = engine.run_pass(NOW)
+    assert outcome.decided["default/job"].message == "ClusterQueue missing doesn't exist"
+    assert engine.stop_record("default/job", NOW).step == "orphan"

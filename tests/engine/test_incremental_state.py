@@ -27,7 +27,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from scheduler.cluster import ClusterState, is_pending
+from scheduler.cluster import CONCURRENT_ADMISSION_PARENT_LABEL, ClusterState, is_pending
 from scheduler.cycle import SchedulingCycle
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
@@ -40,9 +40,11 @@ from .factories import (
     HOSTNAME,
     NOW,
     RACK,
+    V1BETA2,
     gates,
     local_queue,
     node,
+    owner_reference,
     parse,
     parse_one,
     pod,
@@ -75,6 +77,10 @@ JOB = st.fixed_dictionaries({
     "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host"]),
     "priority": st.sampled_from([0, 10, 100]),
     "created": st.integers(0, 50),
+    # ConcurrentAdmission: a parent (kept off its queue while the gate is on), or a variant
+    # owned by a workload that may or may not exist (nor be a parent)
+    "role": st.sampled_from(["plain", "plain", "plain", "plain", "parent", "variant"]),
+    "owner": st.sampled_from(["job-1", "job-2", "job-3"]),
 })
 
 
@@ -158,6 +164,7 @@ def index_view(state: ClusterState) -> dict:
         "failure_candidates": state.failure_candidates(),
         "ranked_holders": {cq: [(p, k) for p, _, k in ranked] for cq, ranked in state.holders_by_priority.items()
                            if ranked},
+        "owned": {k: set(v) for k, v in state.owned_workloads.items() if v},
     }
 
 
@@ -189,7 +196,8 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         self.passes = 0
 
     @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False),
-                                               gates(PrioritizePreemptorWorkloads=True)]),
+                                               gates(PrioritizePreemptorWorkloads=True),
+                                               gates(ConcurrentAdmission=True)]),
                 jobs=st.lists(JOB, min_size=2, max_size=10))
     def start(self, feature_gates, jobs) -> None:
         objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]
@@ -260,11 +268,16 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ workloads
 
-    def job_object(self, queue, count, cpu, shape, priority, created) -> dict:
+    def job_object(self, queue, count, cpu, shape, priority, created, role="plain", owner="job-1") -> dict:
         kwargs = {"required": RACK} if shape == "required" else {"preferred": RACK} if shape == "preferred" else \
             {"unconstrained": True} if shape == "unconstrained" else {"required": HOSTNAME} if shape == "host" else {}
-        return workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
-                        created=created, **kwargs)
+        if role == "variant":
+            kwargs["owners"] = [owner_reference("Workload", owner, api_version=V1BETA2)]
+        obj = workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
+                       created=created, **kwargs)
+        if role == "parent":
+            obj["metadata"]["labels"] = {CONCURRENT_ADMISSION_PARENT_LABEL: "true"}
+        return obj
 
     @rule(job=JOB)
     def submit(self, job) -> None:
@@ -353,8 +366,10 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         assert snapshot_view(self.state) == snapshot_view(fresh.state)
         assert quota_view(self.state) == quota_view(fresh.state)
         assert index_view(self.state) == index_view(fresh.state)
-        waiting = {k for k, w in fresh.state.workload_map.items() if is_pending(w)}
         queues = self.engine.queues
+        # a parent is kept off its queue (unless its queue is missing: an orphan first)
+        waiting = {k for k, w in fresh.state.workload_map.items()
+                   if is_pending(w) and not (fresh.state.waits_as_parent(w) and k not in queues.orphans)}
         assert set(queues.assigned) | set(queues.orphans) == waiting
 
     def check_parked(self, fresh: Engine) -> None:
