@@ -27,7 +27,13 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from scheduler.cluster import CONCURRENT_ADMISSION_PARENT_LABEL, ClusterState, is_pending
+from scheduler.cluster import (
+    ALLOWED_RESOURCE_FLAVOR_ANNOTATION,
+    CONCURRENT_ADMISSION_PARENT_LABEL,
+    PRIORITY_BOOST_ANNOTATION,
+    ClusterState,
+    is_pending,
+)
 from scheduler.cycle import SchedulingCycle
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
@@ -37,6 +43,7 @@ from scheduler.results import Answers, PassResult
 
 from .factories import (
     BLOCK,
+    FLAVOR,
     HOSTNAME,
     NOW,
     RACK,
@@ -81,6 +88,9 @@ JOB = st.fixed_dictionaries({
     # owned by a workload that may or may not exist (nor be a parent)
     "role": st.sampled_from(["plain", "plain", "plain", "plain", "parent", "variant"]),
     "owner": st.sampled_from(["job-1", "job-2", "job-3"]),
+    # PriorityBoost (an int32, else no boost) and a variant's allowed flavors
+    "boost": st.sampled_from([None, None, None, "50", "-20", "lots"]),
+    "allowed": st.sampled_from([None, None, None, None, FLAVOR, "spot"]),
 })
 
 
@@ -197,7 +207,8 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
 
     @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False),
                                                gates(PrioritizePreemptorWorkloads=True),
-                                               gates(ConcurrentAdmission=True)]),
+                                               gates(ConcurrentAdmission=True),
+                                               gates(PriorityBoost=True, ConcurrentAdmission=True)]),
                 jobs=st.lists(JOB, min_size=2, max_size=10))
     def start(self, feature_gates, jobs) -> None:
         objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]
@@ -268,11 +279,17 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ workloads
 
-    def job_object(self, queue, count, cpu, shape, priority, created, role="plain", owner="job-1") -> dict:
+    def job_object(self, queue, count, cpu, shape, priority, created, role="plain", owner="job-1", boost=None,
+                   allowed=None) -> dict:
         kwargs = {"required": RACK} if shape == "required" else {"preferred": RACK} if shape == "preferred" else \
             {"unconstrained": True} if shape == "unconstrained" else {"required": HOSTNAME} if shape == "host" else {}
         if role == "variant":
             kwargs["owners"] = [owner_reference("Workload", owner, api_version=V1BETA2)]
+        annotations = {PRIORITY_BOOST_ANNOTATION: boost} if boost is not None else {}
+        if allowed is not None:
+            annotations[ALLOWED_RESOURCE_FLAVOR_ANNOTATION] = allowed
+        if annotations:
+            kwargs["annotations"] = annotations
         obj = workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
                        created=created, **kwargs)
         if role == "parent":
@@ -287,6 +304,22 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     def submit_several(self, jobs) -> None:
         for job in jobs:
             self.engine.upsert(one([self.job_object(**job)]))
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data(), boost=st.sampled_from([None, "50", "-20", "lots"]), parent=st.booleans())
+    def relabel(self, data, boost, parent) -> None:
+        """A workload's priority boost and ConcurrentAdmission parent label change (its queue
+        order, or whether it is queued at all)."""
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        wl = copy_workload(self.state.workload(key))
+        annotations, labels = dict(wl.annotations), dict(wl.labels)
+        annotations.pop(PRIORITY_BOOST_ANNOTATION, None)
+        if boost is not None:
+            annotations[PRIORITY_BOOST_ANNOTATION] = boost
+        labels.pop(CONCURRENT_ADMISSION_PARENT_LABEL, None)
+        if parent:
+            labels[CONCURRENT_ADMISSION_PARENT_LABEL] = "true"
+        self.engine.upsert(dataclasses.replace(wl, annotations=annotations, labels=labels))
 
     def holders(self) -> list[str]:
         return sorted(self.state.charges)
