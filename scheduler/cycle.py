@@ -69,11 +69,13 @@ from scheduler.results import (
     PREEMPTED,
     QUOTA_RESERVED,
     WORKLOAD_PREEMPTED,
+    Answers,
     Decision,
     Event,
     PassResult,
     PodSetResult,
     WorkloadResult,
+    message_shape,
 )
 from scheduler.snapshot import assignment_room
 from scheduler.stops import StopRecord, never_fits_text, quota_checks, requeue_triggers, shortfall_text
@@ -162,6 +164,9 @@ class SchedulingCycle:
         # results are made only when asked for (`bulk_results`), as they can be many
         self.bulk: list[tuple[WorkloadResult, set[str]]] = []
         self.bulk_keys = True  # whether `bulk` is kept (a pass that makes no bulk results need not)
+        # the answer each waiting workload was last given (the engine's, which the service reads
+        # back after a restart): an orphan already told its queue is missing is not told again
+        self.answered: Answers | None = None
 
     # ------------------------------------------------------------ the cycle
 
@@ -255,9 +260,12 @@ class SchedulingCycle:
         return out
 
     def report_orphans(self) -> None:
-        """Pending workloads whose LocalQueue or ClusterQueue is missing, once when found so."""
+        """Pending workloads whose LocalQueue or ClusterQueue is missing, once when found so
+        (not again when the last answer they were given already says it)."""
         for key, orphan in self.queues.unreported_orphans():
             wl = self.state.workload(key)
+            if self.answered is not None and self.answered.get(key) == (INADMISSIBLE, message_shape(orphan.message)):
+                continue
             if wl is not None:
                 self.decided[key] = self.not_admitted(wl, orphan.cluster_queue, orphan.message, INADMISSIBLE,
                                                       "Pending")

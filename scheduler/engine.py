@@ -233,6 +233,7 @@ class Engine:
             cycle = SchedulingCycle(state, self.queues, now, outcome.result)
             cycle.pass_number = self.passes
             cycle.bulk_keys = bulk_results
+            cycle.answered = self.answered
             decided = cycle.run()
             self.note_decisions(decided)
             outcome.cycles += 1

@@ -120,6 +120,12 @@ def rebuild(engine: Engine) -> Engine:
         workloads=[copy_workload(w) for w in s.workloads])
     fresh = Engine.from_parsed(parsed, s.gates)
     src, dst = engine.queues, fresh.queues
+    # built with no clock, the fresh queues hold every requeueAt as to come: those whose
+    # backoff the long-lived queues found over are routed again at their clock
+    dst.now = src.now
+    for key in [k for k in dst.backoff if k not in src.backoff]:
+        del dst.backoff[key]
+        dst.place(key, fresh.state.workload(key))
     for name, q in src.queues.items():
         target = dst.queues[name]
         for shape, cls in q.classes.items():
@@ -239,6 +245,11 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NODE_NAMES))
     def delete_node(self, name) -> None:
         self.engine.delete("Node", name)
+
+    @rule(name=st.sampled_from(NODE_NAMES), effect=st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"]))
+    def taint_node(self, name, effect) -> None:
+        self.engine.upsert(one([node(name, block=name[:2], rack=name[3:5], cpu="4", ready_since=-60,
+                                     taints=[{"key": "maintenance", "effect": effect}])]))
 
     # ------------------------------------------------------------ non-TAS pods
 
@@ -371,6 +382,34 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     def move_local_queue(self, lq, cq) -> None:
         self.engine.upsert(one([local_queue(lq, cluster_queue_name=cq)]))
 
+    @rule(name=st.sampled_from(QUEUES))
+    def delete_cluster_queue(self, name) -> None:
+        """Gone until `change_quota` makes it again: its workloads are orphans meanwhile."""
+        self.engine.delete("ClusterQueue", name)
+
+    @rule(block=st.sampled_from([None, "b1", "b2"]), tolerate=st.booleans())
+    def change_flavor(self, block, tolerate) -> None:
+        """The flavor's nodes narrowed to a block (or all again), tolerating the taints or not."""
+        tolerations = [{"key": "maintenance", "operator": "Exists"}] if tolerate else []
+        self.engine.upsert(one([resource_flavor(node_labels={BLOCK: block} if block else None,
+                                                tolerations=tolerations)]))
+
+    # ------------------------------------------------------------ workload spec and status
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data(), active=st.booleans())
+    def set_active(self, data, active) -> None:
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        self.engine.upsert(dataclasses.replace(copy_workload(self.state.workload(key)), active=active))
+
+    @precondition(lambda self: self.engine is not None and any(is_pending(w) for w in self.state.workloads))
+    @rule(data=st.data(), seconds=st.sampled_from([1, 5, 60]))
+    def requeue_later(self, data, seconds) -> None:
+        """A pending workload in its requeue backoff until `seconds` from now."""
+        key = data.draw(st.sampled_from(sorted(k for k, w in self.state.workload_map.items() if is_pending(w))))
+        wl = copy_workload(self.state.workload(key))
+        self.engine.upsert(dataclasses.replace(wl, requeue_at=self.now + timedelta(seconds=seconds)))
+
     # ------------------------------------------------------------ passes
 
     @rule(seconds=st.sampled_from([0, 1, 5, 40]))
@@ -400,10 +439,9 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         assert quota_view(self.state) == quota_view(fresh.state)
         assert index_view(self.state) == index_view(fresh.state)
         queues = self.engine.queues
-        # a parent is kept off its queue (unless its queue is missing: an orphan first)
-        waiting = {k for k, w in fresh.state.workload_map.items()
-                   if is_pending(w) and not (fresh.state.waits_as_parent(w) and k not in queues.orphans)}
-        assert set(queues.assigned) | set(queues.orphans) == waiting
+        waiting = {k for k, w in fresh.state.workload_map.items() if is_pending(w)}
+        assert set(queues.assigned) | set(queues.orphans) | set(queues.backoff) | queues.kept_off == waiting
+        assert all(fresh.state.waits_as_parent(fresh.state.workload(k)) for k in queues.kept_off)
 
     def check_parked(self, fresh: Engine) -> None:
         """A workload parked as inadmissible (not under another head's hold) still does not fit."""

@@ -486,3 +486,19 @@ class TestSecondPassBackoff:
             if any(d.kind == "ReplacementFailed" for d in engine.run_pass(at).result.decisions):
                 tries.append(ms)
         assert tries == [1000, 3000, 7000]  # 1 s, then 2 s, then 4 s later
+
+
+def test_an_orphan_is_not_told_again_after_a_backoff():
+    """A workload told its ClusterQueue is missing, then in a requeue backoff, is not told
+    again when the backoff runs out and it is still an orphan: the answer has not changed
+    (nor after a restart, which knows the answers the service read back)."""
+    engine = engine_of([*base(cq("a", cpu=4)), local_queue("lq-b", cluster_queue_name="b"), job("w", "b")])
+    first = engine.run_pass(NOW)
+    assert first.decided["default/w"].message == "ClusterQueue b doesn't exist"
+    wl = engine.state.workload("default/w")
+    engine.upsert(dataclasses.replace(wl, requeue_at=NOW + timedelta(seconds=5)))
+    assert "default/w" not in engine.run_pass(NOW + timedelta(seconds=1)).decided
+    assert "default/w" not in engine.run_pass(NOW + timedelta(seconds=6)).decided
+    restarted = engine_of([*base(cq("a", cpu=4)), local_queue("lq-b", cluster_queue_name="b"), job("w", "b")])
+    restarted.answered = Answers(engine.answered.items())
+    assert "default/w" not in restarted.run_pass(NOW + timedelta(seconds=7)).decided
