@@ -81,7 +81,7 @@ JOB = st.fixed_dictionaries({
     "queue": st.sampled_from(["lq-a", "lq-a", "lq-b", "lq-c", "lq-missing"]),
     "count": st.integers(1, 4),
     "cpu": st.sampled_from(["1", "2", "3"]),
-    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host"]),
+    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host", "slices"]),
     "priority": st.sampled_from([0, 10, 100]),
     "created": st.integers(0, 50),
     # ConcurrentAdmission: a parent (kept off its queue while the gate is on), or a variant
@@ -294,6 +294,9 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
                    allowed=None) -> dict:
         kwargs = {"required": RACK} if shape == "required" else {"preferred": RACK} if shape == "preferred" else \
             {"unconstrained": True} if shape == "unconstrained" else {"required": HOSTNAME} if shape == "host" else {}
+        if shape == "slices":  # racks of a block hold slices of two pods
+            kwargs = {"required": BLOCK, "slice_topology": RACK, "slice_size": 2}
+            count *= 2
         if role == "variant":
             kwargs["owners"] = [owner_reference("Workload", owner, api_version=V1BETA2)]
         annotations = {PRIORITY_BOOST_ANNOTATION: boost} if boost is not None else {}
@@ -382,6 +385,19 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     def move_local_queue(self, lq, cq) -> None:
         self.engine.upsert(one([local_queue(lq, cluster_queue_name=cq)]))
 
+    @rule(name=st.sampled_from(QUEUES), nominal=st.integers(0, 12), cohort=st.sampled_from([None, "co", "co2"]),
+          strategy=st.sampled_from([None, "StrictFIFO"]))
+    def change_queue_policy(self, name, nominal, cohort, strategy) -> None:
+        """A ClusterQueue moved to another cohort (or none), or made StrictFIFO."""
+        setup = {**QUEUE_SETUP[name], "cohort": cohort, "strategy": strategy}
+        if cohort is None:
+            setup.pop("borrowing_limit", None)  # Kueue's validation: no limit without a cohort
+        self.engine.upsert(one([cluster_queue_object(name, nominal=nominal, **setup)]))
+
+    @rule(levels=st.sampled_from([(BLOCK, RACK, HOSTNAME), (RACK, HOSTNAME), (BLOCK, HOSTNAME)]))
+    def change_topology(self, levels) -> None:
+        self.engine.upsert(one([topology(levels=levels)]))
+
     @rule(name=st.sampled_from(QUEUES))
     def delete_cluster_queue(self, name) -> None:
         """Gone until `change_quota` makes it again: its workloads are orphans meanwhile."""
@@ -395,6 +411,12 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
                                                 tolerations=tolerations)]))
 
     # ------------------------------------------------------------ workload spec and status
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data(), priority=st.sampled_from([0, 10, 100, 1000]))
+    def change_priority(self, data, priority) -> None:
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        self.engine.upsert(dataclasses.replace(copy_workload(self.state.workload(key)), priority=priority))
 
     @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
     @rule(data=st.data(), active=st.booleans())
