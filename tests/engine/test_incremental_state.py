@@ -478,6 +478,6 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
 
 
 IncrementalEqualsRebuild.TestCase.settings = settings(
-    max_examples=int(os.environ.get("TAS_HYPOTHESIS_EXAMPLES", "80")), stateful_step_count=50, deadline=None,
+    max_examples=int(os.environ.get("TAS_HYPOTHESIS_EXAMPLES", "300")), stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestIncrementalEqualsRebuild = IncrementalEqualsRebuild.TestCase
