@@ -684,6 +684,12 @@ class ClusterState:
             for snap in self.snapshots_sharing_usage_of(tc.flavor):
                 snap.add_assignment_usage(tc.assignment, tc.requests, sign)
 
+    def release_hold(self, charge: Charge) -> None:
+        """Take back TAS usage held for one pass only (the pods leaving a replaced node): the
+        capacity comes free, and what waits for TAS capacity on its flavors is requeued."""
+        self.apply_charge(charge, -1)
+        self.changes.tas_released.update(tc.flavor for tc in charge.tas)
+
     def recharge(self, wl: Workload) -> None:
         """The workload changed in place (admitted, re-placed, evicted for good): bring what it
         holds in line with what it is now."""

@@ -167,7 +167,7 @@ class Engine:
             self._ungate(outcome)
         finally:
             for charge in reversed(holds):
-                self.state.apply_charge(charge, -1)
+                self.state.release_hold(charge)
         outcome.changed = changed | set(outcome.decided)
         return outcome
 

@@ -55,6 +55,7 @@ from .factories import (
     parse,
     parse_one,
     pod,
+    pod_set,
     queue_with_policy,
     resource_flavor,
     topology,
@@ -81,7 +82,7 @@ JOB = st.fixed_dictionaries({
     "queue": st.sampled_from(["lq-a", "lq-a", "lq-b", "lq-c", "lq-missing"]),
     "count": st.integers(1, 4),
     "cpu": st.sampled_from(["1", "2", "3"]),
-    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host", "slices"]),
+    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host", "slices", "group", "two"]),
     "priority": st.sampled_from([0, 10, 100]),
     "created": st.integers(0, 50),
     # ConcurrentAdmission: a parent (kept off its queue while the gate is on), or a variant
@@ -297,6 +298,12 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         if shape == "slices":  # racks of a block hold slices of two pods
             kwargs = {"required": BLOCK, "slice_topology": RACK, "slice_size": 2}
             count *= 2
+        elif shape == "group":  # a leader and its workers, placed together in a rack
+            kwargs = {"pod_sets": [pod_set("leader", cpu="1", required=RACK, group="g"),
+                                   pod_set("workers", count=count, cpu=cpu, required=RACK, group="g")]}
+        elif shape == "two":  # two PodSets, each on its own
+            kwargs = {"pod_sets": [pod_set("driver", cpu="1", preferred=RACK),
+                                   pod_set("workers", count=count, cpu=cpu, required=RACK)]}
         if role == "variant":
             kwargs["owners"] = [owner_reference("Workload", owner, api_version=V1BETA2)]
         annotations = {PRIORITY_BOOST_ANNOTATION: boost} if boost is not None else {}
@@ -304,8 +311,11 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
             annotations[ALLOWED_RESOURCE_FLAVOR_ANNOTATION] = allowed
         if annotations:
             kwargs["annotations"] = annotations
-        obj = workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
-                       created=created, **kwargs)
+        if "pod_sets" in kwargs:
+            obj = workload(self.fresh_name("job"), queue=queue, priority=priority, created=created, **kwargs)
+        else:
+            obj = workload(self.fresh_name("job"), queue=queue, count=count, cpu=cpu, priority=priority,
+                           created=created, **kwargs)
         if role == "parent":
             obj["metadata"]["labels"] = {CONCURRENT_ADMISSION_PARENT_LABEL: "true"}
         return obj

@@ -47,6 +47,7 @@ from .factories import (
     run_passes,
     taint,
     tas_setup,
+    toleration,
     workload,
     workload_pod,
 )
@@ -519,3 +520,20 @@ def test_the_leaves_of_a_domain_are_those_whose_path_starts_with_it(levels):
         expected = [p == domain or p.startswith(domain + ",") for p in paths]
         assert leaves_in_domain(snap, domain).tolist() == expected, domain
     assert leaves_in_domain(snap, "b1").sum() == (6 if HOSTNAME in levels else 3)
+
+
+def test_the_room_a_replacement_held_for_its_pass_requeues_what_waits_for_it():
+    """The pods leaving a replaced node hold it for the pass (as the old assignment does in
+    Kueue's cycle), so a workload evaluated in that pass may not fit and be parked. When the
+    pass ends the room is free again: what waits for TAS capacity on the flavor is requeued
+    and admitted, rather than left parked while it fits."""
+    objects = [*tas_setup(levels=(HOSTNAME,), quota={"cpu": "100"}),
+               node("x1", cpu="4", taints=[taint("maintenance")]), node("x2", cpu="2"),
+               admitted(workload("moved", cpu="2", required=HOSTNAME),
+                        assignments={"main": domains_json([HOSTNAME], [("x1", 1)])}, unhealthy_nodes=["x1"]),
+               workload("waiting", cpu="4", required=HOSTNAME,
+                        tolerations=[toleration("maintenance", operator="Exists")])]
+    result = run_passes(objects, passes=2)
+    assert domains(result_of(result, "moved").pod_sets[0].assignment) == [("x2", 1)]
+    assert result_of(result, "waiting").status == "Admitted"
+    assert domains(result_of(result, "waiting").pod_sets[0].assignment) == [("x1", 1)]
