@@ -37,7 +37,7 @@ from scheduler.cluster import (
 from scheduler.cycle import SchedulingCycle
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
-from scheduler.model import TOPOLOGY_GATE, Admission, Condition, Workload
+from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, Workload
 from scheduler.parse import ParsedObjects
 from scheduler.results import Answers, PassResult
 
@@ -48,6 +48,7 @@ from .factories import (
     NOW,
     RACK,
     V1BETA2,
+    admission_check,
     gates,
     local_queue,
     node,
@@ -222,6 +223,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         for name, setup in QUEUE_SETUP.items():
             objects.append(cluster_queue_object(name, nominal=6, **setup))
             objects.append(local_queue(f"lq-{name[-1]}", cluster_queue_name=name))
+        objects.append(admission_check("check"))
         objects += [node(n, block=n[:2], rack=n[3:5], cpu="4") for n in NODE_NAMES[:8]]
         objects += [self.job_object(**job) for job in jobs]
         self.engine = Engine.from_parsed(parse(objects), feature_gates)
@@ -407,6 +409,22 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     @rule(levels=st.sampled_from([(BLOCK, RACK, HOSTNAME), (RACK, HOSTNAME), (BLOCK, HOSTNAME)]))
     def change_topology(self, levels) -> None:
         self.engine.upsert(one([topology(levels=levels)]))
+
+    @rule(checks=st.booleans())
+    def change_admission_checks(self, checks) -> None:
+        """cq-c asks for an AdmissionCheck (its workloads hold quota until it is Ready) or not."""
+        obj = cluster_queue_object("cq-c", nominal=6, **QUEUE_SETUP["cq-c"])
+        if checks:
+            obj["spec"]["admissionChecks"] = ["check"]
+        self.engine.upsert(one([obj]))
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.charges))
+    @rule(data=st.data(), state=st.sampled_from(["Pending", "Ready", "Retry", "Rejected"]))
+    def set_check_state(self, data, state) -> None:
+        key = data.draw(st.sampled_from(self.holders()))
+        wl = copy_workload(self.state.workload(key))
+        wl.admission_checks = [AdmissionCheckState("check", state, f"the check says {state}")]
+        self.engine.upsert(wl)
 
     @rule(name=st.sampled_from(QUEUES))
     def delete_cluster_queue(self, name) -> None:
