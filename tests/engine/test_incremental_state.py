@@ -34,6 +34,7 @@ from scheduler.cluster import (
     ClusterState,
     is_pending,
 )
+from scheduler.config import Configuration, parse_configuration
 from scheduler.cycle import SchedulingCycle
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
@@ -79,6 +80,19 @@ QUEUE_SETUP = {
 }
 
 
+def configuration(**sections) -> Configuration:
+    return parse_configuration({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **sections})
+
+
+# Kueue's manager Configuration: its defaults, fair sharing, or waitForPodsReady (blocking
+# admission until the admitted workloads' pods are ready, evicting those that time out)
+CONFIGURATIONS: dict[str | None, Configuration | None] = {
+    None: None,
+    "fairSharing": configuration(fairSharing={}),
+    "waitForPodsReady": configuration(waitForPodsReady={"timeout": "30s"}),
+}
+
+
 JOB = st.fixed_dictionaries({
     "queue": st.sampled_from(["lq-a", "lq-a", "lq-b", "lq-c", "lq-missing"]),
     "count": st.integers(1, 4),
@@ -120,7 +134,7 @@ def rebuild(engine: Engine) -> Engine:
         local_queues=list(s.local_queues.values()), cohorts=list(s.cohorts.values()),
         admission_checks=list(s.admission_checks.values()), priority_classes=list(s.priority_classes.values()),
         workloads=[copy_workload(w) for w in s.workloads])
-    fresh = Engine.from_parsed(parsed, s.gates)
+    fresh = Engine.from_parsed(parsed, s.gates, config=s.config)
     src, dst = engine.queues, fresh.queues
     # built with no clock, the fresh queues hold every requeueAt as to come: those whose
     # backoff the long-lived queues found over are routed again at their clock
@@ -216,9 +230,12 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
     @initialize(feature_gates=st.sampled_from([gates(), gates(SchedulingEquivalenceHashing=False),
                                                gates(PrioritizePreemptorWorkloads=True),
                                                gates(ConcurrentAdmission=True),
-                                               gates(PriorityBoost=True, ConcurrentAdmission=True)]),
-                jobs=st.lists(JOB, min_size=2, max_size=10))
-    def start(self, feature_gates, jobs) -> None:
+                                               gates(PriorityBoost=True, ConcurrentAdmission=True),
+                                               gates(TASBalancedPlacement=True),
+                                               gates(TASFailedNodeReplacementFailFast=False)]),
+                jobs=st.lists(JOB, min_size=2, max_size=10),
+                config=st.sampled_from([None, "fairSharing", "waitForPodsReady"]))
+    def start(self, feature_gates, jobs, config=None) -> None:
         objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]
         for name, setup in QUEUE_SETUP.items():
             objects.append(cluster_queue_object(name, nominal=6, **setup))
@@ -226,7 +243,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         objects.append(admission_check("check"))
         objects += [node(n, block=n[:2], rack=n[3:5], cpu="4") for n in NODE_NAMES[:8]]
         objects += [self.job_object(**job) for job in jobs]
-        self.engine = Engine.from_parsed(parse(objects), feature_gates)
+        self.engine = Engine.from_parsed(parse(objects), feature_gates, config=CONFIGURATIONS[config])
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
