@@ -505,6 +505,18 @@ def validate_label_key(key: str, where: Where) -> None:
     _remember(_LABEL_KEYS, key)
 
 
+def validate_labels(labels: Mapping[str, str], where: Where) -> None:
+    """Every key and value of a label map (at `where`) is one the API server accepts: a node's
+    labels name its topology domains, and the API server refuses a node with a label it could
+    not select on."""
+    for key, value in labels.items():
+        if key not in _LABEL_KEYS:
+            validate_label_key(key, where.at(key))
+        if value and value not in _LABEL_VALUES:
+            validate_label_value(value, where.at(key))
+            _remember(_LABEL_VALUES, value)
+
+
 def _remember(valid: set[str], name: str) -> None:
     """Keeps `name` among those found valid (a few, each read for many objects); a full set
     is emptied."""
@@ -515,6 +527,7 @@ def _remember(valid: set[str], name: str) -> None:
 
 # label keys found valid by `validate_label_key`, object names by `object_reference`
 _LABEL_KEYS: set[str] = set()
+_LABEL_VALUES: set[str] = set()  # label values found valid by `validate_labels`
 _OBJECT_NAMES: set[str] = set()
 VALID_NAMES_KEPT = 4096
 
@@ -656,9 +669,11 @@ def parse_node(obj: Mapping, where: Where) -> Node:
             break
     taints = tuple(parse_taint(t, where.at("spec").at("taints").at(i))
                    for i, t in enumerate(sequence(spec, "taints", where.at("spec"))))
+    labels = string_map(meta, "labels", where.at("metadata"))
+    validate_labels(labels, where.at("metadata").at("labels"))
     return Node(
         name=name,
-        labels=string_map(meta, "labels", where.at("metadata")),
+        labels=labels,
         allocatable=MappingProxyType(resource_list(status, "allocatable", where.at("status"))),
         taints=taints,
         unschedulable=bool(boolean(spec, "unschedulable", where.at("spec"), default=False)),

@@ -233,6 +233,27 @@ def test_negative_node_allocatable_is_refused(tmp_path, capsys):
     assert_refused(*run_cli(capsys, "simulate", path), "Node/x1", "status.allocatable.cpu", "negative")
 
 
+@pytest.mark.parametrize(("label", "value", "field", "reason"), [
+    ("rack", "rack 1", "metadata.labels.rack", "'rack 1' is not a valid label value"),
+    ("rack", "-r1", "metadata.labels.rack", "'-r1' is not a valid label value"),
+    ("rack", "r" * 64, "metadata.labels.rack", "is not a valid label value"),
+    ("bad key!", "x", "metadata.labels.bad key!", "'bad key!' is not a valid label key"),
+    ("Example.com/rack", "r1", "metadata.labels.Example.com/rack", "is not a valid label key"),
+])
+def test_a_node_label_the_api_server_refuses_is_refused(tmp_path, capsys, label, value, field, reason):
+    n = node("x1", cpu="4")
+    n["metadata"].setdefault("labels", {})[label] = value
+    path = write(tmp_path / "c.yaml", dump([n]))
+    assert_refused(*run_cli(capsys, "simulate", path), "Node/x1", field, reason)
+
+
+def test_node_labels_the_api_server_takes_are_read(tmp_path, capsys):
+    n = node("x1", cpu="4")
+    n["metadata"].setdefault("labels", {}).update({"example.com/rack": "r_1.a-b", "empty": "", "x" * 63: "y" * 63})
+    path = write(tmp_path / "c.yaml", dump([n]))
+    assert run_cli(capsys, "simulate", path)[0] == 0
+
+
 def _set(obj: dict, path: str, value: object) -> dict:
     """`obj` with the field at dotted `path` (list indexes as numbers) set to `value`."""
     *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]

@@ -65,6 +65,18 @@ def test_negative_allocatable_makes_a_node_invalid():
     assert "status.allocatable.cpu: must not be negative" in reason(cluster.Node, "x1")
 
 
+@pytest.mark.parametrize(("label", "value", "fragment"), [
+    ("example.com/rack", "rack 1", "metadata.labels.example.com/rack: 'rack 1' is not a valid label value"),
+    ("bad key!", "x", "metadata.labels.bad key!: 'bad key!' is not a valid label key"),
+])
+def test_a_label_the_api_server_refuses_makes_a_node_invalid(label, value, fragment):
+    n = objects.node("x1", block="b1", rack="r1")
+    n["metadata"]["labels"][label] = value
+    store("Node", n)
+    assert fragment in reason(cluster.Node, "x1")
+    assert selectors.engine_nodes() == []  # no pass places a pod on it
+
+
 def test_a_cohort_that_is_its_own_parent_is_invalid():
     c = objects.cohort("a")
     c["spec"]["parentName"] = "a"
