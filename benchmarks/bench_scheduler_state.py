@@ -1009,6 +1009,14 @@ def print_report(settings: BenchSettings, info: SeedInfo, figures: dict[str, Any
         print(text)
 
 
+def in_probe_units(figures: dict[str, Any], probe_before: float, probe_after: float) -> dict[str, float]:
+    """The measured pass and the build in units of the speed probe (the mean of the runs before
+    and after the passes): figures that compare across machines of different speeds, as far as
+    a loop of plain Python tells a machine's speed."""
+    unit = (probe_before + probe_after) / 2
+    return {"pass": figures["passes"]["admit"]["total"] / unit, "build": figures["build"]["seconds"] / unit}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=50_000)
@@ -1047,12 +1055,16 @@ def main() -> None:
         print_report(settings, info, figures)
         print(f"machine speed: a fixed Python loop (benchdb.python_speed_probe) took {probe_before:.3f} s "
               f"before the passes and {probe_after:.3f} s after")
+        in_probes = in_probe_units(figures, probe_before, probe_after)
+        print(f"in units of that loop (the mean of the two): the measured pass {in_probes['pass']:.1f}, the build "
+              f"{in_probes['build']:.0f}")
         if args.json:
             out = {"settings": asdict(settings), "seed": asdict(info) | {"finishing": len(info.finishing)},
                    "figures": figures,
                    "verdicts": [{"figure": n, "value": v, "target": t, "met": ok} for n, v, t, ok in verdicts(figures)],
                    "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
-                               "python_probe_s": {"before": probe_before, "after": probe_after}}}
+                               "python_probe_s": {"before": probe_before, "after": probe_after},
+                               "in_probe_units": in_probes}}
             Path(args.json).write_text(json.dumps(out, indent=2, default=str))
             print(f"figures written to {args.json}")
 

@@ -106,6 +106,12 @@ def test_a_kept_seeded_copy_is_started_from_only_with_the_settings_it_was_seeded
         speed = re.search(r"machine speed: a fixed Python loop \(benchdb.python_speed_probe\) took "
                           r"(\d+\.\d+) s before the passes and (\d+\.\d+) s after", proc.stdout)
         assert speed and all(float(seconds) > 0 for seconds in speed.groups()), proc.stdout[-2000:]
+        units = re.search(r"in units of that loop \(the mean of the two\): the measured pass (\d+\.\d), the build "
+                          r"(\d+)", proc.stdout)
+        measured = re.search(r"pass admitting \d+ \(scheduling_pass_run\) +(\d+\.\d+)", proc.stdout)
+        assert units and measured, proc.stdout[-2000:]
+        mean = (float(speed.group(1)) + float(speed.group(2))) / 2
+        assert float(units.group(1)) == pytest.approx(float(measured.group(1)) / mean, abs=0.15, rel=0.01)
         return proc.stdout
 
     try:
