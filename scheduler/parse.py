@@ -491,9 +491,12 @@ def parse_node_affinity(spec: Mapping, where: Where) -> NodeAffinity | None:
 
 
 def validate_label_value(value: str, where: Where) -> None:
-    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
+    if not value or value in _LABEL_VALUES:  # many values, each read for many objects
+        return
+    if len(value) > 63 or not _LABEL_NAME.fullmatch(value):
         raise where.error(f"{value!r} is not a valid label value (at most 63 characters: letters, digits, '-', '_' "
                           "and '.', starting and ending with a letter or digit)")
+    _remember(_LABEL_VALUES, value)
 
 
 def validate_label_key(key: str, where: Where) -> None:
@@ -510,11 +513,10 @@ def validate_labels(labels: Mapping[str, str], where: Where) -> None:
     labels name its topology domains, and the API server refuses a node with a label it could
     not select on."""
     for key, value in labels.items():
-        if key not in _LABEL_KEYS:
-            validate_label_key(key, where.at(key))
-        if value and value not in _LABEL_VALUES:
-            validate_label_value(value, where.at(key))
-            _remember(_LABEL_VALUES, value)
+        if key not in _LABEL_KEYS or (value and value not in _LABEL_VALUES):  # else both known valid
+            at = where.at(key)
+            validate_label_key(key, at)
+            validate_label_value(value, at)
 
 
 def _remember(valid: set[str], name: str) -> None:
@@ -525,9 +527,10 @@ def _remember(valid: set[str], name: str) -> None:
     valid.add(name)
 
 
-# label keys found valid by `validate_label_key`, object names by `object_reference`
+# label keys and values found valid by `validate_label_key` and `validate_label_value`, object
+# names by `object_reference`
 _LABEL_KEYS: set[str] = set()
-_LABEL_VALUES: set[str] = set()  # label values found valid by `validate_labels`
+_LABEL_VALUES: set[str] = set()
 _OBJECT_NAMES: set[str] = set()
 VALID_NAMES_KEPT = 4096
 
