@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
+from tasweb.api.apis import MetricsApi
 from tasweb.api.urls import api_root, visibility_urls
 from tasweb.api.urls import v1 as api_v1
 from tasweb.core.apis import HealthApi, LivenessApi
@@ -25,6 +26,7 @@ class SchemaView(SpectacularAPIView):
 urlpatterns = [
     path("healthz", HealthApi.as_view(), name="healthz"),
     path("healthz/live", LivenessApi.as_view(), name="healthz-live"),
+    path("metrics", MetricsApi.as_view(), name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/login/token/", token_login, name="login-token"),

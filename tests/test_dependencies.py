@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # import name -> distribution name, where they differ
 DISTRIBUTIONS = {"yaml": "pyyaml", "rest_framework": "djangorestframework", "drf_spectacular": "drf-spectacular",
-                 "django_filters": "django-filter", "dj_database_url": "dj-database-url", "psycopg": "psycopg"}
+                 "django_filters": "django-filter", "dj_database_url": "dj-database-url", "psycopg": "psycopg",
+                 "prometheus_client": "prometheus-client"}
 FIRST_PARTY = {"scheduler", "tasweb"}
 
 

@@ -6,9 +6,12 @@ from collections import defaultdict
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from prometheus_client.exposition import choose_encoder
 from rest_framework import generics
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -32,6 +35,7 @@ from tasweb.api.filters import (
     domain_path,
 )
 from tasweb.api.kubeauth import AccessScope, access_scope
+from tasweb.api.metrics import metrics_registry
 from tasweb.api.pagination import (
     PAGE_PARAM,
     PAGE_SIZE_PARAM,
@@ -43,7 +47,13 @@ from tasweb.api.pagination import (
 )
 from tasweb.api.parsers import BoundedJSONParser, YAMLParser, body_length_check
 from tasweb.api.permissions import ClusterWideRead, ReadOpenOrAuthenticated, TokenRequired
-from tasweb.api.renderers import Rendered, ReusableJSONRenderer, reusable_renderer_classes
+from tasweb.api.renderers import (
+    MetricsTextRenderer,
+    OpenMetricsRenderer,
+    Rendered,
+    ReusableJSONRenderer,
+    reusable_renderer_classes,
+)
 from tasweb.api.whatif import what_if
 from tasweb.cluster import models as cluster
 from tasweb.scheduling.models import WorkloadEvent
@@ -752,3 +762,20 @@ class WhatIfApi(BaseApi):
         body_length_check(request.META)
         return Response(what_if(body=request.data))
 
+
+
+# ---------------------------------------------------------------- metrics
+
+
+@extend_schema(exclude=True)  # Prometheus's text format, not JSON: described in the README
+class MetricsApi(BaseApi):
+    """Prometheus metrics: Kueue's queue and quota gauges, and the service's own (see
+    tasweb/api/metrics.py). Read like the ClusterQueues: open while anonymous reading is,
+    otherwise a token (Prometheus: `authorization: {type: Token, credentials: KEY}`)."""
+
+    permission_classes = CLUSTER_WIDE
+    renderer_classes = (OpenMetricsRenderer, MetricsTextRenderer, JSONRenderer)
+
+    def get(self, request: Request) -> HttpResponse:
+        encoder, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))
+        return HttpResponse(encoder(metrics_registry()), content_type=content_type)
