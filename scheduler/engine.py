@@ -51,6 +51,7 @@ from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
+from scheduler.stop_policy import evict_stopped, to_drain
 from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
@@ -161,6 +162,7 @@ class Engine:
         holds: list[Charge] = []
         try:
             self._pods_ready_timeouts(now, outcome, changed)
+            self._drain_stopped_queues(now, outcome, changed)
             self._node_failures(now, outcome, holds, changed)
             self._second_pass(now, outcome, changed)
             self._cycles(now, outcome, cycles, changed, bulk_results, stop)
@@ -183,6 +185,16 @@ class Engine:
             self.state.workload_changed(wl)
             outcome.decided[wl.key] = unchanged_result(self.state, wl)
         changed |= set(self.sync(now))
+
+    def _drain_stopped_queues(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """stopPolicy HoldAndDrain: evict the admitted workloads of the drained queues."""
+        drained = to_drain(self.state)
+        for wl, (reason, message) in drained:
+            evict_stopped(wl, reason, message, now, outcome.result)
+            self.state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+        if drained:
+            changed |= set(self.sync(now))
 
     def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:
         state = self.state

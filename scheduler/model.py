@@ -28,6 +28,12 @@ NO_EXECUTE = "NoExecute"
 # ---------------------------------------------------------------- scheduling primitives
 
 
+# ClusterQueue and LocalQueue spec.stopPolicy
+STOP_NONE = "None"
+STOP_HOLD = "Hold"
+STOP_HOLD_AND_DRAIN = "HoldAndDrain"
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -268,7 +274,7 @@ class ClusterQueue:
     preemption: Mapping = field(default_factory=dict)
     flavor_fungibility: Mapping = field(default_factory=dict)
     admission_checks: tuple[AdmissionCheckStrategyRule, ...] = ()
-    stop_policy: str = "None"
+    stop_policy: str = "None"  # spec.stopPolicy: None, Hold or HoldAndDrain
     fair_weight: float = 1.0  # spec.fairSharing.weight; 0 is an infinite share when borrowing
     admission_mode: str = ""  # spec.admissionScope.admissionMode
 
@@ -281,10 +287,22 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    stop_policy: str = "None"  # spec.stopPolicy: None, Hold or HoldAndDrain
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def stopped_queue_message(lq: LocalQueue | None, cq: ClusterQueue) -> str:
+    """Kueue's reason a workload of this LocalQueue waits while its queue is stopped (the
+    LocalQueue's stop policy is looked at first, as Kueue's workload controller does); "" when
+    neither is stopped."""
+    if lq is not None and lq.stop_policy != STOP_NONE:
+        return f"LocalQueue {lq.name} is stopped"
+    if cq.stop_policy != STOP_NONE:
+        return f"ClusterQueue {cq.name} is stopped"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ from scheduler.errors import InputError
 from scheduler.limits import MAX_INT32, MAX_INT64, MIN_INT32, MIN_INT64, HugeInt
 from scheduler.model import (
     LABEL_SELECTOR_OPERATORS,
+    STOP_HOLD,
+    STOP_HOLD_AND_DRAIN,
+    STOP_NONE,
     Admission,
     AdmissionCheck,
     AdmissionCheckState,
@@ -836,7 +839,7 @@ def _resource_names(rg: Mapping, where: Where) -> tuple[str, ...]:
 
 
 _QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
-_STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
+_STOP_POLICIES = (STOP_NONE, STOP_HOLD, STOP_HOLD_AND_DRAIN)
 USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
 _ADMISSION_MODES = (USAGE_BASED_ADMISSION_FAIR_SHARING, "NoAdmissionFairSharing")
 _WITHIN_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
@@ -935,7 +938,7 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         preemption=parse_preemption(spec, sw),
         flavor_fungibility=parse_flavor_fungibility(spec, sw),
         admission_checks=tuple(checks),
-        stop_policy=_choice(spec, "stopPolicy", sw, _STOP_POLICIES) or "None",
+        stop_policy=_choice(spec, "stopPolicy", sw, _STOP_POLICIES) or STOP_NONE,
         fair_weight=parse_fair_weight(spec, sw),
         admission_mode=_choice(mapping(spec, "admissionScope", sw), "admissionMode", sw.at("admissionScope"),
                                _ADMISSION_MODES) or "",
@@ -949,7 +952,8 @@ def parse_local_queue(obj: Mapping, where: Where) -> LocalQueue:
     if not string(spec, "clusterQueue", sw, required=True):
         raise sw.at("clusterQueue").error("must not be empty")
     return LocalQueue(metadata_namespace(meta, where), name,
-                      object_reference(spec, "clusterQueue", sw, "a ClusterQueue's name"))
+                      object_reference(spec, "clusterQueue", sw, "a ClusterQueue's name"),
+                      _choice(spec, "stopPolicy", sw, _STOP_POLICIES) or STOP_NONE)
 
 
 def parse_cohort(obj: Mapping, where: Where) -> Cohort:

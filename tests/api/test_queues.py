@@ -84,3 +84,31 @@ def test_queue_lists_order_and_refuse_unknown_orderings(scheduled, client):
         assert client.get(f"/api/v1/{path}/", {"ordering": ["name", "-name"]}).status_code == 400
     twice = client.get("/api/v1/localqueues/", {"namespace": ["ml", "research"]})
     assert twice.status_code == 400 and "namespace" in twice.json()["detail"]
+
+
+def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
+    """stopPolicy read from the mirror: Hold leaves a new workload Inadmissible with Kueue's
+    reason (why-pending too); HoldAndDrain evicts the admitted ones, in the history."""
+    from datetime import timedelta
+
+    from tasweb.scheduling.services import scheduling_pass_run
+    from tests.api.conftest import DEMO_NOW
+
+    cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
+    cq["spec"]["stopPolicy"] = "Hold"
+    cq["metadata"]["resourceVersion"] = "2"
+    upsert(cq)
+    upsert(workload_object("while-held"))
+    scheduling_pass_run(now=DEMO_NOW + timedelta(minutes=1))
+    held = client.get("/api/v1/workloads/ml/while-held/").json()
+    assert (held["status"], held["message"]) == ("Inadmissible", "ClusterQueue cluster-queue is stopped")
+    why = client.get("/api/v1/workloads/ml/while-held/why-pending/").json()
+    assert why["pending"] is True and "ClusterQueue cluster-queue is stopped" in why["summary"]
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["counts"]["admittedWorkloads"] == 7
+
+    cq["spec"]["stopPolicy"] = "HoldAndDrain"
+    cq["metadata"]["resourceVersion"] = "3"
+    upsert(cq)
+    scheduling_pass_run(now=DEMO_NOW + timedelta(minutes=2))
+    evicted = results(client.get("/api/v1/history/", {"kind": "Evicted"}))
+    assert len(evicted) == 7 and {e["message"] for e in evicted} == {"The ClusterQueue is stopped"}

@@ -423,6 +423,16 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
             setup.pop("borrowing_limit", None)  # Kueue's validation: no limit without a cohort
         self.engine.upsert(one([cluster_queue_object(name, nominal=nominal, **setup)]))
 
+    @rule(data=st.data(), policy=st.sampled_from(["None", "Hold", "HoldAndDrain"]), local=st.booleans())
+    def stop_queue(self, data, policy, local) -> None:
+        """A ClusterQueue or LocalQueue stopped (spec.stopPolicy), drained, or running again."""
+        state = self.engine.state
+        queues = state.local_queues if local else state.cluster_queues
+        if not queues:
+            return
+        key = data.draw(st.sampled_from(sorted(queues)))
+        self.engine.upsert(dataclasses.replace(queues[key], stop_policy=policy))
+
     @rule(levels=st.sampled_from([(BLOCK, RACK, HOSTNAME), (RACK, HOSTNAME), (BLOCK, HOSTNAME)]))
     def change_topology(self, levels) -> None:
         self.engine.upsert(one([topology(levels=levels)]))

@@ -1,0 +1,56 @@
+"""Stopped queues: a ClusterQueue or LocalQueue whose `spec.stopPolicy` is HoldAndDrain has its
+admitted workloads evicted, as Kueue's workload controller does (reason ClusterQueueStopped or
+LocalQueueStopped). Hold, and HoldAndDrain for the workloads still waiting, keep a queue from
+admitting anything: see `queues.stopped_queue_message`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from scheduler.cluster import ClusterState
+from scheduler.model import STOP_HOLD_AND_DRAIN, Condition, Workload
+from scheduler.node_failure import is_evicted
+from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
+
+CLUSTER_QUEUE_STOPPED = ("ClusterQueueStopped", "The ClusterQueue is stopped")
+LOCAL_QUEUE_STOPPED = ("LocalQueueStopped", "The LocalQueue is stopped")
+
+
+def draining(state: ClusterState) -> tuple[set[str], set[str]]:
+    """The ClusterQueues and the LocalQueues (namespace/name) being drained."""
+    cqs = {name for name, cq in state.cluster_queues.items() if cq.stop_policy == STOP_HOLD_AND_DRAIN}
+    lqs = {key for key, lq in state.local_queues.items() if lq.stop_policy == STOP_HOLD_AND_DRAIN}
+    return cqs, lqs
+
+
+def drain_reason(wl: Workload, cqs: set[str], lqs: set[str]) -> tuple[str, str] | None:
+    """Why the admitted workload is evicted, its LocalQueue's stop policy first (as Kueue
+    reconciles it); None when neither of its queues is being drained."""
+    if wl.admission is None or not wl.is_admitted or is_evicted(wl):
+        return None
+    if f"{wl.namespace}/{wl.queue_name}" in lqs:
+        return LOCAL_QUEUE_STOPPED
+    if wl.admission.cluster_queue in cqs:
+        return CLUSTER_QUEUE_STOPPED
+    return None
+
+
+def to_drain(state: ClusterState) -> list[tuple[Workload, tuple[str, str]]]:
+    """The admitted workloads of the drained queues, with the reason of each, in the state's order."""
+    cqs, lqs = draining(state)
+    if not cqs and not lqs:
+        return []
+    candidates: Iterable[Workload] = (state.holders() if lqs
+                                      else (wl for name in sorted(cqs) for wl in state.holders_in(name)))
+    found = {wl.key: (wl, reason) for wl in candidates if (reason := drain_reason(wl, cqs, lqs)) is not None}
+    return [found[wl.key] for wl in state.in_order(found)]
+
+
+def evict_stopped(wl: Workload, reason: str, message: str, now: datetime, result: PassResult) -> None:
+    """Kueue's workload.Evict for a stopped queue: the Evicted condition, its event, and the
+    decision recorded; the workload keeps its quota until its pods are gone."""
+    wl.conditions = [c for c in wl.conditions if c.type != "Evicted"]
+    wl.conditions.append(Condition("Evicted", "True", reason, message, now))
+    result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
+    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
