@@ -380,6 +380,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "name": row.name,
         "cohort": row.cohort or None,
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
+        "stopPolicy": selectors.stop_policy_of(row.raw),
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
         "resourceGroups": groups or [],
         "localQueues": sorted(reader.visible_keys(queues.get(row.name, []))),
@@ -435,6 +436,7 @@ class ClusterQueueDetailApi(BaseApi):
 
 def local_queue_json(row: cluster.LocalQueue, counts: dict) -> dict[str, Any]:
     return {"namespace": row.namespace, "name": row.name, "clusterQueue": row.cluster_queue,
+            "stopPolicy": selectors.stop_policy_of(row.raw),
             "counts": counts.get((row.namespace, row.name), selectors.QueueCounts()).as_json(),
             "invalidReason": invalid_or_none(row.invalid_reason)}
 

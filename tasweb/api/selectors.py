@@ -455,6 +455,13 @@ def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
     return out
 
 
+def stop_policy_of(raw: Any) -> str:
+    """A ClusterQueue's or LocalQueue's spec.stopPolicy as stored (None when unset)."""
+    spec = (raw or {}).get("spec") if isinstance(raw, dict) else None
+    value = spec.get("stopPolicy") if isinstance(spec, dict) else None
+    return value if isinstance(value, str) and value else "None"
+
+
 @dataclass(frozen=True)
 class QueueCounts:
     pending: int = 0  # queued and not found inadmissible (Pending, Evicted, Preempted)

@@ -160,6 +160,8 @@ class ClusterQueueSerializer(s.Serializer):
     name = s.CharField(help_text="the ClusterQueue's name")
     cohort = s.CharField(allow_null=True, help_text="the Cohort it belongs to; null when none")
     queueingStrategy = s.CharField(allow_null=True, help_text="BestEffortFIFO or StrictFIFO")
+    stopPolicy = s.CharField(help_text="spec.stopPolicy: None, Hold (admits nothing more) or HoldAndDrain (also "
+                             "evicts its admitted workloads)")
     flavors = string_list("ResourceFlavors of its resource groups")
     resourceGroups = ResourceGroupSerializer(many=True, help_text="quota and current usage per flavor and "
                                              "resource, as the engine counts them")
@@ -172,6 +174,8 @@ class LocalQueueSerializer(s.Serializer):
     namespace = s.CharField(help_text="the LocalQueue's namespace")
     name = s.CharField(help_text="the LocalQueue's name")
     clusterQueue = s.CharField(help_text="the ClusterQueue it submits to")
+    stopPolicy = s.CharField(help_text="spec.stopPolicy: None, Hold (admits nothing more) or HoldAndDrain (also "
+                             "evicts its admitted workloads)")
     counts = QueueCountsSerializer(help_text="Workloads per state")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
 

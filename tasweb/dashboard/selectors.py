@@ -751,6 +751,7 @@ class QueueCard:
     quota: list[dict[str, Any]] | None  # the API's resource groups with usage
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
     predicted: list[dict[str, Any]] = field(default_factory=list)  # predicted admissions, soonest first
+    stop_policy: str = "None"  # spec.stopPolicy: Hold and HoldAndDrain admit nothing
 
 
 def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNRESTRICTED) -> list[QueueCard]:
@@ -764,7 +765,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
     counts = api.cluster_queue_counts()
     waiting = waiting_counts()
     cards = []
-    for row in rows.only("name", "cohort", "invalid_reason"):
+    for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
                                                namespaces=scope.namespaces)
         stored = {(w.namespace, w.name): w for w in cluster.Workload.objects.filter(
@@ -781,7 +782,8 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                waiting_by_status={status: waiting.get(row.name, {}).get(status, 0)
                                                   for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed,
-                               predicted=predicted_admissions(cluster_queue=row.name, scope=scope)))
+                               predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
+                               stop_policy=api.stop_policy_of(row.raw)))
     return cards
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import override_settings
 
 from tests.api.conftest import names, results, upsert, workload_object
 
@@ -86,6 +87,7 @@ def test_queue_lists_order_and_refuse_unknown_orderings(scheduled, client):
     assert twice.status_code == 400 and "namespace" in twice.json()["detail"]
 
 
+@override_settings(TAS_API_ANONYMOUS_READ=True)
 def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     """stopPolicy read from the mirror: Hold leaves a new workload Inadmissible with Kueue's
     reason (why-pending too); HoldAndDrain evicts the admitted ones, in the history."""
@@ -104,7 +106,11 @@ def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     assert (held["status"], held["message"]) == ("Inadmissible", "ClusterQueue cluster-queue is stopped")
     why = client.get("/api/v1/workloads/ml/while-held/why-pending/").json()
     assert why["pending"] is True and "ClusterQueue cluster-queue is stopped" in why["summary"]
-    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["counts"]["admittedWorkloads"] == 7
+    held_cq = client.get("/api/v1/clusterqueues/cluster-queue/").json()
+    assert held_cq["counts"]["admittedWorkloads"] == 7 and held_cq["stopPolicy"] == "Hold"
+    assert client.get("/api/v1/localqueues/ml/team-a/").json()["stopPolicy"] == "None"
+    page = client.get("/queues/").content.decode()
+    assert "Stopped (stopPolicy Hold): it admits no workload." in page
 
     cq["spec"]["stopPolicy"] = "HoldAndDrain"
     cq["metadata"]["resourceVersion"] = "3"
@@ -112,3 +118,4 @@ def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     scheduling_pass_run(now=DEMO_NOW + timedelta(minutes=2))
     evicted = results(client.get("/api/v1/history/", {"kind": "Evicted"}))
     assert len(evicted) == 7 and {e["message"] for e in evicted} == {"The ClusterQueue is stopped"}
+    assert "and its admitted workloads are evicted" in client.get("/queues/").content.decode()
