@@ -274,7 +274,7 @@ class ClusterQueue:
     preemption: Mapping = field(default_factory=dict)
     flavor_fungibility: Mapping = field(default_factory=dict)
     admission_checks: tuple[AdmissionCheckStrategyRule, ...] = ()
-    stop_policy: str = "None"  # spec.stopPolicy: None, Hold or HoldAndDrain
+    stop_policy: str = STOP_NONE  # spec.stopPolicy: None, Hold or HoldAndDrain
     fair_weight: float = 1.0  # spec.fairSharing.weight; 0 is an infinite share when borrowing
     admission_mode: str = ""  # spec.admissionScope.admissionMode
 
@@ -287,7 +287,7 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
-    stop_policy: str = "None"  # spec.stopPolicy: None, Hold or HoldAndDrain
+    stop_policy: str = STOP_NONE  # spec.stopPolicy: None, Hold or HoldAndDrain
 
     @property
     def key(self) -> str:

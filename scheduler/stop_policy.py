@@ -1,7 +1,7 @@
 """Stopped queues: a ClusterQueue or LocalQueue whose `spec.stopPolicy` is HoldAndDrain has its
 admitted workloads evicted, as Kueue's workload controller does (reason ClusterQueueStopped or
 LocalQueueStopped). Hold, and HoldAndDrain for the workloads still waiting, keep a queue from
-admitting anything: see `queues.stopped_queue_message`."""
+admitting anything: see `model.stopped_queue_message`, which `QueueManager.place` asks."""
 
 from __future__ import annotations
 

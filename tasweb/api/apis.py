@@ -765,7 +765,6 @@ class WhatIfApi(BaseApi):
         return Response(what_if(body=request.data))
 
 
-
 # ---------------------------------------------------------------- metrics
 
 
