@@ -77,13 +77,14 @@ class QueueFamilies:
 
 def queue_metrics() -> Iterator[Metric]:
     """Workloads per ClusterQueue and LocalQueue (every queue the mirror holds, at 0 when empty)."""
+    waiting = selectors.waiting_counts_by_local_queue()  # counted once for both kinds of queue
     by_cq = QueueFamilies.named("kueue_", "cluster_queue", ("cluster_queue",))
-    counts = selectors.cluster_queue_counts()
+    counts = selectors.cluster_queue_counts(waiting)
     for name in cluster.ClusterQueue.objects.order_by("name").values_list("name", flat=True):
         by_cq.add((name,), counts.get(name, selectors.QueueCounts()))
     yield from by_cq
     by_lq = QueueFamilies.named("kueue_local_queue_", "local_queue", ("name", "namespace"))
-    lq_counts = selectors.local_queue_counts()
+    lq_counts = selectors.local_queue_counts(waiting)
     for namespace, name in cluster.LocalQueue.objects.order_by("namespace", "name").values_list("namespace", "name"):
         by_lq.add((name, namespace), lq_counts.get((namespace, name), selectors.QueueCounts()))
     yield from by_lq

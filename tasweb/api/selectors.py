@@ -485,15 +485,23 @@ def _counts(waiting: Mapping[str, int], reserving: Mapping[str, int]) -> QueueCo
         reserving=sum(reserving.values()), admitted=reserving.get(WorkloadStatus.ADMITTED, 0))
 
 
-def local_queue_counts() -> dict[tuple[str, str], QueueCounts]:
-    waiting, reserving = waiting_counts_by_local_queue(), reserving_counts_by_local_queue()
+def local_queue_counts(waiting_by_lq: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+                       ) -> dict[tuple[str, str], QueueCounts]:
+    """Workload counts per LocalQueue; `waiting_by_lq`: `waiting_counts_by_local_queue()` when
+    the caller has it already (it is the largest count: counted once, not again here)."""
+    waiting = waiting_counts_by_local_queue() if waiting_by_lq is None else waiting_by_lq
+    reserving = reserving_counts_by_local_queue()
     return {key: _counts(waiting.get(key, {}), reserving.get(key, {})) for key in {*waiting, *reserving}}
 
 
-def cluster_queue_counts() -> dict[str, QueueCounts]:
+def cluster_queue_counts(waiting_by_lq: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+                         ) -> dict[str, QueueCounts]:
+    """Workload counts per ClusterQueue: the waiting ones through their LocalQueues (see
+    `local_queue_counts` for `waiting_by_lq`), the reserving ones by their admission."""
     targets = local_queue_targets()
     waiting: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for key, statuses in waiting_counts_by_local_queue().items():
+    by_lq = waiting_counts_by_local_queue() if waiting_by_lq is None else waiting_by_lq
+    for key, statuses in by_lq.items():
         cq = targets.get(key)
         if cq is not None:
             for status, n in statuses.items():
