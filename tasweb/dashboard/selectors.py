@@ -29,7 +29,7 @@ from rest_framework.exceptions import ValidationError
 
 from scheduler.capacity import level_totals
 from scheduler.cluster import ClusterState, counts_as_non_tas_usage
-from scheduler.model import Node, Pod, ResourceFlavor, Topology
+from scheduler.model import STOP_NONE, Node, Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
@@ -751,7 +751,7 @@ class QueueCard:
     quota: list[dict[str, Any]] | None  # the API's resource groups with usage
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
     predicted: list[dict[str, Any]] = field(default_factory=list)  # predicted admissions, soonest first
-    stop_policy: str = "None"  # spec.stopPolicy: Hold and HoldAndDrain admit nothing
+    stop_policy: str = STOP_NONE  # spec.stopPolicy: Hold and HoldAndDrain admit nothing
 
 
 def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNRESTRICTED) -> list[QueueCard]:
