@@ -258,6 +258,8 @@ class ClusterState:
         # unhealthy nodes: where node-failure handling has something to look at
         self.unhealthy_hosts: set[str] = set()
         self.with_unhealthy: set[str] = set()
+        # holders whose quota reservation is not (yet) an admission: waiting for admission checks
+        self.reserved_not_admitted: set[str] = set()
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
         self.pods_by_workload: dict[str, dict[str, Pod]] = defaultdict(dict)  # by `kueue.x-k8s.io/workload`
         self.gated_owners: dict[tuple[str, str], int] = defaultdict(int)  # gated live pods per owner
@@ -971,6 +973,10 @@ class ClusterState:
             self.with_unhealthy.add(key)
         else:
             self.with_unhealthy.discard(key)
+        if new_charge is not None and not wl.is_admitted:
+            self.reserved_not_admitted.add(key)
+        else:
+            self.reserved_not_admitted.discard(key)
         if released is not None:
             self._released_generation[released.cluster_queue] += 1
             if not _same_charge(released, new_charge):
@@ -985,6 +991,7 @@ class ClusterState:
             return
         self._forget_slice(old)
         self.with_unhealthy.discard(key)
+        self.reserved_not_admitted.discard(key)
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:

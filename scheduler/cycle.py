@@ -260,15 +260,22 @@ class SchedulingCycle:
         return out
 
     def report_orphans(self) -> None:
-        """Pending workloads whose LocalQueue or ClusterQueue is missing, once when found so
+        """Pending workloads whose LocalQueue or ClusterQueue is missing or stopped, once when found so
         (not again when the last answer they were given already says it)."""
         for key, orphan in self.queues.unreported_orphans():
             wl = self.state.workload(key)
             if self.answered is not None and self.answered.get(key) == (INADMISSIBLE, message_shape(orphan.message)):
                 continue
             if wl is not None:
-                self.decided[key] = self.not_admitted(wl, orphan.cluster_queue, orphan.message, INADMISSIBLE,
-                                                      "Pending")
+                self.decided[key] = self.orphaned(wl, orphan.cluster_queue, orphan.message)
+
+    def orphaned(self, wl: Workload, cq: str, message: str) -> WorkloadResult:
+        """Kueue's workload controller on a workload whose LocalQueue or ClusterQueue is missing or
+        stopped: QuotaReserved=False with reason Inadmissible, and no event (no scheduling cycle
+        looks at it)."""
+        pod_sets = [PodSetResult(ps.name, ps.count) for ps in wl.pod_sets]
+        return WorkloadResult(wl, cq, INADMISSIBLE, message, pod_sets, list(wl.unhealthy_nodes),
+                              conditions=self.unreserved(wl, INADMISSIBLE, message))
 
     def nominate(self, wl: Workload, cq: ClusterQueue) -> Entry:
         assigner = FlavorAssigner(self.state, wl, cq, self.preemptor)

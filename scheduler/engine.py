@@ -51,7 +51,7 @@ from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, awaiting_second_pass
-from scheduler.stop_policy import evict_stopped, to_drain
+from scheduler.stop_policy import evict_stopped, to_drain, to_withdraw, withdraw_reservation
 from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
@@ -187,13 +187,19 @@ class Engine:
         changed |= set(self.sync(now))
 
     def _drain_stopped_queues(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
-        """stopPolicy HoldAndDrain: evict the admitted workloads of the drained queues."""
+        """stopPolicy HoldAndDrain: evict the admitted workloads of the drained queues; take back
+        the reservations still waiting for admission checks in stopped or missing queues."""
         drained = to_drain(self.state)
         for wl, (reason, message) in drained:
             evict_stopped(wl, reason, message, now, outcome.result)
             self.state.workload_changed(wl)
             outcome.decided[wl.key] = unchanged_result(self.state, wl)
-        if drained:
+        withdrawn = to_withdraw(self.state)
+        for wl, message in withdrawn:
+            withdraw_reservation(wl, message, now)
+            self.state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+        if drained or withdrawn:
             changed |= set(self.sync(now))
 
     def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:

@@ -28,7 +28,7 @@ from scheduler.flavorassigner import (
     PodSetFlavors,
     pod_set_needs,
 )
-from scheduler.model import PodSet, Workload, stopped_queue_message
+from scheduler.model import PodSet, Workload, stopped_queue_summary
 from scheduler.placement import Placer, PodSetPlacement, TASPodSetRequest, _Params, counters_of
 from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
 from scheduler.quantity import PODS, format_value
@@ -789,7 +789,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
         summary = (f"LocalQueue {wl.queue_name or '(none)'} doesn't exist" if lq not in state.local_queues
                    else f"ClusterQueue {state.local_queues[lq].cluster_queue} doesn't exist")
         return WorkloadExplanation(wl.key, "", False, summary)
-    stopped = stopped_queue_message(state.local_queues.get(f"{wl.namespace}/{wl.queue_name}"), cq)
+    stopped = stopped_queue_summary(state.local_queues.get(f"{wl.namespace}/{wl.queue_name}"), cq)
     if stopped:  # a stopped queue admits nothing, whatever room there is
         return WorkloadExplanation(wl.key, cq.name, False, stopped)
     assigner = FlavorAssigner(state, wl, cq)

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from scheduler.clock import later
 from scheduler.cluster import Changes, ClusterState, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
-from scheduler.model import ClusterQueue, Workload, stopped_queue_message
+from scheduler.model import ClusterQueue, Workload, inactive_queue_message
 from scheduler.pods_ready import queue_order_time
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
@@ -440,12 +440,12 @@ class QueueManager:
         if lq.cluster_queue not in self.state.cluster_queues or lq.cluster_queue not in self.queues:
             self._orphan(key, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
-        stopped = stopped_queue_message(lq, self.state.cluster_queues[lq.cluster_queue])
-        if stopped:
+        inactive = inactive_queue_message(lq, self.state.cluster_queues[lq.cluster_queue])
+        if inactive:
             # a stopped LocalQueue or ClusterQueue (spec.stopPolicy Hold or HoldAndDrain) admits
             # nothing: Kueue's workload controller marks its workloads inadmissible, and the
             # scheduler takes no head from an inactive ClusterQueue
-            self._orphan(key, lq.cluster_queue, stopped)
+            self._orphan(key, lq.cluster_queue, inactive)
             return
         self.orphans.pop(key, None)
         if self.state.waits_as_parent(wl):

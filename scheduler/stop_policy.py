@@ -1,7 +1,12 @@
-"""Stopped queues: a ClusterQueue or LocalQueue whose `spec.stopPolicy` is HoldAndDrain has its
-admitted workloads evicted, as Kueue's workload controller does (reason ClusterQueueStopped or
-LocalQueueStopped). Hold, and HoldAndDrain for the workloads still waiting, keep a queue from
-admitting anything: see `model.stopped_queue_message`, which `QueueManager.place` asks."""
+"""Stopped queues, as Kueue's workload controller treats their workloads:
+
+* a ClusterQueue or LocalQueue whose `spec.stopPolicy` is HoldAndDrain has its admitted
+  workloads evicted (reason ClusterQueueStopped or LocalQueueStopped);
+* a workload holding a quota reservation that is not an admission yet (its admission checks are
+  not all Ready) loses the reservation when its LocalQueue or ClusterQueue is stopped (Hold or
+  HoldAndDrain), missing or deleted: QuotaReserved=False, reason Inadmissible;
+* a stopped queue admits nothing, and its waiting workloads are inadmissible ("ClusterQueue X is
+  inactive"): see `model.inactive_queue_message`, which `QueueManager.place` asks."""
 
 from __future__ import annotations
 
@@ -9,9 +14,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
-from scheduler.model import STOP_HOLD_AND_DRAIN, Condition, Workload
+from scheduler.model import STOP_HOLD_AND_DRAIN, STOP_NONE, Condition, Workload
 from scheduler.node_failure import is_evicted
-from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
+from scheduler.results import INADMISSIBLE, WORKLOAD_EVICTED, Decision, Event, PassResult
 
 CLUSTER_QUEUE_STOPPED = ("ClusterQueueStopped", "The ClusterQueue is stopped")
 LOCAL_QUEUE_STOPPED = ("LocalQueueStopped", "The LocalQueue is stopped")
@@ -54,3 +59,37 @@ def evict_stopped(wl: Workload, reason: str, message: str, now: datetime, result
     wl.conditions.append(Condition("Evicted", "True", reason, message, now))
     result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
+
+
+def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:
+    """The message Kueue's workload controller takes back the quota reservation of `wl` with, a
+    reservation not yet an admission, when its LocalQueue (looked at first) or that
+    LocalQueue's ClusterQueue is missing or stopped; None while both run or when `wl` holds no
+    such reservation."""
+    if wl.admission is None or wl.is_admitted or not wl.has_quota_reservation:
+        return None
+    lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+    if lq is None:
+        return f"LocalQueue {wl.queue_name} is terminating or missing"
+    if lq.stop_policy != STOP_NONE:
+        return f"LocalQueue {wl.queue_name} is stopped"
+    cq = state.cluster_queues.get(lq.cluster_queue)
+    if cq is None:
+        return f"ClusterQueue {lq.cluster_queue} is terminating or missing"
+    if cq.stop_policy != STOP_NONE:
+        return f"ClusterQueue {cq.name} is stopped"
+    return None
+
+
+def to_withdraw(state: ClusterState) -> list[tuple[Workload, str]]:
+    """The reservations waiting for admission checks that Kueue takes back, in the state's order."""
+    return [(wl, message) for wl in state.in_order(state.reserved_not_admitted)
+            if (message := withdrawn_reservation(state, wl)) is not None]
+
+
+def withdraw_reservation(wl: Workload, message: str, now: datetime) -> None:
+    """Kueue's UnsetQuotaReservationWithCondition: no admission, QuotaReserved=False (reason
+    Inadmissible); the Admitted condition, False already, stays as it is. Kueue emits no event."""
+    wl.admission = None
+    wl.conditions = [c for c in wl.conditions if c.type != "QuotaReserved"]
+    wl.conditions.append(Condition("QuotaReserved", "False", INADMISSIBLE, message, now))

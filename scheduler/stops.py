@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from scheduler.model import stopped_queue_summary
 from scheduler.quantity import format_value
 from scheduler.quota import FlavorResource, QuotaNode, QuotaTree, available_in, root_of
 
@@ -314,7 +315,10 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
                           details={"requeueAt": until.isoformat()}, computed_now=True, at=now)
     orphan = queues.orphans.get(key)
     if orphan is not None:
-        return StopRecord(ORPHAN, orphan.message, cluster_queue=orphan.cluster_queue, computed_now=True, at=now)
+        cq = state.cluster_queues.get(orphan.cluster_queue)
+        lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        message = (stopped_queue_summary(lq, cq) if cq is not None else "") or orphan.message
+        return StopRecord(ORPHAN, message, cluster_queue=orphan.cluster_queue, computed_now=True, at=now)
     if state.waits_as_parent(wl):
         return parent_stop(state, wl, now)
     parked = queues.parked_info(key)

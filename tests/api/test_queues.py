@@ -103,9 +103,10 @@ def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     upsert(workload_object("while-held"))
     scheduling_pass_run(now=DEMO_NOW + timedelta(minutes=1))
     held = client.get("/api/v1/workloads/ml/while-held/").json()
-    assert (held["status"], held["message"]) == ("Inadmissible", "ClusterQueue cluster-queue is stopped")
+    assert (held["status"], held["message"]) == ("Inadmissible", "ClusterQueue cluster-queue is inactive")
     why = client.get("/api/v1/workloads/ml/while-held/why-pending/").json()
-    assert why["pending"] is True and "ClusterQueue cluster-queue is stopped" in why["summary"]
+    assert why["pending"] is True
+    assert "ClusterQueue cluster-queue is inactive: it is stopped (stopPolicy Hold)" in why["summary"]
     held_cq = client.get("/api/v1/clusterqueues/cluster-queue/").json()
     assert held_cq["counts"]["admittedWorkloads"] == 7 and held_cq["stopPolicy"] == "Hold"
     assert client.get("/api/v1/localqueues/ml/team-a/").json()["stopPolicy"] == "None"

@@ -1,7 +1,7 @@
 """A ClusterQueue's or LocalQueue's spec.stopPolicy, as Kueue applies it: Hold admits nothing
-more (its waiting workloads are Inadmissible, "ClusterQueue X is stopped"); HoldAndDrain also
-evicts the admitted ones (ClusterQueueStopped / LocalQueueStopped); back to None, the queue
-admits again."""
+more (its waiting workloads are Inadmissible, "ClusterQueue X is inactive") and takes back the
+reservations still waiting for admission checks; HoldAndDrain also evicts the admitted ones
+(ClusterQueueStopped / LocalQueueStopped); back to None, the queue admits again."""
 
 from __future__ import annotations
 
@@ -65,13 +65,13 @@ def test_running_queue_admits():
 @pytest.mark.parametrize("policy", [STOP_HOLD, STOP_HOLD_AND_DRAIN])
 def test_a_stopped_cluster_queue_admits_nothing(policy):
     outcome = engine_of(cluster(cq_policy=policy)).run_pass(NOW)
-    assert decided(outcome)["waiting"] == ("Inadmissible", "ClusterQueue cq is stopped")
+    assert decided(outcome)["waiting"] == ("Inadmissible", "ClusterQueue cq is inactive")
 
 
 @pytest.mark.parametrize("policy", [STOP_HOLD, STOP_HOLD_AND_DRAIN])
 def test_a_stopped_local_queue_admits_nothing_and_is_named_first(policy):
     outcome = engine_of(cluster(cq_policy=STOP_HOLD, lq_policy=policy)).run_pass(NOW)
-    assert decided(outcome)["waiting"] == ("Inadmissible", "LocalQueue lq is stopped")
+    assert decided(outcome)["waiting"] == ("Inadmissible", "LocalQueue lq is inactive")
 
 
 def test_hold_keeps_the_admitted_running():
@@ -133,8 +133,8 @@ def test_an_unknown_stop_policy_is_refused():
 
 
 @pytest.mark.parametrize(("cq_policy", "lq_policy", "summary"), [
-    (STOP_HOLD, None, "ClusterQueue cq is stopped"),
-    (None, STOP_HOLD_AND_DRAIN, "LocalQueue lq is stopped"),
+    (STOP_HOLD, None, "ClusterQueue cq is inactive: it is stopped (stopPolicy Hold)"),
+    (None, STOP_HOLD_AND_DRAIN, "LocalQueue lq is inactive: it is stopped (stopPolicy HoldAndDrain)"),
 ])
 def test_why_pending_says_the_queue_is_stopped_before_and_after_a_pass(cq_policy, lq_policy, summary):
     engine = engine_of(cluster(cq_policy=cq_policy, lq_policy=lq_policy))
@@ -144,3 +144,78 @@ def test_why_pending_says_the_queue_is_stopped_before_and_after_a_pass(cq_policy
     engine.run_pass(NOW)
     after = engine.explain("default/waiting", NOW)
     assert (after.fits, after.summary) == (False, summary)
+
+
+def awaiting_checks(name: str) -> dict:
+    """A workload holding a quota reservation in cq that is not an admission yet: its
+    ProvisioningRequest check is still Pending."""
+    wl = admitted(workload(name, queue="lq", count=2, cpu="1", required=RACK, created=5),
+                  assignments={"main": domains_json(HOST_LEVELS, [(("b1", "r1", "x2"), 2)])},
+                  cluster_queue_name="cq")
+    wl["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "reserved"},
+        {"type": "Admitted", "status": "False", "reason": "UnsatisfiedChecks", "message": "not all checks ready"}]
+    wl["status"]["admissionChecks"] = [{"name": "prov", "state": "Pending", "message": "",
+                                        "lastTransitionTime": "2025-06-01T11:00:00Z"}]
+    return wl
+
+
+def written(outcome, name: str) -> dict[str, tuple[str, str, str]]:
+    """The conditions the pass writes for the workload."""
+    return {c.type: (c.status, c.reason, c.message) for c in outcome.decided[f"default/{name}"].conditions}
+
+
+def test_a_running_queue_keeps_a_reservation_waiting_for_checks():
+    engine = engine_of([*cluster(), awaiting_checks("checking")])
+    outcome = engine.run_pass(NOW)
+    assert "checking" not in decided(outcome)
+    assert engine.state.workload("default/checking").admission is not None
+    assert "default/checking" in engine.state.reserved_not_admitted
+
+
+@pytest.mark.parametrize(("cq_policy", "lq_policy", "message"), [
+    (STOP_HOLD, None, "ClusterQueue cq is inactive"),
+    (STOP_HOLD_AND_DRAIN, None, "ClusterQueue cq is inactive"),
+    (None, STOP_HOLD, "LocalQueue lq is inactive"),
+    (STOP_HOLD, STOP_HOLD_AND_DRAIN, "LocalQueue lq is inactive"),
+])
+def test_a_stopped_queue_takes_back_a_reservation_waiting_for_checks(cq_policy, lq_policy, message):
+    engine = engine_of([*cluster(cq_policy=cq_policy, lq_policy=lq_policy), awaiting_checks("checking")])
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload("default/checking")
+    assert wl.admission is None
+    assert "default/checking" not in engine.state.charges and not engine.state.reserved_not_admitted
+    # Kueue unsets it ("... is stopped"), then finds it waiting in an inactive queue
+    assert written(outcome, "checking")["QuotaReserved"] == ("False", "Inadmissible", message)
+    assert decided(outcome)["checking"] == ("Inadmissible", message)
+    assert written(outcome, "checking")["Admitted"][0] == "False"
+    assert not [e for e in outcome.result.events if e.key == "default/checking"]
+    # the admitted one is evicted only by a HoldAndDrain the LocalQueue does not override with Hold
+    drained = STOP_HOLD_AND_DRAIN in (cq_policy, lq_policy) and lq_policy != STOP_HOLD
+    assert engine.state.workload("default/running").condition_true("Evicted") is drained
+
+
+@pytest.mark.parametrize(("kind", "key", "message"), [
+    ("LocalQueue", "default/lq", "LocalQueue lq doesn't exist"),
+    ("ClusterQueue", "cq", "ClusterQueue cq doesn't exist"),
+])
+def test_a_missing_queue_takes_back_a_reservation_waiting_for_checks(kind, key, message):
+    engine = engine_of([*cluster(), awaiting_checks("checking")])
+    engine.run_pass(NOW)
+    engine.delete(kind, key)
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert engine.state.workload("default/checking").admission is None
+    assert written(outcome, "checking")["QuotaReserved"] == ("False", "Inadmissible", message)
+    assert decided(outcome)["checking"] == ("Inadmissible", message)
+    # the admitted workload keeps running: Kueue takes back only reservations not yet admitted
+    assert engine.state.workload("default/running").admission is not None
+
+
+def test_a_withdrawn_reservation_is_admitted_again_when_the_queue_resumes():
+    engine = engine_of([*cluster(cq_policy=STOP_HOLD), awaiting_checks("checking")])
+    engine.run_pass(NOW)
+    engine.upsert(dataclasses.replace(engine.state.cluster_queues["cq"], stop_policy=STOP_NONE))
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    # a new reservation, waiting for its check again (the check state is kept, as Kueue keeps it)
+    assert decided(outcome)["checking"][0] == "QuotaReserved"
+    assert engine.state.workload("default/checking").has_quota_reservation
