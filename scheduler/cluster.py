@@ -55,6 +55,7 @@ from scheduler.parse import (
     USAGE_BASED_ADMISSION_FAIR_SHARING,
     ParsedObjects,
 )
+from scheduler.queue_status import InactiveCause, inactive_causes
 from scheduler.quota import FlavorResource, QuotaTree
 from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot, updated_flavor_snapshot
 from scheduler.tree import carries_labels
@@ -260,6 +261,8 @@ class ClusterState:
         self.with_unhealthy: set[str] = set()
         # holders whose quota reservation is not (yet) an admission: waiting for admission checks
         self.reserved_not_admitted: set[str] = set()
+        # ClusterQueues that admit nothing, with why (see scheduler.queue_status); None: not known
+        self._inactive: dict[str, tuple[InactiveCause, ...]] | None = None
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
         self.pods_by_workload: dict[str, dict[str, Pod]] = defaultdict(dict)  # by `kueue.x-k8s.io/workload`
         self.gated_owners: dict[tuple[str, str], int] = defaultdict(int)  # gated live pods per owner
@@ -531,6 +534,14 @@ class ClusterState:
 
     def node_for_hostname(self, hostname: str) -> Node | None:
         return self.nodes_by_hostname.get(hostname) or self.nodes.get(hostname)
+
+    @property
+    def inactive_cluster_queues(self) -> Mapping[str, tuple[InactiveCause, ...]]:
+        """The ClusterQueues that admit nothing (Kueue's Active=False), each with why."""
+        if self._inactive is None:
+            self._inactive = {name: causes for name, cq in self.cluster_queues.items()
+                              if (causes := inactive_causes(self, cq))}
+        return self._inactive
 
     def cluster_queue_for(self, wl: Workload) -> ClusterQueue | None:
         if wl.admission is not None:
@@ -1041,6 +1052,7 @@ class ClusterState:
     def upsert_topology(self, t: Topology) -> None:
         if self.topologies.get(t.name) == t:
             return
+        self._inactive = None
         self.topologies[t.name] = t
         self._tas_flavors_changed()
         flavors = [n for n, f in self.flavors.items() if f.topology_name == t.name]
@@ -1050,6 +1062,7 @@ class ClusterState:
     def delete_topology(self, name: str) -> None:
         if self.topologies.pop(name, None) is None:
             return
+        self._inactive = None
         self._tas_flavors_changed()
         flavors = [n for n, f in self.flavors.items() if f.topology_name == name]
         self._mark_flavors(flavors)
@@ -1059,6 +1072,7 @@ class ClusterState:
         old = self.flavors.get(f.name)
         if old == f:
             return
+        self._inactive = None
         self.flavors[f.name] = f
         # which flavors share usage (hostname-leaf ones) may change with it: rebuild all
         self._snapshots_dirty = True
@@ -1068,6 +1082,7 @@ class ClusterState:
     def delete_flavor(self, name: str) -> None:
         if self.flavors.pop(name, None) is None:
             return
+        self._inactive = None
         self._snapshots_dirty = True
         self._tas_flavors_changed()
         self.changes.requeue_all = True
@@ -1090,6 +1105,7 @@ class ClusterState:
         old = self.cluster_queues.get(cq.name)
         if old == cq:
             return
+        self._inactive = None
         if cq.admission_mode != (old.admission_mode if old else "") and self.orders_by_local_queue_usage(cq):
             self.warn(f"ClusterQueue/{cq.name}: spec.admissionScope.admissionMode: {cq.admission_mode} is not "
                       f"implemented: its workloads are ordered by priority and queue-order time, not by their "
@@ -1106,6 +1122,7 @@ class ClusterState:
         old = self.cluster_queues.pop(name, None)
         if old is None:
             return
+        self._inactive = None
         self._quota = None
         self._definitions_generation += 1
         self.changes.requeue_all = True
@@ -1139,11 +1156,13 @@ class ClusterState:
     def upsert_admission_check(self, ac: AdmissionCheck) -> None:
         if self.admission_checks.get(ac.name) == ac:
             return
+        self._inactive = None
         self.admission_checks[ac.name] = ac
         self.changes.requeue_all = True
 
     def delete_admission_check(self, name: str) -> None:
         if self.admission_checks.pop(name, None) is not None:
+            self._inactive = None
             self.changes.requeue_all = True
 
     def upsert_priority_class(self, pc: WorkloadPriorityClass) -> None:

@@ -28,10 +28,11 @@ from scheduler.flavorassigner import (
     PodSetFlavors,
     pod_set_needs,
 )
-from scheduler.model import PodSet, Workload, stopped_queue_summary
+from scheduler.model import PodSet, Workload
 from scheduler.placement import Placer, PodSetPlacement, TASPodSetRequest, _Params, counters_of
 from scheduler.preemption import HUMAN_READABLE_REASONS, Targets
 from scheduler.quantity import PODS, format_value
+from scheduler.queue_status import waiting_summary
 from scheduler.quota import FlavorResource
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import (
@@ -783,15 +784,12 @@ def own_reason(reason: str, pod_set: str) -> str:
 def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None = None) -> WorkloadExplanation:
     """Why `wl` would not be admitted on the cluster `state` describes, computed from scratch
     (`fits` when quota and topology have room for it as they are)."""
+    blocked = waiting_summary(state, wl)
+    if blocked:  # no queue to wait in, or one that admits nothing, whatever room there is
+        lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        return WorkloadExplanation(wl.key, lq.cluster_queue if lq is not None else "", False, blocked)
     cq = state.cluster_queue_for(wl)
-    if cq is None:
-        lq = f"{wl.namespace}/{wl.queue_name}"
-        summary = (f"LocalQueue {wl.queue_name or '(none)'} doesn't exist" if lq not in state.local_queues
-                   else f"ClusterQueue {state.local_queues[lq].cluster_queue} doesn't exist")
-        return WorkloadExplanation(wl.key, "", False, summary)
-    stopped = stopped_queue_summary(state.local_queues.get(f"{wl.namespace}/{wl.queue_name}"), cq)
-    if stopped:  # a stopped queue admits nothing, whatever room there is
-        return WorkloadExplanation(wl.key, cq.name, False, stopped)
+    assert cq is not None  # waiting_summary found its LocalQueue and ClusterQueue
     assigner = FlavorAssigner(state, wl, cq)
     out = WorkloadExplanation(wl.key, cq.name, False, "", quota=quota_lines(state, assigner, wl))
     assignment = assigner.assign()

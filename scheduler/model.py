@@ -294,31 +294,6 @@ class LocalQueue:
         return f"{self.namespace}/{self.name}"
 
 
-def stopped_queue(lq: LocalQueue | None, cq: ClusterQueue) -> tuple[str, str, str] | None:
-    """(kind, name, stopPolicy) of the queue that keeps a workload of this LocalQueue waiting
-    because it is stopped, the LocalQueue looked at first as Kueue's workload controller does;
-    None when neither is stopped."""
-    if lq is not None and lq.stop_policy != STOP_NONE:
-        return "LocalQueue", lq.name, lq.stop_policy
-    if cq.stop_policy != STOP_NONE:
-        return "ClusterQueue", cq.name, cq.stop_policy
-    return None
-
-
-def inactive_queue_message(lq: LocalQueue | None, cq: ClusterQueue) -> str:
-    """Kueue's reason a waiting workload is inadmissible while its LocalQueue or ClusterQueue is
-    stopped ("LocalQueue X is inactive", "ClusterQueue X is inactive"); "" when neither is."""
-    stopped = stopped_queue(lq, cq)
-    return f"{stopped[0]} {stopped[1]} is inactive" if stopped else ""
-
-
-def stopped_queue_summary(lq: LocalQueue | None, cq: ClusterQueue) -> str:
-    """Kueue's reason with its cause, for people: "ClusterQueue X is inactive: it is stopped
-    (stopPolicy Hold)"; "" when neither queue is stopped."""
-    stopped = stopped_queue(lq, cq)
-    return f"{stopped[0]} {stopped[1]} is inactive: it is stopped (stopPolicy {stopped[2]})" if stopped else ""
-
-
 @dataclass(frozen=True, slots=True)
 class Cohort:
     name: str

@@ -140,9 +140,11 @@ class Preemptor:
         """The workloads holding quota in the ClusterQueue, except those admitted in this cycle,
         in the state's order; with `below` (`up_to`), only those of a lower (or equal) priority.
 
-        A ClusterQueue can hold tens of thousands of workloads while a policy such as
-        LowerPriority can only take the few below the preemptor: the cache keeps them by
-        priority, so that only those are looked at."""
+        None from an inactive ClusterQueue. A ClusterQueue can hold tens of thousands of
+        workloads while a policy such as LowerPriority can only take the few below the
+        preemptor: the cache keeps them by priority, so that only those are looked at."""
+        if cq_name in self.state.inactive_cluster_queues:
+            return []  # Kueue's snapshot leaves inactive ClusterQueues out, and their workloads with them
         ranked = self.state.holders_by_priority.get(cq_name, [])
         if below is not None:
             ranked = ranked[:bisect.bisect_left(ranked, (below,))]

@@ -33,8 +33,9 @@ from datetime import UTC, datetime, timedelta
 from scheduler.clock import later
 from scheduler.cluster import Changes, ClusterState, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
-from scheduler.model import ClusterQueue, Workload, inactive_queue_message
+from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
+from scheduler.queue_status import waiting_block
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
@@ -366,6 +367,8 @@ class QueueManager:
         # ConcurrentAdmission parents: pending, kept off their queue, and routed again with the
         # others when queues change (a parent whose queue goes missing is an orphan like any other)
         self.kept_off: set[str] = set()
+        # the inactive ClusterQueues the workloads were last routed by (see scheduler.queue_status)
+        self.inactive_seen: dict[str, object] = dict(state.inactive_cluster_queues)
 
     # ------------------------------------------------------------ following the cache
 
@@ -375,7 +378,10 @@ class QueueManager:
         changes = self.state.take_changes()
         if not changes.any():
             return {}
-        if changes.queues_changed:
+        inactive = self.state.inactive_cluster_queues
+        if changes.queues_changed or inactive != self.inactive_seen:
+            # a ClusterQueue that became active or inactive routes its waiting workloads anew
+            self.inactive_seen = dict(inactive)
             self._sync_queues()
         preserve = self.state.gates.FlavorFungibilityPreserveScanProgress
         for key, wl in changes.workloads.items():
@@ -433,19 +439,15 @@ class QueueManager:
             self.backoff[key] = wl.requeue_at
             return
         self.backoff.pop(key, None)
-        lq = self.state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
-        if lq is None:
-            self._orphan(key, "", f"LocalQueue {wl.queue_name or chr(34) * 2} doesn't exist")
+        blocked = waiting_block(self.state, wl)
+        if blocked is not None:
+            # its LocalQueue or ClusterQueue is missing, stopped or inactive: Kueue's workload
+            # controller marks it inadmissible, and the scheduler takes no head from there
+            self._orphan(key, *blocked)
             return
-        if lq.cluster_queue not in self.state.cluster_queues or lq.cluster_queue not in self.queues:
+        lq = self.state.local_queues[f"{wl.namespace}/{wl.queue_name}"]
+        if lq.cluster_queue not in self.queues:
             self._orphan(key, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist")
-            return
-        inactive = inactive_queue_message(lq, self.state.cluster_queues[lq.cluster_queue])
-        if inactive:
-            # a stopped LocalQueue or ClusterQueue (spec.stopPolicy Hold or HoldAndDrain) admits
-            # nothing: Kueue's workload controller marks its workloads inadmissible, and the
-            # scheduler takes no head from an inactive ClusterQueue
-            self._orphan(key, lq.cluster_queue, inactive)
             return
         self.orphans.pop(key, None)
         if self.state.waits_as_parent(wl):

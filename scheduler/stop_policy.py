@@ -6,7 +6,7 @@
   not all Ready) loses the reservation when its LocalQueue or ClusterQueue is stopped (Hold or
   HoldAndDrain), missing or deleted: QuotaReserved=False, reason Inadmissible;
 * a stopped queue admits nothing, and its waiting workloads are inadmissible ("ClusterQueue X is
-  inactive"): see `model.inactive_queue_message`, which `QueueManager.place` asks."""
+  inactive"): see `queue_status.waiting_block`, which `QueueManager.place` asks."""
 
 from __future__ import annotations
 

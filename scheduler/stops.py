@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from scheduler.model import stopped_queue_summary
 from scheduler.quantity import format_value
+from scheduler.queue_status import waiting_summary
 from scheduler.quota import FlavorResource, QuotaNode, QuotaTree, available_in, root_of
 
 if TYPE_CHECKING:
@@ -315,9 +315,7 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
                           details={"requeueAt": until.isoformat()}, computed_now=True, at=now)
     orphan = queues.orphans.get(key)
     if orphan is not None:
-        cq = state.cluster_queues.get(orphan.cluster_queue)
-        lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
-        message = (stopped_queue_summary(lq, cq) if cq is not None else "") or orphan.message
+        message = waiting_summary(state, wl) or orphan.message
         return StopRecord(ORPHAN, message, cluster_queue=orphan.cluster_queue, computed_now=True, at=now)
     if state.waits_as_parent(wl):
         return parent_stop(state, wl, now)

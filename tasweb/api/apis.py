@@ -373,7 +373,7 @@ class NodeDetailApi(BaseApi):
 
 
 def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]],
-                       reader: AccessScope) -> dict[str, Any]:
+                       reader: AccessScope, activity: dict[str, dict[str, str]]) -> dict[str, Any]:
     spec = (row.raw or {}).get("spec") or {}
     groups = selectors.cluster_queue_quota(name=row.name) if not row.invalid_reason else None
     return {
@@ -381,6 +381,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "cohort": row.cohort or None,
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
         "stopPolicy": selectors.stop_policy_of(row.raw),
+        "active": activity.get(row.name),
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
         "resourceGroups": groups or [],
         "localQueues": sorted(reader.visible_keys(queues.get(row.name, []))),
@@ -414,7 +415,8 @@ class ClusterQueueListApi(ListApi):
 
     def rows_json(self, rows):
         counts, queues = selectors.cluster_queue_counts(), local_queues_by_cluster_queue()
-        return [cluster_queue_json(row, counts, queues, scope(self.request)) for row in rows]
+        activity = selectors.cluster_queue_activity()
+        return [cluster_queue_json(row, counts, queues, scope(self.request), activity) for row in rows]
 
 
 @extend_schema(tags=["queues"])
@@ -431,7 +433,7 @@ class ClusterQueueDetailApi(BaseApi):
         if row is None:
             raise NotFound(f"ClusterQueue {name!r} not found")
         return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue(),
-                                           scope(request)))
+                                           scope(request), selectors.cluster_queue_activity()))
 
 
 def local_queue_json(row: cluster.LocalQueue, counts: dict) -> dict[str, Any]:

@@ -90,6 +90,22 @@ def queue_metrics() -> Iterator[Metric]:
     yield from by_lq
 
 
+CLUSTER_QUEUE_STATUSES = ("pending", "active", "terminating")
+
+
+def status_metrics() -> Iterator[Metric]:
+    """Kueue's kueue_cluster_queue_status: 1 for the status each ClusterQueue is in, 0 for the
+    others; "pending" is an inactive ClusterQueue (stopped, or lacking a flavor, check or Topology)."""
+    family = gauge("kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (with possible values "
+                   "'pending', 'active' or 'terminated'). For a ClusterQueue, the metric only reports a value of 1 "
+                   "for one of the statuses.", ("cluster_queue", "status"))
+    for name, active in sorted(selectors.cluster_queue_activity().items()):
+        current = "active" if active["status"] == "True" else "pending"
+        for status in CLUSTER_QUEUE_STATUSES:
+            add(family, (name, status), 1 if status == current else 0)
+    yield family
+
+
 def quota_metrics() -> Iterator[Metric]:
     """Each ClusterQueue's quota per flavor and resource, and what its workloads reserve of it,
     as the engine counts them."""
@@ -168,6 +184,7 @@ def pass_metrics() -> Iterator[Metric]:
 class ServiceCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from queue_metrics()
+        yield from status_metrics()
         yield from quota_metrics()
         yield from flavor_metrics()
         yield from pass_metrics()

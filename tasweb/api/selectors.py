@@ -30,6 +30,7 @@ from scheduler.model import STOP_NONE
 from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
+from scheduler.queue_status import active_condition
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from scheduler.tree import TopologyTree, moved_leaves
@@ -545,6 +546,19 @@ def cluster_queue_quota(*, name: str) -> list[dict[str, Any]] | None:
         if cq is None:
             return None
         return _quota_groups(view, name, cq.resource_groups, view.state.quota_usage.get(name, {}))
+
+
+def cluster_queue_activity() -> dict[str, dict[str, str]]:
+    """ClusterQueue -> Kueue's `Active` condition as the engine finds it ({"status", "reason",
+    "message"}): False while the ClusterQueue is stopped or lacks a ResourceFlavor, an
+    AdmissionCheck or a Topology; ClusterQueues the engine cannot read are left out."""
+    view = engine_view()
+    with view.lock:
+        state = view.state
+        inactive = state.inactive_cluster_queues
+        return {name: dict(zip(("status", "reason", "message"), active_condition(inactive.get(name, ())),
+                               strict=True))
+                for name in state.cluster_queues}
 
 
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:

@@ -156,12 +156,22 @@ class QueueCountsSerializer(s.Serializer):
     admittedWorkloads = s.IntegerField(help_text="Workloads admitted")
 
 
+class ActiveConditionSerializer(s.Serializer):
+    status = s.CharField(help_text="True when the ClusterQueue can admit, False when it cannot")
+    reason = s.CharField(help_text="Kueue's reason: Ready, Stopped, FlavorNotFound, AdmissionCheckNotFound, "
+                         "AdmissionCheckInactive, TopologyNotFound, or a MultiKueue misuse")
+    message = s.CharField(help_text="Kueue's message, e.g. \"Can't admit new workloads: references missing "
+                          "ResourceFlavor(s): gpu.\"")
+
+
 class ClusterQueueSerializer(s.Serializer):
     name = s.CharField(help_text="the ClusterQueue's name")
     cohort = s.CharField(allow_null=True, help_text="the Cohort it belongs to; null when none")
     queueingStrategy = s.CharField(allow_null=True, help_text="BestEffortFIFO or StrictFIFO")
     stopPolicy = s.CharField(help_text="spec.stopPolicy: None, Hold (admits nothing more) or HoldAndDrain (also "
                              "evicts its admitted workloads)")
+    active = ActiveConditionSerializer(allow_null=True, help_text="Kueue's Active condition of the ClusterQueue: "
+                                       "whether it admits, and if not why; null when the engine cannot read it")
     flavors = string_list("ResourceFlavors of its resource groups")
     resourceGroups = ResourceGroupSerializer(many=True, help_text="quota and current usage per flavor and "
                                              "resource, as the engine counts them")

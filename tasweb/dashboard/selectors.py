@@ -31,6 +31,7 @@ from scheduler.capacity import level_totals
 from scheduler.cluster import ClusterState, counts_as_non_tas_usage
 from scheduler.model import STOP_NONE, Node, Pod, ResourceFlavor, Topology
 from scheduler.quantity import CPU, MEMORY, PODS, resource_value
+from scheduler.queue_status import STOPPED_ONLY_MESSAGE
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import TopologyTree, carries_labels, natural_path_order, node_matches_flavor
@@ -752,6 +753,15 @@ class QueueCard:
     pending: list[dict[str, Any]]  # in queue order: position, workload summary
     predicted: list[dict[str, Any]] = field(default_factory=list)  # predicted admissions, soonest first
     stop_policy: str = STOP_NONE  # spec.stopPolicy: Hold and HoldAndDrain admit nothing
+    active: dict[str, str] | None = None  # Kueue's Active condition (status, reason, message)
+
+    @property
+    def inactive_message(self) -> str:
+        """Why the ClusterQueue admits nothing beyond its stop policy (the page says that one
+        on its own line); "" when nothing else holds it."""
+        if self.active is None or self.active["status"] == "True":
+            return ""
+        return "" if self.active["message"] == STOPPED_ONLY_MESSAGE else self.active["message"]
 
 
 def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNRESTRICTED) -> list[QueueCard]:
@@ -764,6 +774,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
             raise NotFound(f"ClusterQueue {cluster_queue!r} not found")
     counts = api.cluster_queue_counts()
     waiting = waiting_counts()
+    activity = api.cluster_queue_activity()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
@@ -783,7 +794,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                                   for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed,
                                predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
-                               stop_policy=api.stop_policy_of(row.raw)))
+                               stop_policy=api.stop_policy_of(row.raw), active=activity.get(row.name)))
     return cards
 
 

@@ -144,3 +144,31 @@ def test_unknown_parameter_is_refused(scheduled, client):
     response = client.get("/metrics", {"cluster_queue": "x"}, HTTP_ACCEPT="application/json")
     assert response.status_code == 400
     assert "cluster_queue" in response.json()["detail"]
+
+
+@override_settings(TAS_API_ANONYMOUS_READ=True)
+def test_cluster_queue_status_follows_its_active_condition(scheduled, client):
+    """kueue_cluster_queue_status is 1 for "active" until the ClusterQueue names a flavor the
+    cluster lacks; the API's Active condition says why, as Kueue's status does."""
+    metrics = scrape(client)
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="active") == 1
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="pending") == 0
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["active"] == {
+        "status": "True", "reason": "Ready", "message": "Can admit new workloads"}
+
+    cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
+    group = cq["spec"]["resourceGroups"][0]
+    group["flavors"].append({"name": "spare-gpu", "resources": [
+        {"name": r["name"], "nominalQuota": "0"} for r in group["flavors"][0]["resources"]]})
+    cq["metadata"]["resourceVersion"] = "9"
+    upsert(cq)
+    metrics = scrape(client)
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="active") == 0
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="pending") == 1
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="terminating") == 0
+    active = client.get("/api/v1/clusterqueues/cluster-queue/").json()["active"]
+    assert active == {"status": "False", "reason": "FlavorNotFound",
+                      "message": "Can't admit new workloads: references missing ResourceFlavor(s): spare-gpu."}
+    assert client.get("/api/v1/clusterqueues/").json()["results"][0]["active"] == active
+    page = client.get("/queues/").content.decode()
+    assert 'data-inactive="FlavorNotFound"' in page and "references missing ResourceFlavor(s): spare-gpu" in page

@@ -500,7 +500,7 @@ def parse_one(obj: dict) -> object:
     """The engine object of one Kubernetes object (a change to feed a long-lived engine)."""
     parsed = parse([obj])
     for kind in ("nodes", "pods", "topologies", "flavors", "cluster_queues", "local_queues", "cohorts",
-                 "workloads"):
+                 "admission_checks", "priority_classes", "workloads"):
         items = getattr(parsed, kind)
         if items:
             return items[0]

@@ -226,9 +226,9 @@ class TestBadInput:
         code, out, err = simulate(capsys, cluster, workloads_file(tmp_path, workload("train", required=RACK)))
         assert code == 0
         assert "ResourceFlavor/tas-flavor" in err and "spec.topologyName" in err
+        # Kueue holds the ClusterQueue inactive (TopologyNotFound) while its TAS flavor has no Topology
         (wl,) = json.loads(out)["workloads"]
-        assert (wl["status"], wl["message"]) == ("Inadmissible", "couldn't assign flavors to pod set main: "
-                                                 "Flavor \"tas-flavor\" information missing in TAS cache")
+        assert (wl["status"], wl["message"]) == ("Inadmissible", "ClusterQueue cq is inactive")
 
     def test_required_and_preferred(self, capsys, tmp_path, cluster_file):
         wl = workload("train", pod_sets=[pod_set(raw_topology_request={"required": RACK, "preferred": HOSTNAME})])

@@ -1,0 +1,179 @@
+"""A ClusterQueue Kueue holds inactive: stopped, naming a missing ResourceFlavor or AdmissionCheck,
+an inactive AdmissionCheck, misused MultiKueue checks, or a TAS flavor without its Topology.
+It admits nothing (its waiting workloads: "ClusterQueue X is inactive"), and preemption takes
+no candidate from it; it becomes active again as soon as what it lacked arrives."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from scheduler.engine import Engine
+from scheduler.queue_status import active_condition
+
+from .factories import (
+    NOW,
+    RACK,
+    admission_check,
+    admitted,
+    cluster_queue,
+    domains_json,
+    gates,
+    grid,
+    local_queue,
+    node,
+    parse,
+    parse_one,
+    queue_with_policy,
+    resource_flavor,
+    topology,
+    workload,
+)
+
+HOST_LEVELS = ["cloud.provider.com/topology-block", RACK, "kubernetes.io/hostname"]
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+PROVISIONING = "kueue.x-k8s.io/provisioning-request"
+
+
+def engine_of(objects) -> Engine:
+    return Engine.from_parsed(parse(objects), gates())
+
+
+def condition(objects, name: str = "cq") -> tuple[str, str, str]:
+    engine = engine_of(objects)
+    return active_condition(engine.state.inactive_cluster_queues.get(name, ()))
+
+
+def inactive_check(name: str) -> dict:
+    check = admission_check(name)
+    check["status"]["conditions"] = [{"type": "Active", "status": "False"}]
+    return check
+
+
+def with_checks(cq: dict, *rules: tuple[str, tuple[str, ...]]) -> dict:
+    """`cq` with an admissionChecksStrategy: (check, onFlavors) per rule."""
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [
+        {"name": name, **({"onFlavors": list(flavors)} if flavors else {})} for name, flavors in rules]}
+    return cq
+
+
+def base() -> list[dict]:
+    return [topology(), resource_flavor(), resource_flavor("plain", topology_name=None), local_queue()]
+
+
+@pytest.mark.parametrize(("extra", "cq", "want"), [
+    ([], cluster_queue(), ("True", "Ready", "Can admit new workloads")),
+    ([], cluster_queue(flavors=("tas-flavor", "gpu", "fast")),
+     ("False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): gpu,fast.")),
+    ([admission_check("check1")], cluster_queue(admission_checks=("check2", "check1")),
+     ("False", "AdmissionCheckNotFound", "Can't admit new workloads: references missing AdmissionCheck(s): check2.")),
+    ([admission_check("check1"), inactive_check("check3")], cluster_queue(admission_checks=("check1", "check3")),
+     ("False", "AdmissionCheckInactive", "Can't admit new workloads: references inactive AdmissionCheck(s): check3.")),
+    ([admission_check("check1", MULTIKUEUE), admission_check("check3", MULTIKUEUE)],
+     cluster_queue(admission_checks=("check1", "check3")),
+     ("False", "MultipleMultiKueueAdmissionChecks", "Can't admit new workloads: Cannot use multiple MultiKueue "
+      "AdmissionChecks on the same ClusterQueue, found: check1,check3.")),
+    ([admission_check("mk", MULTIKUEUE)],
+     with_checks(cluster_queue(flavors=("tas-flavor", "plain")), ("mk", ("plain",))),
+     ("False", "MultiKueueAdmissionCheckAppliedPerFlavor",
+      "Can't admit new workloads: Cannot specify MultiKueue AdmissionCheck per flavor, found: mk.")),
+    ([admission_check("mk", MULTIKUEUE), admission_check("prov", PROVISIONING)],
+     cluster_queue(admission_checks=("mk", "prov")),
+     ("False", "MultiKueueWithProvisioningRequest", "Can't admit new workloads: Cannot use both MultiKueue and "
+      "ProvisioningRequest AdmissionChecks together, found: mk, prov.")),
+    # several causes: the first names the reason, the message lists them all
+    ([], {**cluster_queue(flavors=("tas-flavor", "gpu")), "spec": {
+        **cluster_queue(flavors=("tas-flavor", "gpu"))["spec"], "stopPolicy": "Hold"}},
+     ("False", "Stopped", "Can't admit new workloads: is stopped, references missing ResourceFlavor(s): gpu.")),
+])
+def test_kueue_active_condition(extra, cq, want):
+    assert condition([*base(), *extra, cq]) == want
+
+
+def test_a_tas_flavor_without_its_topology():
+    objects = [resource_flavor(topology_name="example-topology"), cluster_queue()]
+    assert condition(objects) == ("False", "TopologyNotFound", "Can't admit new workloads: there is no Topology "
+                                  "\"example-topology\" for TAS flavor \"tas-flavor\".")
+    # without TAS the flavor's Topology is not looked at
+    engine = Engine.from_parsed(parse(objects), gates(TopologyAwareScheduling=False))
+    assert engine.state.inactive_cluster_queues == {}
+
+
+def cluster_with_a_missing_flavor() -> list[dict]:
+    """The ClusterQueue's second flavor does not exist; its first has room for the workload."""
+    return [*base(), cluster_queue(flavors=("tas-flavor", "gpu"), quota={"cpu": "8"}), *grid(cpu="4"),
+            workload("train", count=2, cpu="1", required=RACK)]
+
+
+def test_a_missing_flavor_holds_every_workload_even_one_the_other_flavor_fits():
+    engine = engine_of(cluster_with_a_missing_flavor())
+    outcome = engine.run_pass(NOW)
+    result = outcome.decided["default/train"]
+    assert (result.status, result.message) == ("Inadmissible", "ClusterQueue cq is inactive")
+    reserved = next(c for c in result.conditions if c.type == "QuotaReserved")
+    assert (reserved.status, reserved.reason) == ("False", "Inadmissible")
+    assert not [e for e in outcome.result.events if e.key == "default/train"]
+    why = engine.explain("default/train", NOW)
+    assert why.fits is False
+    assert why.summary == "ClusterQueue cq is inactive: it references missing ResourceFlavor(s): gpu"
+
+
+def test_the_queue_admits_once_the_flavor_arrives_and_stops_when_it_goes():
+    engine = engine_of(cluster_with_a_missing_flavor())
+    engine.run_pass(NOW)
+    engine.upsert(parse_one(resource_flavor("gpu", topology_name=None)))
+    assert engine.state.inactive_cluster_queues == {}
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert outcome.decided["default/train"].status == "Admitted"
+
+    engine.upsert(parse_one(workload("later", count=1, cpu="1", required=RACK, created=5)))
+    engine.delete("ResourceFlavor", "gpu")
+    outcome = engine.run_pass(NOW + timedelta(seconds=2))
+    assert (outcome.decided["default/later"].status, outcome.decided["default/later"].message) == (
+        "Inadmissible", "ClusterQueue cq is inactive")
+    # what it admitted goes on running
+    assert engine.state.workload("default/train").is_admitted
+
+
+def test_an_admission_check_that_becomes_active_activates_the_queue():
+    objects = [*base(), inactive_check("prov"), cluster_queue(admission_checks=("prov",), quota={"cpu": "8"}),
+               *grid(cpu="4"), workload("train", count=1, cpu="1", required=RACK)]
+    engine = engine_of(objects)
+    assert engine.run_pass(NOW).decided["default/train"].message == "ClusterQueue cq is inactive"
+    engine.upsert(parse_one(admission_check("prov")))
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert outcome.decided["default/train"].status == "QuotaReserved"  # waiting for its check
+
+
+def test_a_stopped_local_queue_is_named_before_a_missing_cluster_queue():
+    lq = local_queue(cluster_queue_name="nowhere")
+    lq["spec"]["stopPolicy"] = "Hold"
+    engine = engine_of([topology(), resource_flavor(), lq, *grid(), workload("train", required=RACK)])
+    assert engine.run_pass(NOW).decided["default/train"].message == "LocalQueue lq is inactive"
+
+
+def reclaim_setup(lender_policy: str | None) -> list[dict]:
+    """cq-a lends its 4 CPUs to cq-b, which runs a 4-CPU workload on them; cq-a may reclaim."""
+    lender = queue_with_policy("cq-a", cpu=4, cohort="co", reclaim="Any")
+    borrower = queue_with_policy("cq-b", cpu=0, cohort="co")
+    if lender_policy:
+        borrower["spec"]["stopPolicy"] = lender_policy
+    running = admitted(workload("borrowing", queue="lq-b", count=4, cpu="1", required=RACK),
+                       assignments={"main": domains_json(HOST_LEVELS, [(("b1", "r1", "x1"), 4)])},
+                       cluster_queue_name="cq-b")
+    return [topology(), resource_flavor(), lender, borrower, local_queue("lq-a", cluster_queue_name="cq-a"),
+            local_queue("lq-b", cluster_queue_name="cq-b"),
+            node("x1", block="b1", rack="r1", cpu="4"), node("x2", block="b1", rack="r1", cpu="4"),
+            running, workload("reclaiming", queue="lq-a", count=4, cpu="1", required=RACK, created=10)]
+
+
+def test_preemption_takes_no_candidate_from_an_inactive_cluster_queue():
+    active = engine_of(reclaim_setup(None))
+    active.run_pass(NOW)
+    assert active.state.workload("default/borrowing").condition_true("Preempted")
+    inactive = engine_of(reclaim_setup("Hold"))
+    outcome = inactive.run_pass(NOW)
+    assert "default/borrowing" not in outcome.decided
+    assert not inactive.state.workload("default/borrowing").condition_true("Evicted")
+    assert outcome.decided["default/reclaiming"].status in ("Pending", "Inadmissible")
