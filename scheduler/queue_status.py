@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduler.model import STOP_NONE, ClusterQueue, Workload
+from scheduler.model import STOP_NONE, ClusterQueue, LocalQueue, Workload
 
 if TYPE_CHECKING:
     from scheduler.cluster import ClusterState
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 READY_MESSAGE = "Can admit new workloads"
 STOPPED = "is stopped"
 STOPPED_ONLY_MESSAGE = f"Can't admit new workloads: {STOPPED}."  # the Active message of a ClusterQueue only stopped
+CANNOT_SUBMIT = "Can't submit new workloads to clusterQueue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,17 @@ def active_condition(causes: tuple[InactiveCause, ...]) -> tuple[str, str, str]:
     if not causes:
         return "True", "Ready", READY_MESSAGE
     return "False", causes[0].reason, f"Can't admit new workloads: {', '.join(c.message for c in causes)}."
+
+
+def local_queue_condition(state: ClusterState, lq: LocalQueue) -> tuple[str, str, str]:
+    """Kueue's `Active` condition of a LocalQueue: (status, reason, message)."""
+    if lq.stop_policy != STOP_NONE:
+        return "False", "Stopped", "LocalQueue is stopped"
+    if lq.cluster_queue not in state.cluster_queues:
+        return "False", "ClusterQueueDoesNotExist", CANNOT_SUBMIT
+    if lq.cluster_queue in state.inactive_cluster_queues:
+        return "False", "ClusterQueueIsInactive", CANNOT_SUBMIT
+    return "True", "Ready", "Can submit new workloads to localQueue"
 
 
 def waiting_block(state: ClusterState, wl: Workload) -> tuple[str, str] | None:

@@ -436,9 +436,10 @@ class ClusterQueueDetailApi(BaseApi):
                                            scope(request), selectors.cluster_queue_activity()))
 
 
-def local_queue_json(row: cluster.LocalQueue, counts: dict) -> dict[str, Any]:
+def local_queue_json(row: cluster.LocalQueue, counts: dict, activity: dict[tuple[str, str], dict[str, str]]
+                     ) -> dict[str, Any]:
     return {"namespace": row.namespace, "name": row.name, "clusterQueue": row.cluster_queue,
-            "stopPolicy": selectors.stop_policy_of(row.raw),
+            "stopPolicy": selectors.stop_policy_of(row.raw), "active": activity.get((row.namespace, row.name)),
             "counts": counts.get((row.namespace, row.name), selectors.QueueCounts()).as_json(),
             "invalidReason": invalid_or_none(row.invalid_reason)}
 
@@ -459,8 +460,8 @@ class LocalQueueListApi(ListApi):
         return self.list(request, *args, **kwargs)
 
     def rows_json(self, rows):
-        counts = selectors.local_queue_counts()
-        return [local_queue_json(row, counts) for row in rows]
+        counts, activity = selectors.local_queue_counts(), selectors.local_queue_activity()
+        return [local_queue_json(row, counts, activity) for row in rows]
 
 
 @extend_schema(tags=["queues"])
@@ -475,7 +476,7 @@ class LocalQueueDetailApi(BaseApi):
         row = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).first()
         if row is None or not scope(request).allows_namespace(namespace):
             raise NotFound(f"LocalQueue {namespace}/{name} not found")
-        return Response(local_queue_json(row, selectors.local_queue_counts()))
+        return Response(local_queue_json(row, selectors.local_queue_counts(), selectors.local_queue_activity()))
 
 
 def cohort_json(row: cluster.Cohort, members: dict, children: dict) -> dict[str, Any]:

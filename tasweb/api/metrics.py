@@ -91,19 +91,29 @@ def queue_metrics() -> Iterator[Metric]:
 
 
 CLUSTER_QUEUE_STATUSES = ("pending", "active", "terminating")
+LOCAL_QUEUE_STATUSES = ("True", "False", "Unknown")
 
 
 def status_metrics() -> Iterator[Metric]:
-    """Kueue's kueue_cluster_queue_status: 1 for the status each ClusterQueue is in, 0 for the
-    others; "pending" is an inactive ClusterQueue (stopped, or lacking a flavor, check or Topology)."""
+    """Kueue's kueue_cluster_queue_status and kueue_local_queue_status: 1 for the status each
+    queue is in, 0 for the others; "pending" is an inactive ClusterQueue (stopped, or lacking a
+    flavor, check or Topology), and a LocalQueue is "False" while it or its ClusterQueue cannot
+    take workloads."""
     family = gauge("kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (with possible values "
-                   "'pending', 'active' or 'terminated'). For a ClusterQueue, the metric only reports a value of 1 "
+                   "'pending', 'active' or 'terminated').\nFor a ClusterQueue, the metric only reports a value of 1 "
                    "for one of the statuses.", ("cluster_queue", "status"))
     for name, active in sorted(selectors.cluster_queue_activity().items()):
         current = "active" if active["status"] == "True" else "pending"
         for status in CLUSTER_QUEUE_STATUSES:
             add(family, (name, status), 1 if status == current else 0)
     yield family
+    local = gauge("kueue_local_queue_status", "Reports 'localQueue' with its 'active' status (with possible values "
+                  "'True', 'False', or 'Unknown').\nFor a LocalQueue, the metric only reports a value of 1 for one of "
+                  "the statuses.", ("name", "namespace", "active"))
+    for (namespace, name), active in sorted(selectors.local_queue_activity().items()):
+        for status in LOCAL_QUEUE_STATUSES:
+            add(local, (name, namespace, status), 1 if status == active["status"] else 0)
+    yield local
 
 
 def quota_metrics() -> Iterator[Metric]:

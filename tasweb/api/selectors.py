@@ -30,7 +30,7 @@ from scheduler.model import STOP_NONE
 from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
-from scheduler.queue_status import active_condition
+from scheduler.queue_status import active_condition, local_queue_condition
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from scheduler.tree import TopologyTree, moved_leaves
@@ -559,6 +559,17 @@ def cluster_queue_activity() -> dict[str, dict[str, str]]:
         return {name: dict(zip(("status", "reason", "message"), active_condition(inactive.get(name, ())),
                                strict=True))
                 for name in state.cluster_queues}
+
+
+def local_queue_activity() -> dict[tuple[str, str], dict[str, str]]:
+    """(namespace, name) -> Kueue's `Active` condition of the LocalQueue as the engine finds it:
+    False while it is stopped or its ClusterQueue is missing or inactive."""
+    view = engine_view()
+    with view.lock:
+        state = view.state
+        return {(lq.namespace, lq.name): dict(zip(("status", "reason", "message"),
+                                                  local_queue_condition(state, lq), strict=True))
+                for lq in state.local_queues.values()}
 
 
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:

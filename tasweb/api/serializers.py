@@ -186,6 +186,9 @@ class LocalQueueSerializer(s.Serializer):
     clusterQueue = s.CharField(help_text="the ClusterQueue it submits to")
     stopPolicy = s.CharField(help_text="spec.stopPolicy: None, Hold (admits nothing more) or HoldAndDrain (also "
                              "evicts its admitted workloads)")
+    active = ActiveConditionSerializer(allow_null=True, help_text="Kueue's Active condition of the LocalQueue "
+                                       "(reasons Ready, Stopped, ClusterQueueDoesNotExist, ClusterQueueIsInactive); "
+                                       "null when the engine cannot read it")
     counts = QueueCountsSerializer(help_text="Workloads per state")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
 

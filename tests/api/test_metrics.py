@@ -155,6 +155,8 @@ def test_cluster_queue_status_follows_its_active_condition(scheduled, client):
     assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="pending") == 0
     assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["active"] == {
         "status": "True", "reason": "Ready", "message": "Can admit new workloads"}
+    assert value(metrics, "kueue_local_queue_status", name="team-a", namespace="ml", active="True") == 1
+    assert value(metrics, "kueue_local_queue_status", name="team-a", namespace="ml", active="False") == 0
 
     cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
     group = cq["spec"]["resourceGroups"][0]
@@ -170,5 +172,8 @@ def test_cluster_queue_status_follows_its_active_condition(scheduled, client):
     assert active == {"status": "False", "reason": "FlavorNotFound",
                       "message": "Can't admit new workloads: references missing ResourceFlavor(s): spare-gpu."}
     assert client.get("/api/v1/clusterqueues/").json()["results"][0]["active"] == active
+    assert value(metrics, "kueue_local_queue_status", name="team-a", namespace="ml", active="False") == 1
+    assert client.get("/api/v1/localqueues/ml/team-a/").json()["active"] == {
+        "status": "False", "reason": "ClusterQueueIsInactive", "message": "Can't submit new workloads to clusterQueue"}
     page = client.get("/queues/").content.decode()
     assert 'data-inactive="FlavorNotFound"' in page and "references missing ResourceFlavor(s): spare-gpu" in page

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler.engine import Engine
-from scheduler.queue_status import active_condition
+from scheduler.queue_status import active_condition, local_queue_condition
 
 from .factories import (
     NOW,
@@ -177,3 +177,19 @@ def test_preemption_takes_no_candidate_from_an_inactive_cluster_queue():
     assert "default/borrowing" not in outcome.decided
     assert not inactive.state.workload("default/borrowing").condition_true("Evicted")
     assert outcome.decided["default/reclaiming"].status in ("Pending", "Inadmissible")
+
+
+@pytest.mark.parametrize(("lq_policy", "cq", "want"), [
+    (None, cluster_queue(), ("True", "Ready", "Can submit new workloads to localQueue")),
+    ("Hold", cluster_queue(), ("False", "Stopped", "LocalQueue is stopped")),
+    (None, cluster_queue("elsewhere"), ("False", "ClusterQueueDoesNotExist",
+                                        "Can't submit new workloads to clusterQueue")),
+    (None, cluster_queue(flavors=("tas-flavor", "gpu")), ("False", "ClusterQueueIsInactive",
+                                                          "Can't submit new workloads to clusterQueue")),
+])
+def test_kueue_local_queue_condition(lq_policy, cq, want):
+    lq = local_queue()
+    if lq_policy:
+        lq["spec"]["stopPolicy"] = lq_policy
+    engine = engine_of([topology(), resource_flavor(), cq, lq])
+    assert local_queue_condition(engine.state, engine.state.local_queues["default/lq"]) == want
