@@ -85,6 +85,7 @@ from scheduler.engine import Engine, PassOutcome
 from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
 from scheduler.node_failure import is_evicted
+from scheduler.queue_status import waiting_summary
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class
 from scheduler.stops import EXCEEDS_QUOTA, StopRecord
@@ -102,6 +103,9 @@ NEVER_FITS = "never: its topology cannot hold it"
 NEVER_EXCEEDS_QUOTA = "never: more than its ClusterQueue can ever have"
 # a ConcurrentAdmission parent: one of its variants is admitted, never the parent itself
 NEVER_AS_PARENT = "never itself: a ConcurrentAdmission parent, one of its variants is admitted"
+# its LocalQueue or ClusterQueue is missing, stopped or inactive: nothing is admitted from there
+# until someone changes that (the cause follows)
+NEVER_WHILE = "not while"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 PLAY_FAILED = "estimate stopped: the play failed"
 
@@ -267,6 +271,9 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     waiting = [wl.key for wl in pending]
     never = {key: why for key in waiting if (why := never_reason(engine.decisions.get(key)))}
     never.update((wl.key, NEVER_AS_PARENT) for wl in pending if state.waits_as_parent(wl))
+    for key in engine.queues.orphans.keys() & set(waiting):  # its queue admits nothing: why
+        if blocked := waiting_summary(state, state.workload_map[key]):
+            never[key] = f"{NEVER_WHILE} {blocked}"
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime

@@ -193,3 +193,17 @@ def test_kueue_local_queue_condition(lq_policy, cq, want):
         lq["spec"]["stopPolicy"] = lq_policy
     engine = engine_of([topology(), resource_flavor(), cq, lq])
     assert local_queue_condition(engine.state, engine.state.local_queues["default/lq"]) == want
+
+
+def test_the_start_estimate_names_the_inactive_queue_instead_of_a_start():
+    from scheduler.eta import estimate
+
+    engine = engine_of(cluster_with_a_missing_flavor())
+    engine.run_pass(NOW)
+    prediction = estimate(engine, NOW).predictions["default/train"]
+    assert prediction.start is None
+    assert prediction.reason == "not while ClusterQueue cq is inactive: it references missing ResourceFlavor(s): gpu"
+    # once the flavor exists, the estimate predicts a start again
+    engine.upsert(parse_one(resource_flavor("gpu", topology_name=None)))
+    engine.sync(NOW)
+    assert estimate(engine, NOW).predictions["default/train"].start is not None
