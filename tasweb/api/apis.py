@@ -56,6 +56,7 @@ from tasweb.api.renderers import (
 )
 from tasweb.api.whatif import what_if
 from tasweb.cluster import models as cluster
+from tasweb.cluster.services import stop_policy_of
 from tasweb.scheduling.models import WorkloadEvent
 
 ERRORS = {
@@ -380,7 +381,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "name": row.name,
         "cohort": row.cohort or None,
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
-        "stopPolicy": selectors.stop_policy_of(row.raw),
+        "stopPolicy": stop_policy_of(row.raw),
         "active": activity.get(row.name),
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
         "resourceGroups": groups or [],
@@ -439,7 +440,7 @@ class ClusterQueueDetailApi(BaseApi):
 def local_queue_json(row: cluster.LocalQueue, counts: dict, activity: dict[tuple[str, str], dict[str, str]]
                      ) -> dict[str, Any]:
     return {"namespace": row.namespace, "name": row.name, "clusterQueue": row.cluster_queue,
-            "stopPolicy": selectors.stop_policy_of(row.raw), "active": activity.get((row.namespace, row.name)),
+            "stopPolicy": stop_policy_of(row.raw), "active": activity.get((row.namespace, row.name)),
             "counts": counts.get((row.namespace, row.name), selectors.QueueCounts()).as_json(),
             "invalidReason": invalid_or_none(row.invalid_reason)}
 

@@ -26,7 +26,6 @@ from scheduler.explain import (
     WorkloadExplanation,
     explain_workload,
 )
-from scheduler.model import STOP_NONE
 from scheduler.model import Workload as EngineWorkload
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
@@ -455,13 +454,6 @@ def reserving_counts_by_cluster_queue() -> dict[str, dict[str, int]]:
     for cq, status, n in rows:
         out[cq][status] = n
     return out
-
-
-def stop_policy_of(raw: Any) -> str:
-    """A ClusterQueue's or LocalQueue's spec.stopPolicy as stored (None when unset)."""
-    spec = (raw or {}).get("spec") if isinstance(raw, dict) else None
-    value = spec.get("stopPolicy") if isinstance(spec, dict) else None
-    return value if isinstance(value, str) and value else STOP_NONE
 
 
 @dataclass(frozen=True)

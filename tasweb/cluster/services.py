@@ -25,7 +25,7 @@ from django.utils import timezone
 from scheduler.cluster import is_concurrent_admission_parent, is_tas_pod, priority_boost
 from scheduler.codec import decode_assignment
 from scheduler.errors import InputError
-from scheduler.model import TOPOLOGY_GATE
+from scheduler.model import STOP_NONE, TOPOLOGY_GATE
 from scheduler.parse import (
     Where,
     object_label,
@@ -112,6 +112,13 @@ def _pod_fields(obj: Mapping) -> dict[str, Any]:
         "deleting": pod.deleting,
         "requests": dict(pod.spec.requests),
     }
+
+
+def stop_policy_of(raw: Any) -> str:
+    """A ClusterQueue's or LocalQueue's spec.stopPolicy as stored (None when unset)."""
+    spec = raw.get("spec") if isinstance(raw, Mapping) else None
+    value = spec.get("stopPolicy") if isinstance(spec, Mapping) else None
+    return value if isinstance(value, str) and value else STOP_NONE
 
 
 def workload_status(obj: Mapping) -> tuple[str, str]:

@@ -41,6 +41,7 @@ from tasweb.api.kubeauth import UNRESTRICTED, AccessScope
 from tasweb.api.pagination import meant_hint
 from tasweb.api.state import EngineView, mirror_version, remembered
 from tasweb.cluster import models as cluster
+from tasweb.cluster.services import stop_policy_of
 from tasweb.scheduling.models import EventKind, PredictionRun, WorkloadEvent, WorkloadPrediction
 from tasweb.scheduling.selectors import prediction_run
 
@@ -794,7 +795,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                                   for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed,
                                predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
-                               stop_policy=api.stop_policy_of(row.raw), active=activity.get(row.name)))
+                               stop_policy=stop_policy_of(row.raw), active=activity.get(row.name)))
     return cards
 
 

@@ -24,12 +24,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Max, QuerySet
 from django.utils import timezone
 
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.errors import InputError
+from scheduler.model import STOP_NONE
 from tasweb.cluster import models as cluster
 from tasweb.cluster.models import KINDS, WAITING_STATUSES, WorkloadStatus
 from tasweb.cluster.services import (
@@ -39,6 +40,7 @@ from tasweb.cluster.services import (
     object_uid,
     object_upsert,
     rows_insert,
+    stop_policy_of,
 )
 from tasweb.core.queries import json_key
 from tasweb.scheduling.services import kueue_configuration, workload_deleted, workload_observed
@@ -50,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 WAITING = WAITING_STATUSES
+REQUEUED_AT_ONCE = frozenset({"Preempted", "NodeFailures"})  # evictions whose Requeued is True at once
+BACKOFF_REASONS = frozenset({"PodsReadyTimeout", "AdmissionCheck"})  # requeued when their backoff is over
 # What a drain leaves on a node: `kubectl drain` cordons it, and the node lifecycle
 # controller turns the cordon into this taint.
 DRAIN_TAINT_KEY = "node.kubernetes.io/unschedulable"
@@ -368,6 +372,7 @@ class Tick:
     def run(self) -> None:
         self.recover_nodes()
         self.requeue_evicted()
+        self.reconcile_requeued()
         self.bind_ungated_pods()
         self.track_pods_ready()
         self.finish_completed()
@@ -689,7 +694,11 @@ class Tick:
             message = cause.get("message") or "The workload was evicted"
             set_condition(status, "QuotaReserved", "False", "Pending", message, self.now)
             set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", self.now)
-            set_condition(status, "Requeued", "True", cause.get("reason") or "Evicted", message, self.now)
+            # Kueue's job reconciler: Requeued=True only after a preemption or node failures;
+            # otherwise False until its workload controller finds the cause gone (reconcile_requeued)
+            reason = cause.get("reason") or "Evicted"
+            set_condition(status, "Requeued", "True" if reason in REQUEUED_AT_ONCE else "False", reason, message,
+                          self.now)
             # Kueue keeps Evicted=True until it reserves quota again and resets it then; the
             # engine's admission leaves conditions it does not own alone, so the reset happens here
             for kind in ("Evicted", "Preempted"):
@@ -704,6 +713,45 @@ class Tick:
             status.pop("unhealthyNodes", None)
             self.put_workload(wl, raw)
             self.report.requeued += 1
+
+    def reconcile_requeued(self) -> None:
+        """Kueue's workload controller on a waiting workload whose Requeued condition is False:
+        True again once its cause is gone: the backoff of a PodsReady timeout or admission
+        check over (its requeueAt cleared), the workload active again, its ClusterQueue or
+        LocalQueue running again (stopPolicy None)."""
+        rows = cluster.Workload.objects.filter(status__in=WAITING)
+        if connection.features.supports_json_field_contains:  # PostgreSQL: the server picks them
+            rows = rows.filter(raw__status__conditions__contains=[{"type": "Requeued", "status": "False"}])
+        queues = {(q.namespace, q.name): q for q in cluster.LocalQueue.objects.only("namespace", "name", "raw",
+                                                                                     "cluster_queue")}
+        stopped_cqs = {q.name for q in cluster.ClusterQueue.objects.only("name", "raw")
+                       if stop_policy_of(q.raw) != STOP_NONE}
+        cqs = set(cluster.ClusterQueue.objects.values_list("name", flat=True))
+        for wl in rows.order_by("namespace", "name"):
+            raw = copy.deepcopy(wl.raw)
+            status = raw.setdefault("status", {})
+            requeued = _condition(status, "Requeued") or {}
+            if requeued.get("status") != "False":
+                continue
+            reason = requeued.get("reason")
+            lq = queues.get((wl.namespace, wl.queue_name))
+            restarted = None
+            if reason in BACKOFF_REASONS:
+                state = status.get("requeueState") or {}
+                due = _parse_time(state.get("requeueAt"))
+                if due is None or due <= self.now:
+                    state.pop("requeueAt", None)
+                    restarted = ("BackoffFinished", "The workload backoff was finished")
+            elif reason == "Deactivated" and (raw.get("spec") or {}).get("active", True) is not False:
+                restarted = ("Reactivated", "The workload was reactivated")
+            elif (reason == "ClusterQueueStopped" and lq is not None and lq.cluster_queue in cqs
+                  and lq.cluster_queue not in stopped_cqs):
+                restarted = ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped")
+            elif reason == "LocalQueueStopped" and lq is not None and stop_policy_of(lq.raw) == STOP_NONE:
+                restarted = ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")
+            if restarted is not None:
+                set_condition(status, "Requeued", "True", *restarted, self.now)
+                self.put_workload(wl, raw)
 
     def put_workload(self, row: cluster.Workload, raw: dict[str, Any]) -> None:
         old_status, old_admission = row.status, (row.raw.get("status") or {}).get("admission")

@@ -165,6 +165,9 @@ def test_a_workload_without_a_replacement_is_evicted_requeued_and_admitted_again
     assert not cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name).exists()
     requeued = events(wl, EventKind.REQUEUED).get()
     assert "no replacement" in requeued.message
+    # Kueue requeues at once after node failures: Requeued=True with the eviction's reason
+    condition = next(c for c in wl.raw["status"]["conditions"] if c["type"] == "Requeued")
+    assert (condition["status"], condition["reason"]) == ("True", "NodeFailures")
 
     # once the node is back, it is admitted again and runs
     run_ticks(14, config=config, until=lambda: len(running_nodes(wl)) == 2)
@@ -269,3 +272,44 @@ def test_with_wait_for_pods_ready_one_workload_starts_at_a_time(run_ticks, wait_
               WorkloadStatus.ADMITTED)
     waiting.refresh_from_db()
     assert waiting.status == WorkloadStatus.ADMITTED
+
+
+def requeued_condition(wl: cluster.Workload) -> tuple[str, str, str]:
+    wl.refresh_from_db()
+    c = next(c for c in wl.raw["status"]["conditions"] if c["type"] == "Requeued")
+    return c["status"], c["reason"], c["message"]
+
+
+def test_a_drained_queue_requeues_its_workloads_once_it_runs_again(run_ticks):
+    """HoldAndDrain evicts; once the job stops Kueue leaves Requeued=False (ClusterQueueStopped)
+    while the queue is stopped, sets it True (ClusterQueueRestarted) when it runs again, and
+    the workload is admitted anew."""
+    from tasweb.cluster.services import object_upsert
+
+    config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1, runtime_min_seconds=600, runtime_max_seconds=600)
+    simulator_seed(config=config, now=START)
+    wl = simulator_submit(shape=whole_nodes(2), now=START, rng=random.Random(2), config=config)
+    run_ticks(3, config=config, until=lambda: len(running_nodes(wl)) == 2)
+    cq = cluster.ClusterQueue.objects.get()
+
+    def stop_policy(policy: str, version: str) -> None:
+        raw = {**cq.raw, "spec": {**cq.raw["spec"], "stopPolicy": policy},
+               "metadata": {**cq.raw["metadata"], "resourceVersion": version}}
+        object_upsert(kind="ClusterQueue", obj=raw)
+
+    stop_policy("HoldAndDrain", "900")
+    run_ticks(1, config=config)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.EVICTED
+    run_ticks(2, config=config)
+    wl.refresh_from_db()
+    assert wl.status in WAITING and "admission" not in wl.raw["status"]
+    assert requeued_condition(wl) == ("False", "ClusterQueueStopped", "The ClusterQueue is stopped")
+
+    stop_policy("None", "901")
+    run_ticks(1, config=config, scheduler=False)
+    assert requeued_condition(wl) == ("True", "ClusterQueueRestarted",
+                                      "The ClusterQueue was restarted after being stopped")
+    run_ticks(4, config=config, until=lambda: len(running_nodes(wl)) == 2)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED
