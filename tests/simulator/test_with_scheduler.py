@@ -284,7 +284,8 @@ def test_a_drained_queue_requeues_its_workloads_once_it_runs_again(run_ticks):
     """HoldAndDrain evicts; once the job stops Kueue leaves Requeued=False (ClusterQueueStopped)
     while the queue is stopped, sets it True (ClusterQueueRestarted) when it runs again, and
     the workload is admitted anew."""
-    from tasweb.cluster.services import object_upsert
+    from tasweb.simulator.models import SimulatorState
+    from tasweb.simulator.services import ClusterWriter
 
     config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1, runtime_min_seconds=600, runtime_max_seconds=600)
     simulator_seed(config=config, now=START)
@@ -292,12 +293,12 @@ def test_a_drained_queue_requeues_its_workloads_once_it_runs_again(run_ticks):
     run_ticks(3, config=config, until=lambda: len(running_nodes(wl)) == 2)
     cq = cluster.ClusterQueue.objects.get()
 
-    def stop_policy(policy: str, version: str) -> None:
-        raw = {**cq.raw, "spec": {**cq.raw["spec"], "stopPolicy": policy},
-               "metadata": {**cq.raw["metadata"], "resourceVersion": version}}
-        object_upsert(kind="ClusterQueue", obj=raw)
+    def stop_policy(policy: str) -> None:
+        state = SimulatorState.objects.get()
+        ClusterWriter(state).put("ClusterQueue", {**cq.raw, "spec": {**cq.raw["spec"], "stopPolicy": policy}})
+        state.save()
 
-    stop_policy("HoldAndDrain", "900")
+    stop_policy("HoldAndDrain")
     run_ticks(1, config=config)
     wl.refresh_from_db()
     assert wl.status == WorkloadStatus.EVICTED
@@ -306,10 +307,37 @@ def test_a_drained_queue_requeues_its_workloads_once_it_runs_again(run_ticks):
     assert wl.status in WAITING and "admission" not in wl.raw["status"]
     assert requeued_condition(wl) == ("False", "ClusterQueueStopped", "The ClusterQueue is stopped")
 
-    stop_policy("None", "901")
+    stop_policy("None")
     run_ticks(1, config=config, scheduler=False)
     assert requeued_condition(wl) == ("True", "ClusterQueueRestarted",
                                       "The ClusterQueue was restarted after being stopped")
     run_ticks(4, config=config, until=lambda: len(running_nodes(wl)) == 2)
     wl.refresh_from_db()
     assert wl.status == WorkloadStatus.ADMITTED
+
+
+def test_a_backoff_over_requeues_and_one_still_running_waits(run_ticks):
+    """A PodsReady timeout's Requeued=False turns True (BackoffFinished) once its requeueAt has
+    passed, which Kueue clears; before that it stays as it is."""
+    from datetime import timedelta
+
+    from tasweb.simulator.models import SimulatorState
+    from tasweb.simulator.services import ClusterWriter
+
+    config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1)
+    simulator_seed(config=config, now=START)
+    rows = [simulator_submit(shape=whole_nodes(9), now=START, rng=random.Random(n), config=config) for n in (1, 2)]
+    state = SimulatorState.objects.get()
+    writer = ClusterWriter(state)  # as the cluster's API server: the next resourceVersions
+    for wl, due in zip(rows, (START - timedelta(seconds=5), START + timedelta(hours=1)), strict=True):
+        writer.put("Workload", {**wl.raw, "status": {
+            "conditions": [{"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout",
+                            "message": "Exceeded the PodsReady timeout", "lastTransitionTime": "2025-06-01T11:00:00Z"}],
+            "requeueState": {"count": 1, "requeueAt": due.strftime("%Y-%m-%dT%H:%M:%SZ")}}})
+    state.save()
+    run_ticks(1, config=config, scheduler=False)
+    over, waiting = rows
+    assert requeued_condition(over)[:2] == ("True", "BackoffFinished")
+    assert over.raw["status"]["requeueState"] == {"count": 1}
+    assert requeued_condition(waiting)[:2] == ("False", "PodsReadyTimeout")
+    assert "requeueAt" in waiting.raw["status"]["requeueState"]
