@@ -17,6 +17,7 @@ from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import FeatureGates
 from scheduler.parse import ParsedObjects, parse_objects
+from scheduler.queue_status import STOPPED, active_condition
 from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult
 from scheduler.validate import cross_object_errors
@@ -81,6 +82,10 @@ def simulate_parsed(
     for problem in unknown_level_problems(parsed):
         warn(str(problem))
     engine = Engine.from_parsed(parsed, gates, warn, config=config)
+    for name, causes in sorted(engine.state.inactive_cluster_queues.items()):
+        if any(c.message != STOPPED for c in causes):  # a stopped one is stopped on purpose
+            _, reason, message = active_condition(causes)
+            warn(f"ClusterQueue/{name}: inactive ({reason}): {message} None of its workloads is admitted")
     return engine_pass(engine, now, cycles=cycles)
 
 

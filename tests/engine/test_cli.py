@@ -226,6 +226,8 @@ class TestBadInput:
         code, out, err = simulate(capsys, cluster, workloads_file(tmp_path, workload("train", required=RACK)))
         assert code == 0
         assert "ResourceFlavor/tas-flavor" in err and "spec.topologyName" in err
+        assert ("warning: ClusterQueue/cq: inactive (TopologyNotFound): Can't admit new workloads: there is no "
+                "Topology \"missing\" for TAS flavor \"tas-flavor\". None of its workloads is admitted") in err
         # Kueue holds the ClusterQueue inactive (TopologyNotFound) while its TAS flavor has no Topology
         (wl,) = json.loads(out)["workloads"]
         assert (wl["status"], wl["message"]) == ("Inadmissible", "ClusterQueue cq is inactive")

@@ -207,3 +207,17 @@ def test_the_start_estimate_names_the_inactive_queue_instead_of_a_start():
     engine.upsert(parse_one(resource_flavor("gpu", topology_name=None)))
     engine.sync(NOW)
     assert estimate(engine, NOW).predictions["default/train"].start is not None
+
+
+def test_simulate_warns_of_an_inactive_cluster_queue_but_not_of_a_stopped_one():
+    from scheduler.simulate import simulate_parsed
+
+    warnings: list[str] = []
+    simulate_parsed(parse(cluster_with_a_missing_flavor()), gates=gates(), now=NOW, warn=warnings.append)
+    assert warnings == ["ClusterQueue/cq: inactive (FlavorNotFound): Can't admit new workloads: references "
+                        "missing ResourceFlavor(s): gpu. None of its workloads is admitted"]
+    stopped = cluster_queue(quota={"cpu": "8"})
+    stopped["spec"]["stopPolicy"] = "Hold"
+    warnings.clear()
+    simulate_parsed(parse([*base(), stopped, *grid(cpu="4")]), gates=gates(), now=NOW, warn=warnings.append)
+    assert warnings == []
