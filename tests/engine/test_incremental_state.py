@@ -48,6 +48,7 @@ from .factories import (
     HOSTNAME,
     NOW,
     RACK,
+    TOPOLOGY,
     V1BETA2,
     admission_check,
     gates,
@@ -444,6 +445,24 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         if checks:
             obj["spec"]["admissionChecks"] = ["check"]
         self.engine.upsert(one([obj]))
+
+    @rule(present=st.booleans(), active=st.booleans())
+    def change_admission_check_object(self, present, active) -> None:
+        """The AdmissionCheck cq-c may ask for gone, inactive or active again: cq-c, asking for
+        it, is inactive meanwhile (AdmissionCheckNotFound, AdmissionCheckInactive)."""
+        if not present:
+            self.engine.delete("AdmissionCheck", "check")
+            return
+        obj = admission_check("check")
+        if not active:
+            obj["status"]["conditions"] = [{"type": "Active", "status": "False"}]
+        self.engine.upsert(one([obj]))
+
+    @rule()
+    def delete_topology(self) -> None:
+        """Gone until `change_topology` makes it again: every ClusterQueue of its TAS flavor is
+        inactive meanwhile (TopologyNotFound)."""
+        self.engine.delete("Topology", TOPOLOGY)
 
     @precondition(lambda self: self.engine is not None and bool(self.state.charges))
     @rule(data=st.data(), state=st.sampled_from(["Pending", "Ready", "Retry", "Rejected"]))
