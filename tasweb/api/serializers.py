@@ -157,9 +157,10 @@ class QueueCountsSerializer(s.Serializer):
 
 
 class ActiveConditionSerializer(s.Serializer):
-    status = s.CharField(help_text="True when the ClusterQueue can admit, False when it cannot")
-    reason = s.CharField(help_text="Kueue's reason: Ready, Stopped, FlavorNotFound, AdmissionCheckNotFound, "
-                         "AdmissionCheckInactive, TopologyNotFound, or a MultiKueue misuse")
+    status = s.CharField(help_text="True when the queue takes workloads, False when it does not")
+    reason = s.CharField(help_text="Kueue's reason: Ready, Stopped; for a ClusterQueue FlavorNotFound, "
+                         "AdmissionCheckNotFound, AdmissionCheckInactive, TopologyNotFound or a MultiKueue misuse; for "
+                         "a LocalQueue ClusterQueueDoesNotExist or ClusterQueueIsInactive")
     message = s.CharField(help_text="Kueue's message, e.g. \"Can't admit new workloads: references missing "
                           "ResourceFlavor(s): gpu.\"")
 

@@ -722,12 +722,13 @@ class Tick:
         rows = cluster.Workload.objects.filter(status__in=WAITING)
         if connection.features.supports_json_field_contains:  # PostgreSQL: the server picks them
             rows = rows.filter(raw__status__conditions__contains=[{"type": "Requeued", "status": "False"}])
+        rows = list(rows.order_by("namespace", "name"))
+        if not rows:
+            return
         queues = {(q.namespace, q.name): q for q in cluster.LocalQueue.objects.only("namespace", "name", "raw",
                                                                                      "cluster_queue")}
-        stopped_cqs = {q.name for q in cluster.ClusterQueue.objects.only("name", "raw")
-                       if stop_policy_of(q.raw) != STOP_NONE}
-        cqs = set(cluster.ClusterQueue.objects.values_list("name", flat=True))
-        for wl in rows.order_by("namespace", "name"):
+        policies = {q.name: stop_policy_of(q.raw) for q in cluster.ClusterQueue.objects.only("name", "raw")}
+        for wl in rows:
             raw = copy.deepcopy(wl.raw)
             status = raw.setdefault("status", {})
             requeued = _condition(status, "Requeued") or {}
@@ -744,8 +745,7 @@ class Tick:
                     restarted = ("BackoffFinished", "The workload backoff was finished")
             elif reason == "Deactivated" and (raw.get("spec") or {}).get("active", True) is not False:
                 restarted = ("Reactivated", "The workload was reactivated")
-            elif (reason == "ClusterQueueStopped" and lq is not None and lq.cluster_queue in cqs
-                  and lq.cluster_queue not in stopped_cqs):
+            elif reason == "ClusterQueueStopped" and lq is not None and policies.get(lq.cluster_queue) == STOP_NONE:
                 restarted = ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped")
             elif reason == "LocalQueueStopped" and lq is not None and stop_policy_of(lq.raw) == STOP_NONE:
                 restarted = ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")
