@@ -271,8 +271,9 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
     waiting = [wl.key for wl in pending]
     never = {key: why for key in waiting if (why := never_reason(engine.decisions.get(key)))}
     never.update((wl.key, NEVER_AS_PARENT) for wl in pending if state.waits_as_parent(wl))
-    for key in engine.queues.orphans.keys() & set(waiting):  # its queue admits nothing: why
-        if blocked := waiting_summary(state, state.workload_map[key]):
+    for key in engine.queues.orphans:  # its queue admits nothing: why
+        wl = state.workload(key)
+        if wl is not None and is_pending(wl) and (blocked := waiting_summary(state, wl)):
             never[key] = f"{NEVER_WHILE} {blocked}"
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
