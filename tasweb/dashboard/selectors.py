@@ -755,6 +755,9 @@ class QueueCard:
     predicted: list[dict[str, Any]] = field(default_factory=list)  # predicted admissions, soonest first
     stop_policy: str = STOP_NONE  # spec.stopPolicy: Hold and HoldAndDrain admit nothing
     active: dict[str, str] | None = None  # Kueue's Active condition (status, reason, message)
+    # its stopped LocalQueues (of the namespaces the reader may read): namespace, name and their
+    # Active condition (a LocalQueue of an inactive ClusterQueue is said by the card's own line)
+    inactive_local_queues: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def inactive_message(self) -> str:
@@ -776,6 +779,14 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
     counts = api.cluster_queue_counts()
     waiting = waiting_counts()
     activity = api.cluster_queue_activity()
+    inactive_lqs: dict[str, list[dict[str, str]]] = {}
+    targets = api.local_queue_targets()
+    for (namespace, name), active in sorted(api.local_queue_activity().items()):
+        target = targets.get((namespace, name))
+        # one whose ClusterQueue is inactive says no more than the ClusterQueue's own line
+        if (active["status"] != "True" and active["reason"] != "ClusterQueueIsInactive" and target is not None
+                and scope.allows_namespace(namespace)):
+            inactive_lqs.setdefault(target, []).append({"namespace": namespace, "name": name, **active})
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
@@ -795,7 +806,8 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                                   for status in cluster.WAITING_STATUSES},
                                quota=api.cluster_queue_quota(name=row.name), pending=listed,
                                predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
-                               stop_policy=stop_policy_of(row.raw), active=activity.get(row.name)))
+                               stop_policy=stop_policy_of(row.raw), active=activity.get(row.name),
+                               inactive_local_queues=inactive_lqs.get(row.name, [])))
     return cards
 
 

@@ -113,6 +113,18 @@ def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     page = client.get("/queues/").content.decode()
     assert "Stopped (stopPolicy Hold): it admits no workload." in page
 
+    lq = next(o for o in scheduled if o["kind"] == "LocalQueue" and o["metadata"]["name"] == "team-a")
+    lq["spec"]["stopPolicy"] = "Hold"
+    lq["metadata"]["resourceVersion"] = "2"
+    upsert(lq)
+    page = client.get("/queues/").content.decode()
+    assert ('data-inactive-local-queue="ml/team-a">LocalQueue ml/team-a takes no workloads (Stopped): LocalQueue '
+            "is stopped.") in page
+    lq["spec"]["stopPolicy"] = "None"
+    lq["metadata"]["resourceVersion"] = "3"
+    upsert(lq)
+    assert "data-inactive-local-queue" not in client.get("/queues/").content.decode()
+
     cq["spec"]["stopPolicy"] = "HoldAndDrain"
     cq["metadata"]["resourceVersion"] = "3"
     upsert(cq)
