@@ -83,8 +83,10 @@ def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:
 
 def to_withdraw(state: ClusterState) -> list[tuple[Workload, str]]:
     """The reservations waiting for admission checks that Kueue takes back, in the state's order."""
-    return [(wl, message) for wl in state.in_order(state.reserved_not_admitted)
-            if (message := withdrawn_reservation(state, wl)) is not None]
+    workloads = state.workload_map
+    found = {key: message for key in state.reserved_not_admitted
+             if (message := withdrawn_reservation(state, workloads[key])) is not None}
+    return [(wl, found[wl.key]) for wl in state.in_order(found)]  # only those taken back are sorted
 
 
 def withdraw_reservation(wl: Workload, message: str, now: datetime) -> None:
