@@ -209,16 +209,18 @@ class Engine:
         for wl in controller.changed.values():
             state.workload_changed(wl)
         changed |= set(self.sync(now))
-        ready = state.in_order(self.queues.second_pass_ready(now))
-        replacer = NodeReplacer(state, now, outcome.result)
+        queues = self.queues
+        ready = state.in_order(queues.second_pass_ready(now))
+        replacer = NodeReplacer(state, now, outcome.result,
+                                told={w.key: told for w in ready if (told := queues.second_pass_failure(w.key))})
         replacer.run([w for w in ready if w.unhealthy_nodes])
         holds.extend(replacer.holds)
         outcome.replacement_failures.update(replacer.failures)
         for wl in ready:
             if wl.key in replacer.retry:
-                self.queues.queue_second_pass(wl.key, now, self.queues.second_pass_iteration(wl.key))
+                queues.queue_second_pass(wl.key, now, queues.second_pass_iteration(wl.key), replacer.told[wl.key])
             elif wl.unhealthy_nodes or not awaiting_second_pass(wl):
-                self.queues.second_pass_done(wl.key)
+                queues.second_pass_done(wl.key)
         for wl in replacer.changed.values():
             state.workload_changed(wl)
         changed |= set(self.sync(now))

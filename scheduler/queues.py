@@ -337,6 +337,9 @@ class ClusterQueueQueue:
 class SecondPassEntry:
     ready_at: datetime | None  # None: ready now (found needing a second pass at the cold start)
     iteration: int = 1
+    # what its last failed node replacement was told, so that a retry failing the same way adds
+    # nothing to its history
+    failure: str = ""
 
 
 @dataclass(slots=True)
@@ -666,12 +669,12 @@ class QueueManager:
 
     # ------------------------------------------------------------ second pass
 
-    def queue_second_pass(self, key: str, now: datetime | None, iteration: int = 0) -> None:
+    def queue_second_pass(self, key: str, now: datetime | None, iteration: int = 0, failure: str = "") -> None:
         """Queue a workload for its next second pass: after the backoff of `iteration` + 1
         tries (now, when `now` is None: the cold start's workloads)."""
         it = iteration + 1
         ready = None if now is None else later(now, second_pass_delay(it))
-        self.second_pass[key] = SecondPassEntry(ready, it)
+        self.second_pass[key] = SecondPassEntry(ready, it, failure)
 
     def second_pass_ready(self, now: datetime) -> list[str]:
         """Workloads whose second pass is due, taken off the queue."""
@@ -681,6 +684,10 @@ class QueueManager:
     def second_pass_iteration(self, key: str) -> int:
         entry = self.second_pass.get(key)
         return entry.iteration if entry is not None else 0
+
+    def second_pass_failure(self, key: str) -> str:
+        entry = self.second_pass.get(key)
+        return entry.failure if entry is not None else ""
 
     def second_pass_done(self, key: str) -> None:
         self.second_pass.pop(key, None)

@@ -20,6 +20,7 @@ from scheduler.model import ClusterQueue, PodSetAssignment, Workload
 from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
 from scheduler.placement import TASPodSetRequest, pod_set_updates_for
 from scheduler.results import ASSIGNMENT_KEPT, NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
+from scheduler.second_pass import second_pass_blocked
 from scheduler.topology_assignment import find_replacement_assignment
 
 NO_REPLACEMENT = "Workload was evicted as there was no replacement for unhealthy node(s): {}"
@@ -35,7 +36,8 @@ def owned_by_single_pod(wl: Workload) -> bool:
 
 
 class NodeReplacer:
-    def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
+    def __init__(self, state: ClusterState, now: datetime, result: PassResult,
+                 told: dict[str, str] | None = None) -> None:
         self.state = state
         self.gates = state.gates
         self.now = now
@@ -44,6 +46,9 @@ class NodeReplacer:
         self.replaced: set[str] = set()
         self.failures: dict[str, tuple[str, str]] = {}  # workload key -> (PodSet, reason)
         self.retry: set[str] = set()  # no replacement yet, tried again after the second-pass backoff
+        # per workload, the message of its last failed replacement: a retry failing the same way
+        # is no new decision (its history would gain a line every backoff)
+        self.told: dict[str, str] = told if told is not None else {}
         self.changed: dict[str, Workload] = {}
         # the failed nodes' share of replaced assignments: their pods hold it until they are
         # gone, so it stays counted for the rest of the pass (the caller releases it)
@@ -58,6 +63,10 @@ class NodeReplacer:
                 self.replace(wl)
 
     def replace(self, wl: Workload) -> None:
+        blocked = second_pass_blocked(self.state, wl)
+        if blocked is not None:
+            self.turned_away(wl, blocked)
+            return
         if len(wl.unhealthy_nodes) > 1:
             self.evict(wl, MULTIPLE_FAILURES.format(", ".join(wl.unhealthy_nodes)), "multiple unhealthy nodes")
             return
@@ -142,13 +151,28 @@ class NodeReplacer:
     def fail(self, wl: Workload, node: str, pod_set: str, reason: str) -> None:
         self.failures[wl.key] = (pod_set, reason)
         message = f"couldn't assign flavors to pod set {pod_set}: {reason}"
-        self.result.decisions.append(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message,
-                                              pod_set=pod_set))
+        self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message, pod_set=pod_set))
         if self.gates.TASFailedNodeReplacementFailFast:
             self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
         else:
             self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
             self.retry.add(wl.key)
+
+    def decide_failure(self, decision: Decision) -> None:
+        """A failed replacement's decision, unless the workload's last try failed the same way."""
+        if self.told.get(decision.key) != decision.message:
+            self.result.decisions.append(decision)
+        self.told[decision.key] = decision.message
+
+    def turned_away(self, wl: Workload, message: str) -> None:
+        """Kueue's nomination turned the workload away before any replacement was looked for (its
+        ClusterQueue inactive or gone, say): it stays on its nodes, unhealthy one included, and is
+        tried again after the second-pass backoff; fail-fast eviction does not apply."""
+        nodes = ", ".join(wl.unhealthy_nodes)
+        self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, nodes, "unhealthy node",
+                                     f"node {nodes} not replaced: {message}"))
+        self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+        self.retry.add(wl.key)
 
     def evict(self, wl: Workload, message: str, trigger: str) -> None:
         evict_workload(wl, message, self.now, self.result, node=", ".join(wl.unhealthy_nodes), trigger=trigger)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
-from scheduler.cycle import preempt_target, seconds_since
+from scheduler.cycle import admissibility_problem, preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, Condition, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for
@@ -22,6 +22,7 @@ from scheduler.results import Event, PassResult, WorkloadResult
 from scheduler.topology_assignment import find_topology_assignments_for_flavor
 
 DELAYED, READY = "Pending", "Ready"
+FAILED_CHECKS = "The workload has failed admission checks"
 
 
 def awaiting_second_pass(wl: Workload) -> bool:
@@ -31,6 +32,24 @@ def awaiting_second_pass(wl: Workload) -> bool:
     if not any(psa.delayed_topology_request == DELAYED for psa in wl.admission.pod_set_assignments):
         return False
     return all(check.state == "Ready" for check in wl.admission_checks)
+
+
+def second_pass_blocked(state: ClusterState, wl: Workload) -> str | None:
+    """Why Kueue's nomination turns a workload needing a second pass (a delayed topology, an
+    unhealthy node to replace) away before any placement is tried, in Kueue's order: an
+    admission check in Retry or Rejected, its ClusterQueue inactive (stopped, or missing what it
+    names) or gone, its namespace or resources no longer admissible. Such a workload keeps what it
+    holds and waits for its next second pass; None when it may be placed."""
+    if any(check.state in ("Retry", "Rejected") for check in wl.admission_checks):
+        return FAILED_CHECKS
+    name = wl.admission.cluster_queue if wl.admission is not None else ""
+    if name in state.inactive_cluster_queues:
+        return f"ClusterQueue {name} is inactive"
+    cq = state.cluster_queues.get(name)
+    if cq is None:
+        return f"ClusterQueue {name} not found"
+    problem = admissibility_problem(state, wl, cq)
+    return problem[0] if problem is not None else None
 
 
 class SecondPass:
@@ -51,9 +70,11 @@ class SecondPass:
                 self.place(wl)
 
     def place(self, wl: Workload) -> None:
-        cq = self.state.cluster_queue_for(wl)
-        if cq is None:
+        blocked = second_pass_blocked(self.state, wl)
+        if blocked is not None:
+            self.fail(wl, blocked)
             return
+        cq = self.state.cluster_queues[wl.admission.cluster_queue]
         assigner = FlavorAssigner(self.state, wl, cq)
         by_flavor: dict[str, list[TASPodSetRequest]] = {}
         for psa in wl.admission.pod_set_assignments:
@@ -68,9 +89,7 @@ class SecondPass:
         placed, failure = self.find(by_flavor)
         if failure is not None:
             self.preempt_for(wl, cq, by_flavor)
-            message = f"couldn't assign flavors to pod set {failure[0]}: {failure[1]}"
-            self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
-            self.retry.add(wl.key)
+            self.fail(wl, f"couldn't assign flavors to pod set {failure[0]}: {failure[1]}")
             return
         for psa in wl.admission.pod_set_assignments:
             if psa.name in placed:
@@ -85,6 +104,12 @@ class SecondPass:
             self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
         self.state.workload_changed(wl)  # charged with its placed TopologyAssignments
         self.admitted.add(wl.key)
+
+    def fail(self, wl: Workload, message: str) -> None:
+        """Kueue's requeue of a second-pass entry that was not placed: a SecondPassFailed event, and
+        another try after the second-pass backoff."""
+        self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+        self.retry.add(wl.key)
 
     def find(self, by_flavor: dict[str, list[TASPodSetRequest]]) -> tuple[dict[str, PodSetPlacement],
                                                                           tuple[str, str] | None]:

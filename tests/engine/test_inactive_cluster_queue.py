@@ -9,10 +9,12 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.cycle import NAMESPACE_MISMATCH
 from scheduler.engine import Engine
 from scheduler.queue_status import active_condition, local_queue_condition
 
 from .factories import (
+    HOSTNAME,
     NOW,
     RACK,
     admission_check,
@@ -221,3 +223,98 @@ def test_simulate_warns_of_an_inactive_cluster_queue_but_not_of_a_stopped_one():
     warnings.clear()
     simulate_parsed(parse([*base(), stopped, *grid(cpu="4")]), gates=gates(), now=NOW, warn=warnings.append)
     assert warnings == []
+
+
+# ---------------------------------------------------------------- the second pass of an inactive queue
+
+
+def waiting_for_topology(cq_name: str = "cq") -> dict:
+    """`train` holds a reservation in `cq_name` with its topology delayed and its check Ready."""
+    wl = workload("train", count=2, cpu="1", required=RACK)
+    wl["status"] = {
+        "admission": {"clusterQueue": cq_name, "podSetAssignments": [{
+            "name": "main", "flavors": {"cpu": "tas-flavor"}, "count": 2, "resourceUsage": {"cpu": "2"},
+            "delayedTopologyRequest": "Pending"}]},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "reserved",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+        "admissionChecks": [{"name": "prov", "state": "Ready", "message": ""}],
+    }
+    return wl
+
+
+def delayed_topology_cluster(check: dict) -> list[dict]:
+    return [topology(), resource_flavor(), check,
+            cluster_queue(admission_checks=("prov",)), local_queue(), *grid(blocks=1, racks=1, nodes=2)]
+
+
+def second_pass_events(outcome) -> list[tuple[str, str]]:
+    return [(e.reason, e.message) for e in outcome.result.events if e.key == "default/train"]
+
+
+def test_a_delayed_topology_waits_while_its_cluster_queue_is_inactive():
+    """Kueue's nomination turns a second-pass workload of an inactive ClusterQueue away before
+    placing it: it keeps its reservation (Kueue's workload controller takes one back only from a
+    stopped or missing queue) and is tried again after the second-pass backoff."""
+    engine = engine_of([*delayed_topology_cluster(inactive_check("prov")), waiting_for_topology()])
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload("default/train")
+    assert wl.has_quota_reservation and not wl.is_admitted
+    assert wl.admission.pod_set_assignments[0].topology_assignment is None
+    assert second_pass_events(outcome) == [("SecondPassFailed", "ClusterQueue cq is inactive")]
+    assert engine.queues.second_pass_iteration("default/train") == 2  # the backoff doubled: 2 s
+
+    engine.upsert(parse_one(admission_check("prov")))  # active again: placed at the next try
+    assert second_pass_events(engine.run_pass(NOW + timedelta(seconds=1))) == []  # not due yet
+    outcome = engine.run_pass(NOW + timedelta(seconds=2))
+    wl = engine.state.workload("default/train")
+    assert wl.is_admitted
+    assert wl.admission.pod_set_assignments[0].delayed_topology_request == "Ready"
+    assert [reason for reason, _ in second_pass_events(outcome)] == ["Admitted"]
+
+
+def test_a_delayed_topology_in_a_namespace_the_cluster_queue_no_longer_selects_waits():
+    cq = cluster_queue(admission_checks=("prov",))
+    cq["spec"]["namespaceSelector"] = {"matchLabels": {"team": "a"}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "b"}}}
+    objects = [topology(), resource_flavor(), admission_check("prov"), cq, local_queue(),
+               namespace, *grid(blocks=1, racks=1, nodes=2), waiting_for_topology()]
+    engine = engine_of(objects)
+    outcome = engine.run_pass(NOW)
+    assert not engine.state.workload("default/train").is_admitted
+    assert second_pass_events(outcome) == [("SecondPassFailed",
+                                            NAMESPACE_MISMATCH)]
+
+
+def failed_node_cluster(stop_policy: str | None) -> list[dict]:
+    cq = cluster_queue()
+    if stop_policy is not None:
+        cq["spec"]["stopPolicy"] = stop_policy
+    nodes = grid(blocks=1, racks=1, nodes=3)  # b1-r1-n1 .. n3; n1 has failed and is gone
+    train = admitted(workload("train", count=2, cpu="1", required=RACK),
+                     assignments={"main": domains_json([HOSTNAME], [("b1-r1-n1", 1), ("b1-r1-n2", 1)])},
+                     unhealthy_nodes=["b1-r1-n1"])
+    return [topology(), resource_flavor(), cq, local_queue(), *nodes[1:], train]
+
+
+@pytest.mark.parametrize("fail_fast", [False, True])
+def test_no_node_is_replaced_while_the_cluster_queue_is_held(fail_fast):
+    """stopPolicy Hold keeps the ClusterQueue's admitted workloads but makes it inactive: Kueue's
+    nomination turns their node replacement away, fail-fast or not, until it runs again."""
+    engine = Engine.from_parsed(parse(failed_node_cluster("Hold")),
+                                gates(TASFailedNodeReplacementFailFast=fail_fast))
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload("default/train")
+    assert wl.is_admitted and not wl.condition_true("Evicted")
+    assert wl.unhealthy_nodes == ["b1-r1-n1"]
+    assert second_pass_events(outcome) == [("SecondPassFailed", "ClusterQueue cq is inactive")]
+    (decision,) = [d for d in outcome.result.decisions if d.key == "default/train"]
+    assert (decision.kind, decision.node) == ("ReplacementFailed", "b1-r1-n1")
+    assert decision.message == "node b1-r1-n1 not replaced: ClusterQueue cq is inactive"
+
+    cq = failed_node_cluster(None)[2]  # the ClusterQueue runs again
+    engine.upsert(parse_one(cq))
+    engine.run_pass(NOW + timedelta(seconds=2))  # after the second-pass backoff of its second try
+    wl = engine.state.workload("default/train")
+    assert wl.is_admitted and wl.unhealthy_nodes == []
+    domains = wl.admission.pod_set_assignments[0].topology_assignment.domains
+    assert "b1-r1-n1" not in [d.values[-1] for d in domains] and sum(d.count for d in domains) == 2

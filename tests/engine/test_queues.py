@@ -480,12 +480,23 @@ class TestSecondPassBackoff:
     def test_a_failed_replacement_is_retried_after_a_doubling_backoff(self):
         engine = engine_of(self.objects(room=False), TASFailedNodeReplacementFailFast=False)
         engine.run_pass(NOW)
-        tries = []
+        tries, decided = [], []
         for ms in range(0, 8000, 250):
-            at = NOW + timedelta(milliseconds=ms)
-            if any(d.kind == "ReplacementFailed" for d in engine.run_pass(at).result.decisions):
+            result = engine.run_pass(NOW + timedelta(milliseconds=ms)).result
+            if any(e.reason == "SecondPassFailed" for e in result.events):
                 tries.append(ms)
+            decided += [ms for d in result.decisions if d.kind == "ReplacementFailed"]
         assert tries == [1000, 3000, 7000]  # 1 s, then 2 s, then 4 s later
+        assert decided == [1000]  # the retries failed the same way: the history gains no line
+
+    def test_a_retry_failing_another_way_is_a_new_decision(self):
+        engine = engine_of(self.objects(room=False), TASFailedNodeReplacementFailFast=False)
+        engine.run_pass(NOW)
+        first = [d.message for d in engine.run_pass(NOW + timedelta(seconds=1)).result.decisions]
+        engine.upsert(dataclasses.replace(engine.state.cluster_queues["cq"], stop_policy="Hold"))
+        second = [d.message for d in engine.run_pass(NOW + timedelta(seconds=3)).result.decisions]
+        assert len(first) == 1 and first[0].startswith("couldn't assign flavors to pod set")
+        assert second == ["node x1 not replaced: ClusterQueue cq is inactive"]
 
 
 def test_an_orphan_is_not_told_again_after_a_backoff():
