@@ -277,6 +277,9 @@ class ClusterQueue:
     stop_policy: str = STOP_NONE  # spec.stopPolicy: None, Hold or HoldAndDrain
     fair_weight: float = 1.0  # spec.fairSharing.weight; 0 is an infinite share when borrowing
     admission_mode: str = ""  # spec.admissionScope.admissionMode
+    # has a deletionTimestamp: Kueue's finalizer keeps it while workloads hold quota in it, and
+    # until they are gone it admits nothing (Kueue's cache status "terminating")
+    terminating: bool = False
 
     def flavor_names(self) -> list[str]:
         return [fq.name for rg in self.resource_groups for fq in rg.flavors]

@@ -909,7 +909,7 @@ def parse_fair_weight(spec: Mapping, where: Where) -> float:
 
 
 def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
-    _, name = metadata_name(obj, where)
+    meta, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
     sw = where.at("spec")
     checks = []
@@ -942,6 +942,7 @@ def parse_cluster_queue(obj: Mapping, where: Where) -> ClusterQueue:
         fair_weight=parse_fair_weight(spec, sw),
         admission_mode=_choice(mapping(spec, "admissionScope", sw), "admissionMode", sw.at("admissionScope"),
                                _ADMISSION_MODES) or "",
+        terminating=meta.get("deletionTimestamp") is not None,
     )
 
 

@@ -2,12 +2,14 @@
 decide it.
 
 A ClusterQueue is inactive (its `Active` condition False, `kueue_cluster_queue_status`
-"pending") while it is stopped, names a ResourceFlavor or an AdmissionCheck that does not
-exist, names an AdmissionCheck that is not active, misuses MultiKueue checks, or has a TAS
-flavor whose Topology does not exist. An inactive ClusterQueue admits nothing: the scheduler
-takes no head from it, preemption takes no candidate from it, and its waiting workloads are
-inadmissible ("ClusterQueue X is inactive"). Its quota and usage still count in its cohort, and
-what it has admitted goes on running (unless it is drained: see `stop_policy`).
+"terminating" while it is being deleted, "pending" otherwise) while it is being deleted (Kueue's
+finalizer holds it until no workload holds quota in it), is stopped, names a ResourceFlavor or an
+AdmissionCheck that does not exist, names an AdmissionCheck that is not active, misuses
+MultiKueue checks, or has a TAS flavor whose Topology does not exist. An inactive ClusterQueue
+admits nothing: the scheduler takes no head from it, preemption takes no candidate from it, and
+its waiting workloads are inadmissible ("ClusterQueue X is inactive"). Its quota and usage still
+count in its cohort, and what it has admitted goes on running (unless it is drained: see
+`stop_policy`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ READY_MESSAGE = "Can admit new workloads"
 STOPPED = "is stopped"
 STOPPED_ONLY_MESSAGE = f"Can't admit new workloads: {STOPPED}."  # the Active message of a ClusterQueue only stopped
 CANNOT_SUBMIT = "Can't submit new workloads to clusterQueue"
+TERMINATING = "Terminating"
+TERMINATING_MESSAGE = "Can't admit new workloads; clusterQueue is terminating"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +38,11 @@ class InactiveCause:
 
 
 def inactive_causes(state: ClusterState, cq: ClusterQueue) -> tuple[InactiveCause, ...]:
-    """Why the ClusterQueue cannot admit, in Kueue's order; empty when it is active."""
+    """Why the ClusterQueue cannot admit, in Kueue's order; empty when it is active. Being
+    deleted is the one cause of a terminating ClusterQueue, whatever else it lacks."""
+    if cq.terminating:
+        return (InactiveCause(TERMINATING, "clusterQueue is terminating",
+                              "it is being deleted, and is kept only until no workload holds quota in it"),)
     causes: list[InactiveCause] = []
     if cq.stop_policy != STOP_NONE:
         causes.append(InactiveCause("Stopped", STOPPED, f"it is stopped (stopPolicy {cq.stop_policy})"))
@@ -90,6 +98,8 @@ def active_condition(causes: tuple[InactiveCause, ...]) -> tuple[str, str, str]:
     """Kueue's `Active` condition of a ClusterQueue: (status, reason, message)."""
     if not causes:
         return "True", "Ready", READY_MESSAGE
+    if causes[0].reason == TERMINATING:
+        return "False", TERMINATING, TERMINATING_MESSAGE
     return "False", causes[0].reason, f"Can't admit new workloads: {', '.join(c.message for c in causes)}."
 
 

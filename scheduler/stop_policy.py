@@ -74,7 +74,7 @@ def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:
     if lq.stop_policy != STOP_NONE:
         return f"LocalQueue {wl.queue_name} is stopped"
     cq = state.cluster_queues.get(lq.cluster_queue)
-    if cq is None:
+    if cq is None or cq.terminating:
         return f"ClusterQueue {lq.cluster_queue} is terminating or missing"
     if cq.stop_policy != STOP_NONE:
         return f"ClusterQueue {cq.name} is stopped"

@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from scheduler.quantity import CPU
+from scheduler.queue_status import TERMINATING
 from tasweb.api import selectors
 from tasweb.api.state import engine_view
 from tasweb.cluster import models as cluster
@@ -96,14 +97,16 @@ LOCAL_QUEUE_STATUSES = ("True", "False", "Unknown")
 
 def status_metrics() -> Iterator[Metric]:
     """Kueue's kueue_cluster_queue_status and kueue_local_queue_status: 1 for the status each
-    queue is in, 0 for the others; "pending" is an inactive ClusterQueue (stopped, or lacking a
-    flavor, check or Topology), and a LocalQueue is "False" while it or its ClusterQueue cannot
+    queue is in, 0 for the others; "terminating" is a ClusterQueue being deleted (kept by Kueue's
+    finalizer while workloads hold quota in it), "pending" one otherwise inactive (stopped, or
+    lacking a flavor, check or Topology), and a LocalQueue is "False" while it or its ClusterQueue cannot
     take workloads."""
     family = gauge("kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (with possible values "
                    "'pending', 'active' or 'terminated').\nFor a ClusterQueue, the metric only reports a value of 1 "
                    "for one of the statuses.", ("cluster_queue", "status"))
     for name, active in sorted(selectors.cluster_queue_activity().items()):
-        current = "active" if active["status"] == "True" else "pending"
+        current = "active" if active["status"] == "True" else \
+            "terminating" if active["reason"] == TERMINATING else "pending"
         for status in CLUSTER_QUEUE_STATUSES:
             add(family, (name, status), 1 if status == current else 0)
     yield family

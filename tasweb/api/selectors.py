@@ -542,7 +542,7 @@ def cluster_queue_quota(*, name: str) -> list[dict[str, Any]] | None:
 
 def cluster_queue_activity() -> dict[str, dict[str, str]]:
     """ClusterQueue -> Kueue's `Active` condition as the engine finds it ({"status", "reason",
-    "message"}): False while the ClusterQueue is stopped or lacks a ResourceFlavor, an
+    "message"}): False while the ClusterQueue is being deleted, is stopped or lacks a ResourceFlavor, an
     AdmissionCheck or a Topology; ClusterQueues the engine cannot read are left out."""
     view = engine_view()
     with view.lock:

@@ -177,3 +177,20 @@ def test_cluster_queue_status_follows_its_active_condition(scheduled, client):
         "status": "False", "reason": "ClusterQueueIsInactive", "message": "Can't submit new workloads to clusterQueue"}
     page = client.get("/queues/").content.decode()
     assert 'data-inactive="FlavorNotFound"' in page and "references missing ResourceFlavor(s): spare-gpu" in page
+
+
+@override_settings(TAS_API_ANONYMOUS_READ=True)
+def test_a_cluster_queue_being_deleted_is_terminating(scheduled, client):
+    """A ClusterQueue the mirror holds with a deletionTimestamp (Kueue's finalizer keeps it while
+    workloads hold quota in it) is `terminating`, with Kueue's Terminating condition."""
+    cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
+    cq["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    cq["metadata"]["resourceVersion"] = "9"
+    upsert(cq)
+    metrics = scrape(client)
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="terminating") == 1
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="pending") == 0
+    assert value(metrics, "kueue_cluster_queue_status", cluster_queue="cluster-queue", status="active") == 0
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["active"] == {
+        "status": "False", "reason": "Terminating", "message": "Can't admit new workloads; clusterQueue is terminating"}
+    assert value(metrics, "kueue_local_queue_status", name="team-a", namespace="ml", active="False") == 1

@@ -434,6 +434,15 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         key = data.draw(st.sampled_from(sorted(queues)))
         self.engine.upsert(dataclasses.replace(queues[key], stop_policy=policy))
 
+    @rule(data=st.data(), terminating=st.booleans())
+    def terminate_queue(self, data, terminating) -> None:
+        """A ClusterQueue given a deletionTimestamp (Kueue's finalizer keeps it, inactive, while
+        workloads hold quota in it), or without one again."""
+        queues = self.engine.state.cluster_queues
+        if queues:
+            key = data.draw(st.sampled_from(sorted(queues)))
+            self.engine.upsert(dataclasses.replace(queues[key], terminating=terminating))
+
     @rule(levels=st.sampled_from([(BLOCK, RACK, HOSTNAME), (RACK, HOSTNAME), (BLOCK, HOSTNAME)]))
     def change_topology(self, levels) -> None:
         self.engine.upsert(one([topology(levels=levels)]))

@@ -14,6 +14,8 @@ import pytest
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.model import STOP_HOLD, STOP_HOLD_AND_DRAIN, STOP_NONE
+from scheduler.queue_status import active_condition, local_queue_condition
+from scheduler.stop_policy import withdrawn_reservation
 
 from .factories import (
     NOW,
@@ -219,3 +221,47 @@ def test_a_withdrawn_reservation_is_admitted_again_when_the_queue_resumes():
     # a new reservation, waiting for its check again (the check state is kept, as Kueue keeps it)
     assert decided(outcome)["checking"][0] == "QuotaReserved"
     assert engine.state.workload("default/checking").has_quota_reservation
+
+
+# ---------------------------------------------------------------- a ClusterQueue being deleted
+
+
+def terminating(objects: list[dict]) -> list[dict]:
+    """`objects` with the ClusterQueue `cq` carrying a deletionTimestamp (Kueue's finalizer holds it)."""
+    out = copy.deepcopy(objects)
+    for obj in out:
+        if obj["kind"] == "ClusterQueue" and obj["metadata"]["name"] == "cq":
+            obj["metadata"]["deletionTimestamp"] = "2025-06-01T11:59:00Z"
+    return out
+
+
+def test_a_terminating_cluster_queue_admits_nothing_and_keeps_what_runs():
+    engine = engine_of(terminating([*cluster(), awaiting_checks("checking")]))
+    assert active_condition(engine.state.inactive_cluster_queues["cq"]) == (
+        "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating")
+    outcome = engine.run_pass(NOW)
+    assert decided(outcome)["waiting"] == ("Inadmissible", "ClusterQueue cq is inactive")
+    # Kueue's workload controller takes back the reservation still waiting for its checks
+    assert engine.state.workload("default/checking").admission is None
+    assert written(outcome, "checking")["QuotaReserved"][:2] == ("False", "Inadmissible")
+    running = engine.state.workload("default/running")
+    assert running.is_admitted and not running.condition_true("Evicted")
+    assert local_queue_condition(engine.state, engine.state.local_queues["default/lq"]) == (
+        "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+
+
+def test_a_reservation_in_a_terminating_cluster_queue_is_taken_back_with_kueues_words():
+    engine = engine_of(terminating([*cluster(), awaiting_checks("checking")]))
+    assert withdrawn_reservation(engine.state, engine.state.workload("default/checking")) == \
+        "ClusterQueue cq is terminating or missing"
+
+
+def test_a_deletion_undone_by_the_mirror_activates_the_queue_again():
+    """A ClusterQueue update without the deletionTimestamp (a re-list after a missed event, say)
+    makes it active: the engine follows the object, not a remembered deletion."""
+    engine = engine_of(terminating(cluster()))
+    engine.run_pass(NOW)
+    engine.upsert(parse_one(cluster()[2]))
+    assert engine.state.inactive_cluster_queues == {}
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert decided(outcome)["waiting"][0] == "Admitted"
