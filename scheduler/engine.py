@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from scheduler.admission_wait import admit_reservation, checks_satisfied
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
@@ -163,6 +164,7 @@ class Engine:
         try:
             self._pods_ready_timeouts(now, outcome, changed)
             self._drain_stopped_queues(now, outcome, changed)
+            self._admit_checked_reservations(now, outcome, changed)
             self._node_failures(now, outcome, holds, changed)
             self._second_pass(now, outcome, changed)
             self._cycles(now, outcome, cycles, changed, bulk_results, stop)
@@ -200,6 +202,19 @@ class Engine:
             self.state.workload_changed(wl)
             outcome.decided[wl.key] = unchanged_result(self.state, wl)
         if drained or withdrawn:
+            changed |= set(self.sync(now))
+
+    def _admit_checked_reservations(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """Kueue's workload controller: a reservation whose admission checks all turned Ready is
+        admitted (one with a delayed topology waits for the second pass instead)."""
+        state = self.state
+        workloads = state.workload_map
+        ready = [key for key in state.reserved_not_admitted if checks_satisfied(state, workloads[key])]
+        for wl in state.in_order(ready):
+            outcome.result.events.append(admit_reservation(wl, now))
+            state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(state, wl)
+        if ready:
             changed |= set(self.sync(now))
 
     def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:

@@ -250,7 +250,7 @@ def higher_level_suggestion(levels: list[LevelFit], params: _Params, mode: str, 
     """The lowest level above the requested one with a domain that has room for the PodSet;
     `idle`: `levels` counted with no admitted workload on the nodes (it would fit there once
     room frees up)."""
-    if mode != "required":
+    if mode != "required" or not levels:  # no levels: the flavor has no nodes at all
         return None
     for lvl in range(params.requested_level - 1, -1, -1):
         fit = levels[lvl]

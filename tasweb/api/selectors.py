@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, F, Q, QuerySet
 
+from scheduler.admission_wait import admission_wait
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
 from scheduler.errors import FlagError, InputError
@@ -1053,6 +1054,27 @@ def workload_stop(workload: cluster.Workload) -> StopRecord | None:
                                "headStep": head_record.step if head_record is not None else None})
 
 
+def reservation_wait(workload: cluster.Workload) -> dict[str, Any]:
+    """What a Workload holding a quota reservation waits for before it is admitted (its admission
+    checks, the second pass of its TopologyAssignment, its queues): `summary` and
+    `admissionWait`, as the engine's view of the mirror finds it."""
+    def compute(view: EngineView) -> dict[str, Any] | None:
+        wl = view.workloads.get(workload.key)
+        if wl is None:
+            return None
+        with view.lock:
+            wait = admission_wait(view.state, wl)
+            return wait.to_json() if wait is not None else {}
+
+    wait = remembered(("admission-wait", workload.key), compute)
+    if wait is None:
+        return {"summary": "the Workload is not in the engine's view of the mirror", "admissionWait": None}
+    if not wait:
+        return {"summary": "the Workload holds no reservation waiting for admission in the engine's view of the "
+                           "mirror", "admissionWait": None}
+    return {"summary": wait["summary"], "admissionWait": wait}
+
+
 def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
     """Why the workload waits: where the scheduler stopped it (the record its last pass wrote),
     with the details computed on the engine's view of the mirror; computed from scratch, and
@@ -1062,6 +1084,8 @@ def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
     if workload.invalid_reason:
         return {**base, "pending": False, "explanation": None,
                 "summary": f"the engine cannot read this Workload: {workload.invalid_reason}"}
+    if workload.status == WorkloadStatus.QUOTA_RESERVED:
+        return {**base, "pending": False, "explanation": None, **reservation_wait(workload)}
     if workload.status not in QUEUED_STATUSES:
         return {**base, "pending": False, "explanation": None,
                 "summary": f"the Workload is {workload.status}, not waiting: nothing to explain"}

@@ -495,6 +495,25 @@ class ExplanationSerializer(s.Serializer):
     suggestions = SuggestionSerializer(many=True, help_text="all suggestions, the Workload's and its PodSets'")
 
 
+class AdmissionCheckStateSerializer(s.Serializer):
+    name = s.CharField(help_text="the AdmissionCheck")
+    state = s.CharField(help_text="Pending, Ready, Retry or Rejected, as its controller set it")
+    message = s.CharField(allow_blank=True, help_text="its controller's message")
+
+
+class AdmissionWaitSerializer(s.Serializer):
+    clusterQueue = s.CharField(help_text="the ClusterQueue the quota is reserved in")
+    reservedSince = s.DateTimeField(allow_null=True, help_text="when the reservation was made (QuotaReserved)")
+    step = s.ChoiceField(choices=["admission-checks", "second-pass", "reservation-taken-back", "evicted-by-check"],
+                         help_text="what it waits for: its admission checks; the second pass placing its "
+                                   "TopologyAssignment; or Kueue's workload controller, taking the reservation "
+                                   "back (its queue stopped or gone) or acting on a check in Retry or Rejected")
+    summary = s.CharField(help_text="the same in one line")
+    admissionChecks = AdmissionCheckStateSerializer(many=True, help_text="the checks it lists, by name")
+    delayedPodSets = s.ListField(child=s.CharField(), help_text="PodSets whose TopologyAssignment waits for "
+                                 "the second pass")
+
+
 class WhyPendingSerializer(s.Serializer):
     namespace = s.CharField(help_text="the Workload's namespace")
     name = s.CharField(help_text="the Workload's name")
@@ -504,6 +523,9 @@ class WhyPendingSerializer(s.Serializer):
     summary = s.CharField(help_text="why it waits, in one line (or why there is nothing to explain)")
     explanation = ExplanationSerializer(allow_null=True, help_text="the engine's explanation; null when the "
                                         "Workload does not wait")
+    admissionWait = AdmissionWaitSerializer(
+        required=False, allow_null=True,
+        help_text="for a QuotaReserved Workload: what it waits for before it is admitted")
 
 
 # ---------------------------------------------------------------- history

@@ -171,7 +171,9 @@ def _why_context(why: dict[str, Any], scope: AccessScope) -> tuple[dict[str, Any
             "why_blocking": blocking,
             # the record's ISO 8601 time, for the templates' `date` filter
             "why_stop_at": parse_datetime(at) if isinstance(at := (explanation.get("stop") or {}).get("at"), str)
-            else None}, figs
+            else None,
+            "why_reserved_since": parse_datetime(since) if isinstance(
+                since := (why.get("admissionWait") or {}).get("reservedSince"), str) else None}, figs
 
 
 WORKLOAD_FRAGMENTS = {"workload-header": "dashboard/_workload_header.html",
@@ -264,7 +266,8 @@ def workload_page(namespace: str, name: str, params: QueryDict, reader: AccessSc
             context.update(q=q, placement_nodes=len(placement.pods_per_path), placement_tinted=tinted,
                            placement_pods=sum(placement.pods_per_path.values()), scope="/".join(scope),
                            topology_query=urlencode(q.as_params(domain=())))
-    if row.status in selectors.api.QUEUED_STATUSES or row.invalid_reason:
+    if row.status in (*selectors.api.QUEUED_STATUSES, selectors.cluster.WorkloadStatus.QUOTA_RESERVED) \
+            or row.invalid_reason:
         why_context, why_figs = _why_context(selectors.why_pending(workload=row), reader)
         context.update(why_context)
         figs.update(why_figs)

@@ -226,3 +226,54 @@ def test_a_pod_set_suggestion_among_the_workloads_says_which_pod_set_it_is_for()
     # one PodSet: as it is
     assert answer(PodSetExplanation("main", 1, suggestions=[freeing]))[0]["message"] == freeing.message
     assert freeing.details == {"workloads": ["ml/x"]}  # the engine's answer is left as it was
+
+
+def reserved_workload(name: str, check_state: str, message: str) -> dict:
+    """A Workload holding a reservation in cluster-queue, not admitted: its check `prov` is in
+    `check_state`."""
+    obj = workload_object(name, count=1, gpus=1, level=None)
+    obj["status"] = {
+        "admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [{
+            "name": "workers", "flavors": {"cpu": "gpu-h100", "memory": "gpu-h100", "nvidia.com/gpu": "gpu-h100"},
+            "count": 1, "resourceUsage": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}]},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                        "message": "Quota reserved in ClusterQueue cluster-queue",
+                        "lastTransitionTime": "2025-06-01T11:58:00Z"},
+                       {"type": "Admitted", "status": "False", "reason": "UnsatisfiedChecks",
+                        "message": "The workload has not all checks ready",
+                        "lastTransitionTime": "2025-06-01T11:58:00Z"}],
+        "admissionChecks": [{"name": "prov", "state": check_state, "message": message,
+                             "lastTransitionTime": "2025-06-01T11:58:00Z"}],
+    }
+    return obj
+
+
+def test_why_pending_of_a_reservation_names_the_checks_it_waits_for(scheduled, client):
+    """A QuotaReserved Workload is not admitted until its ClusterQueue's admission checks are Ready:
+    why-pending says which, with their controllers' messages (the API and the page)."""
+    cq = next(o for o in scheduled if o["kind"] == "ClusterQueue")
+    cq["spec"]["admissionChecks"] = ["prov"]
+    cq["metadata"]["resourceVersion"] = "9"
+    upsert(cq)
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"},
+            "status": {"conditions": [{"type": "Active", "status": "True"}]}})
+    upsert(reserved_workload("job-provisioning", "Pending", "Provisioning Request was created"))
+    body = client.get("/api/v1/workloads/ml/job-provisioning/why-pending/").json()
+    assert (body["status"], body["pending"], body["explanation"]) == ("QuotaReserved", False, None)
+    assert body["summary"] == ("quota reserved in ClusterQueue cluster-queue; admitted once every admission check "
+                               "is Ready: waiting for prov (Pending: Provisioning Request was created)")
+    wait = body["admissionWait"]
+    assert wait["step"] == "admission-checks" and wait["clusterQueue"] == "cluster-queue"
+    assert wait["reservedSince"].startswith("2025-06-01T11:58:00")
+    assert wait["admissionChecks"] == [{"name": "prov", "state": "Pending",
+                                        "message": "Provisioning Request was created"}]
+    page = client.get("/workloads/ml/job-provisioning/").content.decode()
+    assert "Why not admitted yet" in page and 'data-admission-wait="admission-checks"' in page
+    assert 'data-check="prov" data-state="Pending"' in page and "Provisioning Request was created" in page
+
+    upsert({**reserved_workload("job-provisioning", "Retry", "capacity not available"),
+            "metadata": {**reserved_workload("job-provisioning", "Retry", "")["metadata"], "resourceVersion": "2"}})
+    body = client.get("/api/v1/workloads/ml/job-provisioning/why-pending/").json()
+    assert body["admissionWait"]["step"] == "evicted-by-check"
+    assert "prov (Retry: capacity not available) asked to retry" in body["summary"]

@@ -94,3 +94,44 @@ def test_a_replacement_on_a_topology_that_lost_the_slice_level():
     failed = [e.message for e in result.events if e.reason == "SecondPassFailed"]
     assert failed == [f"couldn't assign flavors to pod set main: no requested topology level for slices: {RACK}"]
     assert result_of(result, "train").pod_sets[0].failure_reason == f"no requested topology level for slices: {RACK}"
+
+
+# ---------------------------------------------------------------- why-pending on odd topologies
+
+ODD_NODES = {
+    "no nodes": [],
+    "one node": [node("x1", block="b1", rack="r1", cpu="2")],
+    "nodes without topology labels": [node("x1", cpu="8"), node("x2", cpu="8")],
+    "not ready, cordoned and tainted only": [
+        node("x1", block="b1", rack="r1", ready="False"), node("x2", block="b1", rack="r1", unschedulable=True),
+        node("x3", block="b1", rack="r2", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])],
+    "a grid": grid(cpu="2"),
+}
+ODD_REQUESTS = [
+    {"required": BLOCK}, {"required": RACK}, {"required": HOSTNAME}, {"preferred": RACK}, {"unconstrained": True},
+    {"required": RACK, "slice_topology": HOSTNAME, "slice_size": 2},
+    {"required": BLOCK, "slice_topology": RACK, "slice_size": 4},
+    {"required": "example.com/zone"},
+]
+
+
+@pytest.mark.parametrize("nodes", sorted(ODD_NODES))
+def test_every_waiting_workload_is_explained_whatever_the_nodes(nodes):
+    """Why-pending answers for every request shape on clusters short of nodes, labels or healthy
+    nodes: an answer that agrees with the pass (never an exception, which the API would turn
+    into an error for the user asking)."""
+    from scheduler.engine import Engine
+
+    from .factories import NOW, parse
+
+    workloads = [workload(f"w{i}", count=4, cpu="1", created=i, **kwargs) for i, kwargs in enumerate(ODD_REQUESTS)]
+    engine = Engine.from_parsed(parse([*tas_setup(), *ODD_NODES[nodes], *workloads]), gates())
+    outcome = engine.run_pass(NOW)
+    for wl in workloads:
+        key = f"default/{wl['metadata']['name']}"
+        why = engine.explain(key, NOW)
+        admitted_now = engine.state.workload(key).is_admitted
+        assert why is not None and why.summary, key
+        assert (outcome.decided[key].status == "Admitted") == admitted_now
+        if not admitted_now:
+            assert not why.fits, (key, why.summary)

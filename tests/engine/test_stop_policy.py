@@ -20,6 +20,7 @@ from scheduler.stop_policy import withdrawn_reservation
 from .factories import (
     NOW,
     RACK,
+    admission_check,
     admitted,
     domains_json,
     gates,
@@ -36,17 +37,22 @@ from .factories import (
 HOST_LEVELS = ["cloud.provider.com/topology-block", RACK, "kubernetes.io/hostname"]
 
 
-def cluster(*, cq_policy: str | None = None, lq_policy: str | None = None) -> list[dict]:
+def cluster(*, cq_policy: str | None = None, lq_policy: str | None = None, checks: bool = False) -> list[dict]:
+    """`checks`: the ClusterQueue asks for the admission check `prov`, which the workloads it
+    admits wait for."""
     cq = queue_with_policy("cq", cpu=8)
     if cq_policy is not None:
         cq["spec"]["stopPolicy"] = cq_policy
+    if checks:
+        cq["spec"]["admissionChecks"] = ["prov"]
     lq = local_queue("lq", cluster_queue_name="cq")
     if lq_policy is not None:
         lq["spec"]["stopPolicy"] = lq_policy
     running = admitted(workload("running", queue="lq", count=2, cpu="1", required=RACK),
                        assignments={"main": domains_json(HOST_LEVELS, [(("b1", "r1", "x1"), 2)])},
                        cluster_queue_name="cq")
-    return [topology(), resource_flavor(), cq, lq, node("x1", block="b1", rack="r1", cpu="4"),
+    return [topology(), resource_flavor(), *([admission_check("prov")] if checks else []), cq, lq,
+            node("x1", block="b1", rack="r1", cpu="4"),
             node("x2", block="b1", rack="r1", cpu="4"), running,
             workload("waiting", queue="lq", count=2, cpu="1", required=RACK, created=10)]
 
@@ -168,7 +174,7 @@ def written(outcome, name: str) -> dict[str, tuple[str, str, str]]:
 
 
 def test_a_running_queue_keeps_a_reservation_waiting_for_checks():
-    engine = engine_of([*cluster(), awaiting_checks("checking")])
+    engine = engine_of([*cluster(checks=True), awaiting_checks("checking")])
     outcome = engine.run_pass(NOW)
     assert "checking" not in decided(outcome)
     assert engine.state.workload("default/checking").admission is not None
@@ -182,7 +188,7 @@ def test_a_running_queue_keeps_a_reservation_waiting_for_checks():
     (STOP_HOLD, STOP_HOLD_AND_DRAIN, "LocalQueue lq is inactive"),
 ])
 def test_a_stopped_queue_takes_back_a_reservation_waiting_for_checks(cq_policy, lq_policy, message):
-    engine = engine_of([*cluster(cq_policy=cq_policy, lq_policy=lq_policy), awaiting_checks("checking")])
+    engine = engine_of([*cluster(cq_policy=cq_policy, lq_policy=lq_policy, checks=True), awaiting_checks("checking")])
     outcome = engine.run_pass(NOW)
     wl = engine.state.workload("default/checking")
     assert wl.admission is None
@@ -202,7 +208,7 @@ def test_a_stopped_queue_takes_back_a_reservation_waiting_for_checks(cq_policy, 
     ("ClusterQueue", "cq", "ClusterQueue cq doesn't exist"),
 ])
 def test_a_missing_queue_takes_back_a_reservation_waiting_for_checks(kind, key, message):
-    engine = engine_of([*cluster(), awaiting_checks("checking")])
+    engine = engine_of([*cluster(checks=True), awaiting_checks("checking")])
     engine.run_pass(NOW)
     engine.delete(kind, key)
     outcome = engine.run_pass(NOW + timedelta(seconds=1))
@@ -214,7 +220,7 @@ def test_a_missing_queue_takes_back_a_reservation_waiting_for_checks(kind, key, 
 
 
 def test_a_withdrawn_reservation_is_admitted_again_when_the_queue_resumes():
-    engine = engine_of([*cluster(cq_policy=STOP_HOLD), awaiting_checks("checking")])
+    engine = engine_of([*cluster(cq_policy=STOP_HOLD, checks=True), awaiting_checks("checking")])
     engine.run_pass(NOW)
     engine.upsert(dataclasses.replace(engine.state.cluster_queues["cq"], stop_policy=STOP_NONE))
     outcome = engine.run_pass(NOW + timedelta(seconds=1))
@@ -236,7 +242,7 @@ def terminating(objects: list[dict]) -> list[dict]:
 
 
 def test_a_terminating_cluster_queue_admits_nothing_and_keeps_what_runs():
-    engine = engine_of(terminating([*cluster(), awaiting_checks("checking")]))
+    engine = engine_of(terminating([*cluster(checks=True), awaiting_checks("checking")]))
     assert active_condition(engine.state.inactive_cluster_queues["cq"]) == (
         "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating")
     outcome = engine.run_pass(NOW)
@@ -251,7 +257,7 @@ def test_a_terminating_cluster_queue_admits_nothing_and_keeps_what_runs():
 
 
 def test_a_reservation_in_a_terminating_cluster_queue_is_taken_back_with_kueues_words():
-    engine = engine_of(terminating([*cluster(), awaiting_checks("checking")]))
+    engine = engine_of(terminating([*cluster(checks=True), awaiting_checks("checking")]))
     assert withdrawn_reservation(engine.state, engine.state.workload("default/checking")) == \
         "ClusterQueue cq is terminating or missing"
 

@@ -524,3 +524,20 @@ def test_a_group_of_equal_counts_is_explained_with_the_leader_the_cycle_places()
                                             not in claim.details["workloads"]]), gates())
         without.run_pass(NOW)
         assert without.state.workload("default/g").has_quota_reservation, claim.message
+
+
+@pytest.mark.parametrize("request_kwargs", [{"required": RACK}, {"required": HOSTNAME}, {"preferred": RACK},
+                                            {"unconstrained": True}])
+def test_a_flavor_without_nodes_is_explained_not_a_crash(request_kwargs):
+    """A TAS flavor whose Topology has no node at all (a cluster not yet populated, every node of
+    the pool deleted): the explanation names Kueue's placement failure and suggests no level."""
+    objects = [topology(), resource_flavor(), queue_with_policy("cq", cpu=8),
+               local_queue("lq", cluster_queue_name="cq"),
+               workload("w", queue="lq", count=2, cpu="1", **request_kwargs)]
+    engine = Engine.from_parsed(parse(objects), gates())
+    outcome = engine.run_pass(NOW)
+    why = engine.explain("default/w", NOW)
+    assert not why.fits
+    assert "it does not fit flavor tas-flavor even with no admitted workload on its nodes" in why.summary
+    assert [ps.reason for ps in why.pod_sets] == [outcome.decided["default/w"].message.split(": ", 1)[1]]
+    assert not [s for s in suggestions(why) if s.kind == "higher-level"]

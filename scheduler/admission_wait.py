@@ -1,0 +1,130 @@
+"""Why a workload holding a quota reservation is not admitted yet.
+
+Kueue admits a workload in two steps: the scheduler reserves its quota (`QuotaReserved`),
+then the workload is `Admitted` once every admission check its ClusterQueue asks for is
+Ready; with a ProvisioningRequest check, its TopologyAssignment is placed only then, by the
+second pass. Between the two the workload waits for what no scheduling cycle decides: the
+checks' controllers, the second pass, or its queues running again. This says which, in the
+words of the objects (the checks' states and messages) and of Kueue's controllers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.cluster import ClusterState
+from scheduler.cycle import seconds_since
+from scheduler.model import AdmissionCheckState, Condition, Workload
+from scheduler.results import Event
+from scheduler.second_pass import DELAYED, second_pass_blocked
+from scheduler.stop_policy import withdrawn_reservation
+
+READY, RETRY, REJECTED = "Ready", "Retry", "Rejected"
+
+
+@dataclass(slots=True)
+class AdmissionWait:
+    cluster_queue: str
+    reserved_since: datetime | None
+    # what it waits for: "admission-checks", "second-pass", "reservation-taken-back" or
+    # "evicted-by-check" (a check in Retry or Rejected: Kueue's workload controller acts on it)
+    step: str
+    summary: str
+    checks: list[AdmissionCheckState] = field(default_factory=list)
+    delayed_pod_sets: list[str] = field(default_factory=list)  # PodSets whose topology waits
+
+    def to_json(self) -> dict:
+        return {
+            "clusterQueue": self.cluster_queue,
+            "reservedSince": self.reserved_since.isoformat() if self.reserved_since else None,
+            "step": self.step,
+            "summary": self.summary,
+            "admissionChecks": [{"name": c.name, "state": c.state, "message": c.message} for c in self.checks],
+            "delayedPodSets": self.delayed_pod_sets,
+        }
+
+
+def admission_wait(state: ClusterState, wl: Workload) -> AdmissionWait | None:
+    """What keeps a workload holding a quota reservation from being admitted; None when it holds
+    none, or is admitted, finished or evicted already."""
+    if not wl.has_quota_reservation or wl.is_admitted or wl.is_finished or wl.condition_true("Evicted"):
+        return None
+    cq = wl.admission.cluster_queue
+    reserved = wl.condition("QuotaReserved")
+    since = reserved.last_transition_time if reserved is not None else None
+    checks = synced_checks(state, wl)
+    delayed = [psa.name for psa in wl.admission.pod_set_assignments if psa.delayed_topology_request == DELAYED]
+    wait = AdmissionWait(cq, since, "", "", checks, delayed)
+    held = f"quota reserved in ClusterQueue {cq}"
+    taken_back = withdrawn_reservation(state, wl)
+    rejected = [c for c in checks if c.state == REJECTED]
+    retry = [c for c in checks if c.state == RETRY]
+    waiting = [c for c in checks if c.state not in (READY, RETRY, REJECTED)]
+    if taken_back is not None:
+        wait.step = "reservation-taken-back"
+        wait.summary = f"{held}, but {taken_back}: Kueue takes the reservation back, and it waits in its queue again"
+    elif rejected:
+        wait.step = "evicted-by-check"
+        wait.summary = (f"{held}, but admission check(s) {_listed(rejected)} rejected it: Kueue deactivates it "
+                        "and it is not admitted")
+    elif retry:
+        wait.step = "evicted-by-check"
+        wait.summary = (f"{held}, but admission check(s) {_listed(retry)} asked to retry: Kueue evicts it, "
+                        "gives its quota back and queues it again")
+    elif waiting:
+        wait.step = "admission-checks"
+        topology = (f"; then its TopologyAssignment is placed for PodSet(s) {', '.join(delayed)}" if delayed else "")
+        wait.summary = (f"{held}; admitted once every admission check is Ready: waiting for {_listed(waiting)}"
+                        f"{topology}")
+    elif delayed:
+        wait.step = "second-pass"
+        blocked = second_pass_blocked(state, wl)
+        reason = f": not while {blocked}" if blocked else ""
+        wait.summary = (f"{held} and its admission checks are Ready; its TopologyAssignment for PodSet(s) "
+                        f"{', '.join(delayed)} is placed by the second pass (retried after a backoff of 1 s, "
+                        f"doubling up to 30 s, until it fits){reason}")
+    else:
+        wait.step = "admission-checks"
+        wait.summary = f"{held} and its admission checks are Ready: the next pass admits it"
+    return wait
+
+
+def synced_checks(state: ClusterState, wl: Workload) -> list[AdmissionCheckState]:
+    """The admission checks of a reservation as Kueue's workload controller keeps its list: those
+    its ClusterQueue asks for on the assigned flavors, in their listed state or Pending when not
+    listed yet (listed ones it no longer asks for are dropped), by name; with the ClusterQueue
+    gone, the list as it is."""
+    listed = {c.name: c for c in wl.admission_checks}
+    cq = state.cluster_queues.get(wl.admission.cluster_queue) if wl.admission is not None else None
+    if cq is None:
+        return [listed[name] for name in sorted(listed)]
+    flavors = {f for psa in wl.admission.pod_set_assignments for f in psa.flavors.values()}
+    required = sorted({name for f in flavors for name in state.checks_on_flavor(cq, f)})
+    return [listed.get(name) or AdmissionCheckState(name, "Pending") for name in required]
+
+
+def checks_satisfied(state: ClusterState, wl: Workload) -> bool:
+    """Kueue's workload controller admits a reservation (SyncAdmittedCondition) once every
+    admission check its ClusterQueue asks for is Ready, and no TopologyAssignment is still
+    delayed (the second pass places those)."""
+    if not wl.has_quota_reservation or wl.is_admitted or wl.is_finished or wl.condition_true("Evicted"):
+        return False
+    if any(psa.delayed_topology_request == DELAYED for psa in wl.admission.pod_set_assignments):
+        return False
+    return all(c.state == READY for c in synced_checks(state, wl))
+
+
+def admit_reservation(wl: Workload, now: datetime) -> Event:
+    """The Admitted condition and event Kueue's workload controller writes for a reservation whose
+    checks are all Ready."""
+    reserved = wl.condition("QuotaReserved")
+    waited = seconds_since(reserved.last_transition_time if reserved else None, now)
+    message = f"Admitted by ClusterQueue {wl.admission.cluster_queue}, wait time since reservation was {waited}"
+    wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
+    wl.conditions.append(Condition("Admitted", "True", "Admitted", message, now))
+    return Event(wl.key, "Normal", "Admitted", message)
+
+
+def _listed(checks: list[AdmissionCheckState]) -> str:
+    return ", ".join(f"{c.name} ({c.state}{': ' + c.message if c.message else ''})" for c in checks)

@@ -1,0 +1,161 @@
+"""A workload holding a quota reservation, not admitted yet: Kueue's workload controller admits it
+once its admission checks are all Ready, and why-pending says what it waits for meanwhile."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from scheduler.admission_wait import admission_wait, checks_satisfied
+from scheduler.engine import Engine
+
+from .factories import (
+    NOW,
+    RACK,
+    admission_check,
+    admitted,
+    cluster_queue,
+    domains_json,
+    gates,
+    grid,
+    local_queue,
+    parse,
+    parse_one,
+    resource_flavor,
+    topology,
+    workload,
+)
+
+KEY = "default/train"
+HOSTNAME_LEVELS = ["kubernetes.io/hostname"]
+
+
+def reserved(checks: dict[str, tuple[str, str]], *, delayed: bool = False, reserved_at: str = "2025-06-01T11:59:00Z"):
+    """`train` holding a reservation in cq, its checks (name -> (state, message)) as given; its
+    TopologyAssignment placed, or `delayed` for the second pass."""
+    wl = admitted(workload("train", count=2, cpu="1", required=RACK),
+                  assignments={"main": domains_json(HOSTNAME_LEVELS, [("b1-r1-n1", 2)])})
+    psa = wl["status"]["admission"]["podSetAssignments"][0]
+    if delayed:
+        del psa["topologyAssignment"]
+        psa["delayedTopologyRequest"] = "Pending"
+    wl["status"]["conditions"] = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                   "message": "reserved", "lastTransitionTime": reserved_at}]
+    wl["status"]["admissionChecks"] = [{"name": name, "state": state, "message": message}
+                                       for name, (state, message) in checks.items()]
+    return wl
+
+
+def engine_of(wl: dict, *, required: tuple[str, ...] = ("prov",), extra: list[dict] | None = None) -> Engine:
+    objects = [topology(), resource_flavor(), *(admission_check(name) for name in ("prov", "other")),
+               cluster_queue(admission_checks=required), local_queue(), *grid(1, 1, 2), *(extra or []), wl]
+    return Engine.from_parsed(parse(objects), gates())
+
+
+def events(outcome) -> list[tuple[str, str]]:
+    return [(e.reason, e.message) for e in outcome.result.events if e.key == KEY]
+
+
+def test_a_reservation_whose_checks_are_ready_is_admitted_with_kueues_event():
+    engine = engine_of(reserved({"prov": ("Ready", "provisioned")}))
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert wl.is_admitted
+    assert outcome.decided[KEY].status == "Admitted"
+    assert events(outcome) == [("Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 60s")]
+    assert KEY not in engine.state.reserved_not_admitted
+    assert events(engine.run_pass(NOW + timedelta(seconds=1))) == []  # once
+
+
+@pytest.mark.parametrize(("checks", "required", "admits"), [
+    ({"prov": ("Pending", "")}, ("prov",), False),
+    ({"prov": ("Ready", ""), "other": ("Pending", "")}, ("prov", "other"), False),
+    ({"prov": ("Ready", "")}, ("prov", "other"), False),  # `other` is not listed yet: Kueue adds it Pending
+    ({"prov": ("Ready", ""), "other": ("Pending", "")}, ("prov",), True),  # `other` is no longer asked for
+    ({"prov": ("Pending", "")}, (), True),  # the ClusterQueue asks for no check any more
+])
+def test_admitted_once_every_check_the_cluster_queue_asks_for_is_ready(checks, required, admits):
+    engine = engine_of(reserved(checks), required=required)
+    assert checks_satisfied(engine.state, engine.state.workload(KEY)) is admits
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).is_admitted is admits
+
+
+def test_a_delayed_topology_is_left_to_the_second_pass():
+    engine = engine_of(reserved({"prov": ("Ready", "")}, delayed=True))
+    assert not checks_satisfied(engine.state, engine.state.workload(KEY))
+    engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert wl.is_admitted and wl.admission.pod_set_assignments[0].topology_assignment is not None
+
+
+def test_a_check_turning_ready_admits_at_the_next_pass():
+    engine = engine_of(reserved({"prov": ("Pending", "")}))
+    engine.run_pass(NOW)
+    assert not engine.state.workload(KEY).is_admitted
+    engine.upsert(parse_one(reserved({"prov": ("Ready", "")})))
+    outcome = engine.run_pass(NOW + timedelta(seconds=5))
+    assert engine.state.workload(KEY).is_admitted
+    assert [reason for reason, _ in events(outcome)] == ["Admitted"]
+
+
+# ---------------------------------------------------------------- what why-pending says
+
+
+@pytest.mark.parametrize(("checks", "delayed", "step", "says"), [
+    ({"prov": ("Pending", "Provisioning Request was created")}, False, "admission-checks",
+     "quota reserved in ClusterQueue cq; admitted once every admission check is Ready: waiting for prov "
+     "(Pending: Provisioning Request was created)"),
+    ({"prov": ("Pending", "")}, True, "admission-checks",
+     "quota reserved in ClusterQueue cq; admitted once every admission check is Ready: waiting for prov (Pending); "
+     "then its TopologyAssignment is placed for PodSet(s) main"),
+    ({"prov": ("Retry", "capacity not available")}, False, "evicted-by-check",
+     "quota reserved in ClusterQueue cq, but admission check(s) prov (Retry: capacity not available) asked to "
+     "retry: Kueue evicts it, gives its quota back and queues it again"),
+    ({"prov": ("Rejected", "")}, False, "evicted-by-check",
+     "quota reserved in ClusterQueue cq, but admission check(s) prov (Rejected) rejected it: Kueue deactivates it "
+     "and it is not admitted"),
+])
+def test_what_a_reservation_waits_for(checks, delayed, step, says):
+    engine = engine_of(reserved(checks, delayed=delayed))
+    wait = admission_wait(engine.state, engine.state.workload(KEY))
+    assert (wait.step, wait.summary) == (step, says)
+    assert wait.cluster_queue == "cq" and wait.reserved_since.isoformat() == "2025-06-01T11:59:00+00:00"
+    assert [c.name for c in wait.checks] == ["prov"]
+    assert wait.to_json()["admissionChecks"] == [{"name": "prov", "state": checks["prov"][0],
+                                                  "message": checks["prov"][1]}]
+
+
+def test_a_delayed_topology_in_an_inactive_cluster_queue_says_so():
+    check = admission_check("prov")
+    check["status"]["conditions"] = [{"type": "Active", "status": "False"}]
+    objects = [topology(), resource_flavor(), check, cluster_queue(admission_checks=("prov",)), local_queue(),
+               *grid(1, 1, 2), reserved({"prov": ("Ready", "")}, delayed=True)]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    wait = admission_wait(engine.state, engine.state.workload(KEY))
+    assert wait.step == "second-pass"
+    assert wait.summary.endswith(": not while ClusterQueue cq is inactive")
+    assert wait.delayed_pod_sets == ["main"]
+
+
+def test_nothing_to_say_of_a_workload_without_a_pending_reservation():
+    engine = engine_of(reserved({"prov": ("Ready", "")}))
+    engine.run_pass(NOW)
+    assert admission_wait(engine.state, engine.state.workload(KEY)) is None  # admitted now
+    engine = engine_of(workload("train", count=2, cpu="1", required=RACK))
+    assert admission_wait(engine.state, engine.state.workload(KEY)) is None  # holds no reservation
+
+
+def test_a_reservation_in_a_stopped_cluster_queue_is_said_to_be_taken_back():
+    objects = [topology(), resource_flavor(), admission_check("prov"), cluster_queue(admission_checks=("prov",)),
+               local_queue(), *grid(1, 1, 2), reserved({"prov": ("Pending", "")})]
+    objects[3]["spec"]["stopPolicy"] = "Hold"
+    engine = Engine.from_parsed(parse(objects), gates())
+    wait = admission_wait(engine.state, engine.state.workload(KEY))
+    assert wait.step == "reservation-taken-back"
+    assert wait.summary == ("quota reserved in ClusterQueue cq, but ClusterQueue cq is stopped: Kueue takes the "
+                            "reservation back, and it waits in its queue again")
+    engine.run_pass(NOW)  # and the pass does so
+    assert engine.state.workload(KEY).admission is None
