@@ -624,6 +624,13 @@ class PassRecorder:
             self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
                 "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains,
                 "podSets": [{"name": ps.name, "count": ps.count} for ps in wr.pod_sets]})
+        elif old == WorkloadStatus.QUOTA_RESERVED and new == WorkloadStatus.ADMITTED:
+            # the reservation became an admission (its checks Ready, its delayed topology placed):
+            # counted once, when the quota was reserved
+            domains = sum(len(ps.assignment.domains) for ps in wr.pod_sets if ps.assignment)
+            self.event(row.key, EventKind.ADMITTED, message=wr.message, details={
+                "flavors": {ps.name: ps.flavors for ps in wr.pod_sets}, "domains": domains, "afterReservation": True,
+                "podSets": [{"name": ps.name, "count": ps.count} for ps in wr.pod_sets]})
         elif new in WAITING and (old != new or message_shape(previous_message) != message_shape(row.message)):
             failed = [{"podSet": ps.name, "reason": ps.failure_reason} for ps in wr.pod_sets if ps.failure_reason]
             self.event(row.key, EventKind.PENDING, message=row.message, details={"status": new, "podSets": failed})

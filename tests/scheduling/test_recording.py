@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from scheduler.cycle import unchanged_result
-from tasweb.cluster.models import Workload, WorkloadStatus
+from tasweb.cluster.models import ClusterQueue, Workload, WorkloadStatus
 from tasweb.cluster.services import object_upsert
 from tasweb.scheduling import services
 from tasweb.scheduling.models import SchedulingPass, WorkloadEvent
@@ -187,3 +187,38 @@ def test_a_limited_pass_whose_cycles_run_out_of_time_commits_them_and_asks_for_t
     monkeypatch.setattr(services, "CYCLES_SHARE_OF_LIMIT", 1 / 3)
     rest = services.scheduling_pass_run()
     assert rest.admitted == 4 and admitted_count() == EXAMPLE_ADMISSIBLE + 5
+
+
+def test_a_reservation_is_admitted_once_its_admission_check_is_ready():
+    """The example ClusterQueue asks for a check: a workload first only reserves quota; when the
+    check's controller marks it Ready (a source writes the Workload), the next pass admits it, as
+    Kueue's workload controller does, and its history says so."""
+    import_example_cluster()
+    cq = copy.deepcopy(ClusterQueue.objects.get().raw)
+    cq["spec"]["admissionChecks"] = ["prov"]
+    cq["metadata"]["resourceVersion"] = "900"
+    object_upsert(kind="ClusterQueue", obj=cq)
+    object_upsert(kind="AdmissionCheck", obj={
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
+        "spec": {"controllerName": "example.com/check"},
+        "status": {"conditions": [{"type": "Active", "status": "True"}]}})
+    object_upsert(kind="Workload", obj=small_workload("checked"))
+    services.scheduling_pass_run()
+    row = Workload.objects.get(namespace="ml", name="checked")
+    assert row.status == WorkloadStatus.QUOTA_RESERVED
+
+    obj = copy.deepcopy(row.raw)
+    obj["status"]["admissionChecks"] = [{"name": "prov", "state": "Ready", "message": "checked",
+                                         "lastTransitionTime": "2025-06-01T12:00:05Z"}]
+    obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
+    object_upsert(kind="Workload", obj=obj)
+    second = services.scheduling_pass_run()
+    row.refresh_from_db()
+    assert row.status == WorkloadStatus.ADMITTED
+    admitted = next(c for c in row.raw["status"]["conditions"] if c["type"] == "Admitted")
+    assert admitted["status"] == "True" and admitted["message"].startswith("Admitted by ClusterQueue")
+    assert row.raw["status"]["admissionChecks"][0]["state"] == "Ready"  # the controller's word is kept
+    (event,) = WorkloadEvent.objects.filter(workload_key="ml/checked", scheduling_pass=second, kind="Admitted")
+    assert event.message == admitted["message"] and event.details["afterReservation"] is True
+    second.refresh_from_db()
+    assert second.admitted == 0  # the pass that reserved the quota counted it
