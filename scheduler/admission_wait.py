@@ -13,14 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.cluster import ClusterState
+from scheduler.cluster import ClusterState, has_failed_checks
 from scheduler.cycle import seconds_since
 from scheduler.model import AdmissionCheckState, Condition, Workload
-from scheduler.results import Event
+from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 from scheduler.second_pass import DELAYED, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
 
 READY, RETRY, REJECTED = "Ready", "Retry", "Rejected"
+EVICTED_BY_CHECK = "AdmissionCheck"  # Kueue's WorkloadEvictedByAdmissionCheck
+RETRY_MESSAGE = "At least one admission check is false"
+DUE_TO = "DueTo"
 
 
 @dataclass(slots=True)
@@ -63,15 +66,17 @@ def admission_wait(state: ClusterState, wl: Workload) -> AdmissionWait | None:
     waiting = [c for c in checks if c.state not in (READY, RETRY, REJECTED)]
     if taken_back is not None:
         wait.step = "reservation-taken-back"
-        wait.summary = f"{held}, but {taken_back}: Kueue takes the reservation back, and it waits in its queue again"
+        wait.summary = (f"{held}, but {taken_back}: the next pass takes the reservation back, as Kueue's workload "
+                        "controller does, and it waits in its queue again")
     elif rejected:
         wait.step = "evicted-by-check"
-        wait.summary = (f"{held}, but admission check(s) {_listed(rejected)} rejected it: Kueue deactivates it "
-                        "and it is not admitted")
+        wait.summary = (f"{held}, but admission check(s) {_listed(rejected)} rejected it: the next pass deactivates "
+                        "it, as Kueue's workload controller does, and it is not queued again until it is activated")
     elif retry:
         wait.step = "evicted-by-check"
-        wait.summary = (f"{held}, but admission check(s) {_listed(retry)} asked to retry: Kueue evicts it, "
-                        "gives its quota back and queues it again")
+        wait.summary = (f"{held}, but admission check(s) {_listed(retry)} asked to retry: the next pass evicts it, "
+                        "as Kueue's workload controller does; its quota is given back once its pods are gone, and "
+                        "it is queued again")
     elif waiting:
         wait.step = "admission-checks"
         topology = (f"; then its TopologyAssignment is placed for PodSet(s) {', '.join(delayed)}" if delayed else "")
@@ -124,6 +129,43 @@ def admit_reservation(wl: Workload, now: datetime) -> Event:
     wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
     wl.conditions.append(Condition("Admitted", "True", "Admitted", message, now))
     return Event(wl.key, "Normal", "Admitted", message)
+
+
+def evicted_by_checks(wl: Workload) -> bool:
+    """Kueue's workload controller evicts a workload holding a reservation (admitted or not) when
+    one of its admission checks is Retry, and deactivates it when one is Rejected."""
+    return (wl.has_quota_reservation and not wl.is_finished and not wl.condition_true("Evicted")
+            and has_failed_checks(wl))
+
+
+def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
+    """Kueue's reconcileCheckBasedEviction, then the eviction it leads to: a Rejected check makes
+    the workload a deactivation target (it is deactivated and evicted, and not queued again); a
+    Retry check evicts it, to be queued again. The checks are reset to Pending, as on every
+    eviction; the workload keeps its quota until its pods are gone."""
+    rejected = [c for c in wl.admission_checks if c.state == REJECTED]
+    if rejected:
+        target = f"Admission check(s): {','.join(c.name for c in rejected)}, were rejected"
+        result.events.append(Event(wl.key, "Warning", "AdmissionCheckRejected",
+                                   f"Deactivating workload because AdmissionCheck for {rejected[0].name} was "
+                                   f"Rejected: {rejected[0].message}"))
+        _set_condition(wl, Condition("DeactivationTarget", "True", EVICTED_BY_CHECK, target, now))
+        reason = f"Deactivated{DUE_TO}{EVICTED_BY_CHECK}"
+        message = f"The workload is deactivated due to {target}"
+        trigger = "admission check rejected"
+        wl.active = False
+    else:
+        reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
+    _set_condition(wl, Condition("Evicted", "True", reason, message, now))
+    wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
+        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}") for c in wl.admission_checks]
+    wl.unhealthy_nodes.clear()
+    result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
+    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))
+
+
+def _set_condition(wl: Workload, condition: Condition) -> None:
+    wl.conditions = [c for c in wl.conditions if c.type != condition.type] + [condition]
 
 
 def _listed(checks: list[AdmissionCheckState]) -> str:

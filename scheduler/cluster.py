@@ -115,6 +115,11 @@ def holds_quota(wl: Workload) -> bool:
     return wl.has_quota_reservation and not wl.is_finished
 
 
+def has_failed_checks(wl: Workload) -> bool:
+    """An admission check the workload lists is in Retry or Rejected."""
+    return any(check.state in ("Retry", "Rejected") for check in wl.admission_checks)
+
+
 def is_pending(wl: Workload) -> bool:
     """The workload waits in a queue for a quota reservation."""
     return wl.active and not wl.has_quota_reservation and not wl.is_finished
@@ -261,6 +266,9 @@ class ClusterState:
         self.with_unhealthy: set[str] = set()
         # holders whose quota reservation is not (yet) an admission: waiting for admission checks
         self.reserved_not_admitted: set[str] = set()
+        # holders listing an admission check in Retry or Rejected: Kueue's workload controller
+        # evicts or deactivates them
+        self.with_failed_checks: set[str] = set()
         # ClusterQueues that admit nothing, with why (see scheduler.queue_status); None: not known
         self._inactive: dict[str, tuple[InactiveCause, ...]] | None = None
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
@@ -988,6 +996,10 @@ class ClusterState:
             self.reserved_not_admitted.add(key)
         else:
             self.reserved_not_admitted.discard(key)
+        if new_charge is not None and wl.admission_checks and has_failed_checks(wl):
+            self.with_failed_checks.add(key)
+        else:
+            self.with_failed_checks.discard(key)
         if released is not None:
             self._released_generation[released.cluster_queue] += 1
             if not _same_charge(released, new_charge):
@@ -1003,6 +1015,7 @@ class ClusterState:
         self._forget_slice(old)
         self.with_unhealthy.discard(key)
         self.reserved_not_admitted.discard(key)
+        self.with_failed_checks.discard(key)
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:

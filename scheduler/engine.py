@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.admission_wait import admit_reservation, checks_satisfied
+from scheduler.admission_wait import admit_reservation, checks_satisfied, evict_by_checks, evicted_by_checks
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
@@ -163,6 +163,7 @@ class Engine:
         holds: list[Charge] = []
         try:
             self._pods_ready_timeouts(now, outcome, changed)
+            self._evict_by_checks(now, outcome, changed)
             self._drain_stopped_queues(now, outcome, changed)
             self._admit_checked_reservations(now, outcome, changed)
             self._node_failures(now, outcome, holds, changed)
@@ -202,6 +203,19 @@ class Engine:
             self.state.workload_changed(wl)
             outcome.decided[wl.key] = unchanged_result(self.state, wl)
         if drained or withdrawn:
+            changed |= set(self.sync(now))
+
+    def _evict_by_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """Kueue's workload controller on an admission check in Retry (evicted, queued again) or
+        Rejected (deactivated)."""
+        state = self.state
+        workloads = state.workload_map
+        due = [key for key in state.with_failed_checks if evicted_by_checks(workloads[key])]
+        for wl in state.in_order(due):
+            evict_by_checks(wl, now, outcome.result)
+            state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(state, wl)
+        if due:
             changed |= set(self.sync(now))
 
     def _admit_checked_reservations(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:

@@ -112,10 +112,11 @@ def test_a_check_turning_ready_admits_at_the_next_pass():
      "then its TopologyAssignment is placed for PodSet(s) main"),
     ({"prov": ("Retry", "capacity not available")}, False, "evicted-by-check",
      "quota reserved in ClusterQueue cq, but admission check(s) prov (Retry: capacity not available) asked to "
-     "retry: Kueue evicts it, gives its quota back and queues it again"),
+     "retry: the next pass evicts it, as Kueue's workload controller does; its quota is given back once its pods "
+     "are gone, and it is queued again"),
     ({"prov": ("Rejected", "")}, False, "evicted-by-check",
-     "quota reserved in ClusterQueue cq, but admission check(s) prov (Rejected) rejected it: Kueue deactivates it "
-     "and it is not admitted"),
+     "quota reserved in ClusterQueue cq, but admission check(s) prov (Rejected) rejected it: the next pass "
+     "deactivates it, as Kueue's workload controller does, and it is not queued again until it is activated"),
 ])
 def test_what_a_reservation_waits_for(checks, delayed, step, says):
     engine = engine_of(reserved(checks, delayed=delayed))
@@ -155,7 +156,70 @@ def test_a_reservation_in_a_stopped_cluster_queue_is_said_to_be_taken_back():
     engine = Engine.from_parsed(parse(objects), gates())
     wait = admission_wait(engine.state, engine.state.workload(KEY))
     assert wait.step == "reservation-taken-back"
-    assert wait.summary == ("quota reserved in ClusterQueue cq, but ClusterQueue cq is stopped: Kueue takes the "
-                            "reservation back, and it waits in its queue again")
+    assert wait.summary == ("quota reserved in ClusterQueue cq, but ClusterQueue cq is stopped: the next pass takes "
+                            "the reservation back, as Kueue's workload controller does, and it waits in its queue "
+                            "again")
     engine.run_pass(NOW)  # and the pass does so
     assert engine.state.workload(KEY).admission is None
+
+
+# ---------------------------------------------------------------- a check in Retry or Rejected
+
+
+def test_a_check_asking_to_retry_evicts_the_reservation_and_resets_the_checks():
+    engine = engine_of(reserved({"prov": ("Retry", "capacity not available")}))
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    evicted = wl.condition("Evicted")
+    assert (evicted.status, evicted.reason, evicted.message) == (
+        "True", "AdmissionCheck", "At least one admission check is false")
+    assert wl.active
+    assert [(c.name, c.state, c.message) for c in wl.admission_checks] == [
+        ("prov", "Pending", "Reset to Pending after eviction. Previously: Retry")]
+    assert events(outcome) == [("EvictedDueToAdmissionCheck", "At least one admission check is false")]
+    (decision,) = [d for d in outcome.result.decisions if d.key == KEY]
+    assert (decision.kind, decision.trigger) == ("WorkloadEvicted", "admission check retry")
+    assert KEY not in engine.state.with_failed_checks
+    assert events(engine.run_pass(NOW + timedelta(seconds=1))) == []  # evicted once
+
+
+def test_a_rejected_check_deactivates_the_workload():
+    engine = engine_of(reserved({"prov": ("Rejected", "no such capacity"), "other": ("Ready", "")}),
+                       required=("prov", "other"))
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert not wl.active
+    target = wl.condition("DeactivationTarget")
+    assert (target.status, target.reason, target.message) == (
+        "True", "AdmissionCheck", "Admission check(s): prov, were rejected")
+    evicted = wl.condition("Evicted")
+    assert (evicted.reason, evicted.message) == (
+        "DeactivatedDueToAdmissionCheck", "The workload is deactivated due to Admission check(s): prov, were rejected")
+    assert events(outcome) == [
+        ("AdmissionCheckRejected",
+         "Deactivating workload because AdmissionCheck for prov was Rejected: no such capacity"),
+        ("EvictedDueToDeactivatedDueToAdmissionCheck",
+         "The workload is deactivated due to Admission check(s): prov, were rejected")]
+    assert {c.name: c.state for c in wl.admission_checks} == {"prov": "Pending", "other": "Pending"}
+
+
+def test_an_admitted_workload_whose_check_asks_to_retry_is_evicted_too():
+    wl = reserved({"prov": ("Retry", "revoked")})
+    wl["status"]["conditions"].append({"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok"})
+    engine = engine_of(wl)
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).condition_true("Evicted")
+
+
+def test_the_evicted_workload_is_queued_again_once_its_quota_is_given_back():
+    engine = engine_of(reserved({"prov": ("Retry", "")}))
+    engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert wl.has_quota_reservation  # until its pods are gone
+    # the eviction finished (its job stopped): Kueue clears the reservation
+    released = parse_one(reserved({"prov": ("Pending", "")}))
+    released.admission = None
+    released.conditions = [c for c in released.conditions if c.type != "QuotaReserved"]
+    engine.upsert(released)
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert outcome.decided[KEY].status == "QuotaReserved"  # reserved again, waiting for its check

@@ -198,6 +198,8 @@ def index_view(state: ClusterState) -> dict:
         "ranked_holders": {cq: [(p, k) for p, _, k in ranked] for cq, ranked in state.holders_by_priority.items()
                            if ranked},
         "owned": {k: set(v) for k, v in state.owned_workloads.items() if v},
+        "reserved_not_admitted": set(state.reserved_not_admitted),
+        "with_failed_checks": set(state.with_failed_checks),
     }
 
 
