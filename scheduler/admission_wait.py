@@ -1,11 +1,14 @@
-"""Why a workload holding a quota reservation is not admitted yet.
+"""A workload holding a quota reservation that is not an admission yet, and what Kueue's
+workload controller does with it.
 
 Kueue admits a workload in two steps: the scheduler reserves its quota (`QuotaReserved`),
 then the workload is `Admitted` once every admission check its ClusterQueue asks for is
 Ready; with a ProvisioningRequest check, its TopologyAssignment is placed only then, by the
 second pass. Between the two the workload waits for what no scheduling cycle decides: the
-checks' controllers, the second pass, or its queues running again. This says which, in the
-words of the objects (the checks' states and messages) and of Kueue's controllers.
+checks' controllers, the second pass, or its queues running again. `admission_wait` says
+which, in the words of the objects (the checks' states and messages) and of Kueue's
+controllers; `checks_satisfied` is when the workload controller admits it, `evict_by_checks`
+what it does when a check asks to retry (evict) or rejects it (deactivate).
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.cluster import ClusterState, has_failed_checks
-from scheduler.cycle import seconds_since
 from scheduler.model import AdmissionCheckState, Condition, Workload
+from scheduler.pods_ready import set_condition
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 from scheduler.second_pass import DELAYED, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
@@ -120,17 +123,6 @@ def checks_satisfied(state: ClusterState, wl: Workload) -> bool:
     return all(c.state == READY for c in synced_checks(state, wl))
 
 
-def admit_reservation(wl: Workload, now: datetime) -> Event:
-    """The Admitted condition and event Kueue's workload controller writes for a reservation whose
-    checks are all Ready."""
-    reserved = wl.condition("QuotaReserved")
-    waited = seconds_since(reserved.last_transition_time if reserved else None, now)
-    message = f"Admitted by ClusterQueue {wl.admission.cluster_queue}, wait time since reservation was {waited}"
-    wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
-    wl.conditions.append(Condition("Admitted", "True", "Admitted", message, now))
-    return Event(wl.key, "Normal", "Admitted", message)
-
-
 def evicted_by_checks(wl: Workload) -> bool:
     """Kueue's workload controller evicts a workload holding a reservation (admitted or not) when
     one of its admission checks is Retry, and deactivates it when one is Rejected."""
@@ -149,23 +141,19 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
         result.events.append(Event(wl.key, "Warning", "AdmissionCheckRejected",
                                    f"Deactivating workload because AdmissionCheck for {rejected[0].name} was "
                                    f"Rejected: {rejected[0].message}"))
-        _set_condition(wl, Condition("DeactivationTarget", "True", EVICTED_BY_CHECK, target, now))
+        set_condition(wl, Condition("DeactivationTarget", "True", EVICTED_BY_CHECK, target, now))
         reason = f"Deactivated{DUE_TO}{EVICTED_BY_CHECK}"
         message = f"The workload is deactivated due to {target}"
         trigger = "admission check rejected"
         wl.active = False
     else:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
-    _set_condition(wl, Condition("Evicted", "True", reason, message, now))
+    set_condition(wl, Condition("Evicted", "True", reason, message, now))
     wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
         c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}") for c in wl.admission_checks]
     wl.unhealthy_nodes.clear()
     result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))
-
-
-def _set_condition(wl: Workload, condition: Condition) -> None:
-    wl.conditions = [c for c in wl.conditions if c.type != condition.type] + [condition]
 
 
 def _listed(checks: list[AdmissionCheckState]) -> str:

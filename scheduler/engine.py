@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.admission_wait import admit_reservation, checks_satisfied, evict_by_checks, evicted_by_checks
+from scheduler.admission_wait import checks_satisfied, evict_by_checks, evicted_by_checks
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
@@ -51,7 +51,7 @@ from scheduler.pods_ready import time_out, timeout_deadline
 from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
-from scheduler.second_pass import SecondPass, awaiting_second_pass
+from scheduler.second_pass import SecondPass, admit_reservation, awaiting_second_pass
 from scheduler.stop_policy import evict_stopped, to_drain, to_withdraw, withdraw_reservation
 from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController

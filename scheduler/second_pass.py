@@ -52,6 +52,17 @@ def second_pass_blocked(state: ClusterState, wl: Workload) -> str | None:
     return problem[0] if problem is not None else None
 
 
+def admit_reservation(wl: Workload, now: datetime) -> Event:
+    """The Admitted condition and event Kueue writes when a reservation becomes an admission (its
+    checks all Ready, its delayed topology placed)."""
+    reserved = wl.condition("QuotaReserved")
+    waited = seconds_since(reserved.last_transition_time if reserved else None, now)
+    message = f"Admitted by ClusterQueue {wl.admission.cluster_queue}, wait time since reservation was {waited}"
+    wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
+    wl.conditions.append(Condition("Admitted", "True", "Admitted", message, now))
+    return Event(wl.key, "Normal", "Admitted", message)
+
+
 class SecondPass:
     def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
         self.state = state
@@ -96,12 +107,7 @@ class SecondPass:
                 psa.topology_assignment = placed[psa.name].assignment
                 psa.delayed_topology_request = READY
         if not wl.is_admitted:
-            reserved = wl.condition("QuotaReserved")
-            waited = seconds_since(reserved.last_transition_time if reserved else None, self.now)
-            message = f"Admitted by ClusterQueue {cq.name}, wait time since reservation was {waited}"
-            wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
-            wl.conditions.append(Condition("Admitted", "True", "Admitted", message, self.now))
-            self.result.events.append(Event(wl.key, "Normal", "Admitted", message))
+            self.result.events.append(admit_reservation(wl, self.now))
         self.state.workload_changed(wl)  # charged with its placed TopologyAssignments
         self.admitted.add(wl.key)
 
