@@ -310,6 +310,9 @@ class AdmissionCheck:
     name: str
     controller_name: str = ""
     active: bool = True
+    # the object has an Active condition: Kueue holds one without it inactive (its controller has
+    # not marked it yet); a hand-written one is taken as active, with a warning (simulate)
+    active_stated: bool = True
 
     @property
     def is_provisioning_request(self) -> bool:

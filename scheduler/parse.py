@@ -1012,11 +1012,11 @@ def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:
     _, name = metadata_name(obj, where)
     spec = mapping(obj, "spec", where)
     status = mapping(obj, "status", where)
-    active = True
+    active, stated = True, False
     for c in sequence(status, "conditions", where.at("status")):
         if _is_mapping(c) and c.get("type") == "Active":
-            active = c.get("status") == "True"
-    return AdmissionCheck(name, string(spec, "controllerName", where.at("spec")), active)
+            active, stated = c.get("status") == "True", True
+    return AdmissionCheck(name, string(spec, "controllerName", where.at("spec")), active, stated)
 
 
 def parse_priority_class(obj: Mapping, where: Where) -> WorkloadPriorityClass:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from scheduler.cluster import ClusterState
 from scheduler.codec import decode_assignment
 from scheduler.config import Configuration
 from scheduler.engine import Engine
@@ -66,6 +67,24 @@ def simulate(
     return simulate_parsed(parsed, gates=gates, now=now, warn=warn, cycles=cycles, config=config)
 
 
+def unstated_check_warnings(state: ClusterState) -> list[str]:
+    """AdmissionChecks a ClusterQueue names that carry no Active condition: Kueue holds such a
+    check inactive (and the ClusterQueues naming it) until its controller marks it; the engine
+    takes it as active, so that hand-written inputs run."""
+    naming: dict[str, list[str]] = {}
+    for cq in state.cluster_queues.values():
+        for name in sorted({rule.name for rule in cq.admission_checks}):
+            naming.setdefault(name, []).append(cq.name)
+    out = []
+    for name, check in sorted(state.admission_checks.items()):
+        if not check.active_stated and name in naming:
+            queues = ", ".join(sorted(naming[name]))
+            out.append(f"AdmissionCheck/{name}: no Active condition in its status: taken as active here, but Kueue "
+                       f"holds it inactive until its controller ({check.controller_name or 'none named'}) marks it "
+                       f"Active, and with it ClusterQueue(s) {queues}")
+    return out
+
+
 def simulate_parsed(
     parsed: ParsedObjects,
     *,
@@ -82,6 +101,8 @@ def simulate_parsed(
     for problem in unknown_level_problems(parsed):
         warn(str(problem))
     engine = Engine.from_parsed(parsed, gates, warn, config=config)
+    for warning in unstated_check_warnings(engine.state):
+        warn(warning)
     for name, causes in sorted(engine.state.inactive_cluster_queues.items()):
         if any(c.message != STOPPED for c in causes):  # a stopped one is stopped on purpose
             _, reason, message = active_condition(causes)

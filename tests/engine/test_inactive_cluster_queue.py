@@ -318,3 +318,23 @@ def test_no_node_is_replaced_while_the_cluster_queue_is_held(fail_fast):
     assert wl.is_admitted and wl.unhealthy_nodes == []
     domains = wl.admission.pod_set_assignments[0].topology_assignment.domains
     assert "b1-r1-n1" not in [d.values[-1] for d in domains] and sum(d.count for d in domains) == 2
+
+
+def test_simulate_warns_of_an_admission_check_without_an_active_condition():
+    """Kueue holds such a check inactive until its controller marks it; the engine takes it as
+    active, so that a hand-written file runs, and says so."""
+    from scheduler.simulate import simulate
+
+    from .factories import FILE
+
+    unstated = admission_check("prov", PROVISIONING)
+    del unstated["status"]
+    objects = [*base(), unstated, admission_check("other"), cluster_queue(admission_checks=("prov", "other")),
+               cluster_queue("cq-2", admission_checks=("prov",)), *grid()]
+    warnings: list[str] = []
+    simulate([(FILE, obj) for obj in objects], gates=gates(), now=NOW, warn=warnings.append)
+    assert [w for w in warnings if w.startswith("AdmissionCheck/")] == [
+        "AdmissionCheck/prov: no Active condition in its status: taken as active here, but Kueue holds it inactive "
+        "until its controller (kueue.x-k8s.io/provisioning-request) marks it Active, and with it ClusterQueue(s) "
+        "cq, cq-2"]
+    assert engine_of(objects).state.inactive_cluster_queues == {}
