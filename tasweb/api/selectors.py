@@ -465,6 +465,11 @@ class QueueCounts:
     reserving: int = 0  # QuotaReserved or Admitted
     admitted: int = 0
 
+    @property
+    def awaiting_checks(self) -> int:
+        """Holding a quota reservation that is not an admission yet (QuotaReserved)."""
+        return self.reserving - self.admitted
+
     def as_json(self) -> dict[str, int]:
         return {"waitingWorkloads": self.waiting,
                 "pendingWorkloads": self.pending + self.inadmissible, "activePendingWorkloads": self.pending,

@@ -4,6 +4,7 @@ bytes) and decoded, why-pending."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -271,6 +272,12 @@ def test_why_pending_of_a_reservation_names_the_checks_it_waits_for(scheduled, c
     page = client.get("/workloads/ml/job-provisioning/").content.decode()
     assert "Why not admitted yet" in page and 'data-admission-wait="admission-checks"' in page
     assert 'data-check="prov" data-state="Pending"' in page and "Provisioning Request was created" in page
+    queues = client.get("/queues/").content.decode()
+    assert ('<a data-count="awaiting-checks" href="/workloads/?status=QuotaReserved&amp;cluster_queue=cluster-queue"'
+            in queues)
+    assert re.search(r'data-count="awaiting-checks"[^>]*>1</a>', queues)
+    listed = client.get("/workloads/", {"status": "QuotaReserved", "cluster_queue": "cluster-queue"}).content.decode()
+    assert "job-provisioning" in listed and "job-llm-pretrain" not in listed
 
     upsert({**reserved_workload("job-provisioning", "Retry", "capacity not available"),
             "metadata": {**reserved_workload("job-provisioning", "Retry", "")["metadata"], "resourceVersion": "2"}})
