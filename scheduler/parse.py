@@ -840,6 +840,7 @@ def _resource_names(rg: Mapping, where: Where) -> tuple[str, ...]:
 
 _QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 _STOP_POLICIES = (STOP_NONE, STOP_HOLD, STOP_HOLD_AND_DRAIN)
+_CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")  # an admission check's state on a Workload
 USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
 _ADMISSION_MODES = (USAGE_BASED_ADMISSION_FAIR_SHARING, "NoAdmissionFairSharing")
 _WITHIN_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
@@ -1479,8 +1480,8 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
     checks = []
     for ac, cw in mapping_entries(status, "admissionChecks", stw):
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
-                                          string(ac, "state", cw, default="Pending"), string(ac, "message", cw),
-                                          parse_pod_set_updates(ac, cw, pod_sets)))
+                                          _choice(ac, "state", cw, _CHECK_STATES) or "Pending",
+                                          string(ac, "message", cw), parse_pod_set_updates(ac, cw, pod_sets)))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         nw = stw.at("unhealthyNodes").at(i)

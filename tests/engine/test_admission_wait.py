@@ -223,3 +223,12 @@ def test_the_evicted_workload_is_queued_again_once_its_quota_is_given_back():
     engine.upsert(released)
     outcome = engine.run_pass(NOW + timedelta(seconds=1))
     assert outcome.decided[KEY].status == "QuotaReserved"  # reserved again, waiting for its check
+
+
+def test_an_unknown_check_state_is_refused_with_where_it_is():
+    from scheduler.errors import InputError
+
+    wl = reserved({"prov": ("Waiting", "")})
+    with pytest.raises(InputError, match=r"Workload/default/train: status\.admissionChecks\[0\]\.state: must be one of "
+                                         r"Pending, Ready, Retry, Rejected, got 'Waiting'"):
+        engine_of(wl)
