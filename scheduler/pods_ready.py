@@ -85,7 +85,7 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
         set_condition(wl, Condition("Evicted", "True", DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now))
         wl.active = False
         wl.requeue_count, wl.requeue_at = 0, None
-        result.events.append(Event(wl.key, "Normal", "EvictedDueToDeactivated", DEACTIVATED_MESSAGE))
+        result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{DEACTIVATED_BY_LIMIT}", DEACTIVATED_MESSAGE))
         result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", REQUEUING_LIMIT_EXCEEDED, DEACTIVATED_MESSAGE))
         return
     wl.requeue_count += 1

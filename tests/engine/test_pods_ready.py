@@ -125,6 +125,9 @@ class TestTimeout:
         reasons = {c.type: c.reason for c in tired.conditions}
         assert reasons["Evicted"] == "DeactivatedDueToRequeuingLimitExceeded"
         assert reasons["DeactivationTarget"] == "RequeuingLimitExceeded"
+        # Kueue's event for an eviction: "EvictedDueTo" and the Evicted condition's reason
+        assert [e.reason for e in result.events if e.key == "default/tired"] == [
+            "EvictedDueToDeactivatedDueToRequeuingLimitExceeded"]
 
     def test_backoff_doubles_up_to_the_maximum(self):
         config = pods_ready_config(requeuingStrategy={"backoffBaseSeconds": 10, "backoffMaxSeconds": 50})
