@@ -156,5 +156,20 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))
 
 
+def eviction_wait(wl: Workload) -> str | None:
+    """What an evicted workload still holding its quota waits for (its pods stopping), and what
+    comes after; None unless it is such a workload."""
+    evicted = wl.condition("Evicted")
+    if not wl.has_quota_reservation or wl.is_finished or evicted is None or evicted.status != "True":
+        return None
+    if not wl.active:
+        then = "it is deactivated, and not queued again until it is activated (spec.active)"
+    elif wl.requeue_at is not None:
+        then = f"then it waits in its queue again, tried from {wl.requeue_at.isoformat()} (its requeue backoff)"
+    else:
+        then = "then it waits in its queue again"
+    return f"evicted ({evicted.reason}: {evicted.message}): it holds its quota until its pods are gone; {then}"
+
+
 def _listed(checks: list[AdmissionCheckState]) -> str:
     return ", ".join(f"{c.name} ({c.state}{': ' + c.message if c.message else ''})" for c in checks)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, F, Q, QuerySet
 
-from scheduler.admission_wait import admission_wait
+from scheduler.admission_wait import admission_wait, eviction_wait
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
 from scheduler.errors import FlagError, InputError
@@ -1103,12 +1103,11 @@ def why_pending(*, workload: cluster.Workload) -> dict[str, Any]:
             return None
         with view.lock:
             if wl.has_quota_reservation:
-                return {"reserved": True}
+                return {"reserved": eviction_wait(wl) or "the Workload holds quota in the engine's view of the mirror"}
             return explanation_json(explain_workload(view.state, wl, stop=stop))
 
     explained = remembered(("why-pending", workload.key, stop_key), compute)
     if explained is None or explained.get("reserved"):
-        summary = ("the Workload holds quota in the engine's view of the mirror" if explained
-                   else "the Workload is not in the engine's view of the mirror")
+        summary = explained["reserved"] if explained else "the Workload is not in the engine's view of the mirror"
         return {**base, "pending": False, "explanation": None, "summary": summary}
     return {**base, "pending": True, "summary": explained["summary"], "explanation": explained}

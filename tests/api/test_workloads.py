@@ -284,3 +284,17 @@ def test_why_pending_of_a_reservation_names_the_checks_it_waits_for(scheduled, c
     body = client.get("/api/v1/workloads/ml/job-provisioning/why-pending/").json()
     assert body["admissionWait"]["step"] == "evicted-by-check"
     assert "prov (Retry: capacity not available) asked to retry" in body["summary"]
+
+
+def test_why_pending_of_an_evicted_workload_holding_its_quota_says_what_comes_next(scheduled, client):
+    obj = reserved_workload("job-evicted", "Pending", "Reset to Pending after eviction. Previously: Retry")
+    obj["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "reserved",
+         "lastTransitionTime": "2025-06-01T11:58:00Z"},
+        {"type": "Evicted", "status": "True", "reason": "AdmissionCheck",
+         "message": "At least one admission check is false", "lastTransitionTime": "2025-06-01T11:59:00Z"}]
+    upsert(obj)
+    body = client.get("/api/v1/workloads/ml/job-evicted/why-pending/").json()
+    assert (body["status"], body["pending"]) == ("Evicted", False)
+    assert body["summary"] == ("evicted (AdmissionCheck: At least one admission check is false): it holds its quota "
+                               "until its pods are gone; then it waits in its queue again")

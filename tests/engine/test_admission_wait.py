@@ -232,3 +232,19 @@ def test_an_unknown_check_state_is_refused_with_where_it_is():
     with pytest.raises(InputError, match=r"Workload/default/train: status\.admissionChecks\[0\]\.state: must be one of "
                                          r"Pending, Ready, Retry, Rejected, got 'Waiting'"):
         engine_of(wl)
+
+
+@pytest.mark.parametrize(("state", "says"), [
+    ("Retry", "evicted (AdmissionCheck: At least one admission check is false): it holds its quota until its pods "
+              "are gone; then it waits in its queue again"),
+    ("Rejected", "evicted (DeactivatedDueToAdmissionCheck: The workload is deactivated due to Admission check(s): "
+                 "prov, were rejected): it holds its quota until its pods are gone; it is deactivated, and not "
+                 "queued again until it is activated (spec.active)"),
+])
+def test_why_pending_of_an_evicted_workload_still_holding_its_quota(state, says):
+    from scheduler.admission_wait import eviction_wait
+
+    engine = engine_of(reserved({"prov": (state, "")}))
+    assert eviction_wait(engine.state.workload(KEY)) is None  # not evicted yet
+    engine.run_pass(NOW)
+    assert eviction_wait(engine.state.workload(KEY)) == says
