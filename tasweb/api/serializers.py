@@ -497,7 +497,7 @@ class ExplanationSerializer(s.Serializer):
 
 class AdmissionCheckStateSerializer(s.Serializer):
     name = s.CharField(help_text="the AdmissionCheck")
-    state = s.CharField(help_text="Pending, Ready, Retry or Rejected, as its controller set it")
+    state = s.ChoiceField(choices=["Pending", "Ready", "Retry", "Rejected"], help_text="as its controller set it")
     message = s.CharField(allow_blank=True, help_text="its controller's message")
 
 
@@ -509,7 +509,9 @@ class AdmissionWaitSerializer(s.Serializer):
                                    "TopologyAssignment; or Kueue's workload controller, taking the reservation "
                                    "back (its queue stopped or gone) or acting on a check in Retry or Rejected")
     summary = s.CharField(help_text="the same in one line")
-    admissionChecks = AdmissionCheckStateSerializer(many=True, help_text="the checks it lists, by name")
+    admissionChecks = AdmissionCheckStateSerializer(
+        many=True, help_text="the checks its ClusterQueue asks for on its flavors, by name, in the states the Workload "
+                             "lists (Pending for one not listed yet, as Kueue's workload controller adds it)")
     delayedPodSets = s.ListField(child=s.CharField(), help_text="PodSets whose TopologyAssignment waits for "
                                  "the second pass")
 
