@@ -20,7 +20,7 @@ from scheduler.cluster import ClusterState, has_failed_checks
 from scheduler.model import AdmissionCheckState, Condition, Workload
 from scheduler.pods_ready import set_condition
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
-from scheduler.second_pass import DELAYED, second_pass_blocked
+from scheduler.second_pass import DELAYED, delayed_requests, failure_message, place_delayed, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
 
 READY, RETRY, REJECTED = "Ready", "Retry", "Rejected"
@@ -87,15 +87,27 @@ def admission_wait(state: ClusterState, wl: Workload) -> AdmissionWait | None:
                         f"{topology}")
     elif delayed:
         wait.step = "second-pass"
-        blocked = second_pass_blocked(state, wl)
-        reason = f": not while {blocked}" if blocked else ""
         wait.summary = (f"{held} and its admission checks are Ready; its TopologyAssignment for PodSet(s) "
                         f"{', '.join(delayed)} is placed by the second pass (retried after a backoff of 1 s, "
-                        f"doubling up to 30 s, until it fits){reason}")
+                        f"doubling up to 30 s, until it fits): {second_pass_outlook(state, wl)}")
     else:
         wait.step = "admission-checks"
         wait.summary = f"{held} and its admission checks are Ready: the next pass admits it"
     return wait
+
+
+def second_pass_outlook(state: ClusterState, wl: Workload) -> str:
+    """What the next second pass of a delayed topology would find, on the nodes as they are."""
+    blocked = second_pass_blocked(state, wl)
+    if blocked is not None:
+        return f"not while {blocked}"
+    if not state.gates.TopologyAwareScheduling:
+        return "not while TopologyAwareScheduling is off"
+    by_flavor = delayed_requests(state, wl, state.cluster_queues[wl.admission.cluster_queue])
+    _, failure = place_delayed(state, by_flavor)
+    if failure is not None:
+        return f"it does not fit on the nodes as they are: {failure_message(failure)}"
+    return "it fits on the nodes as they are, so its next second pass places it unless the room is taken first"
 
 
 def synced_checks(state: ClusterState, wl: Workload) -> list[AdmissionCheckState]:

@@ -63,6 +63,41 @@ def admit_reservation(wl: Workload, now: datetime) -> Event:
     return Event(wl.key, "Normal", "Admitted", message)
 
 
+def delayed_requests(state: ClusterState, wl: Workload, cq: ClusterQueue) -> dict[str, list[TASPodSetRequest]]:
+    """The TAS requests of the workload's PodSets whose topology waits for the second pass, by
+    flavor, with what its Ready checks add to them (podSetUpdates)."""
+    assigner = FlavorAssigner(state, wl, cq)
+    by_flavor: dict[str, list[TASPodSetRequest]] = {}
+    for psa in wl.admission.pod_set_assignments:
+        ps = wl.pod_set(psa.name)
+        flavor = state.tas_flavor_of(psa)
+        if psa.delayed_topology_request != DELAYED or ps is None or flavor is None:
+            continue
+        count = psa.count if psa.count is not None else ps.count
+        by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
+            pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
+            implied=assigner.tas_implied(ps), **pod_set_updates_for(wl, ps)))
+    return by_flavor
+
+
+def place_delayed(state: ClusterState, by_flavor: dict[str, list[TASPodSetRequest]]
+                  ) -> tuple[dict[str, PodSetPlacement], tuple[str, str] | None]:
+    """The placements of the delayed PodSets on the nodes as they are, flavor by flavor; or
+    (PodSet, reason) for the first that does not fit. Nothing is charged."""
+    placed: dict[str, PodSetPlacement] = {}
+    for flavor, requests in sorted(by_flavor.items()):
+        results = find_topology_assignments_for_flavor(state.tas_snapshots[flavor], requests, gates=state.gates)
+        failed = next((name for name, p in results.items() if p.failure), None)
+        if failed is not None:
+            return {}, (failed, results[failed].failure)
+        placed.update(results)
+    return placed, None
+
+
+def failure_message(failure: tuple[str, str]) -> str:
+    return f"couldn't assign flavors to pod set {failure[0]}: {failure[1]}"
+
+
 class SecondPass:
     def __init__(self, state: ClusterState, now: datetime, result: PassResult) -> None:
         self.state = state
@@ -86,21 +121,11 @@ class SecondPass:
             self.fail(wl, blocked)
             return
         cq = self.state.cluster_queues[wl.admission.cluster_queue]
-        assigner = FlavorAssigner(self.state, wl, cq)
-        by_flavor: dict[str, list[TASPodSetRequest]] = {}
-        for psa in wl.admission.pod_set_assignments:
-            ps = wl.pod_set(psa.name)
-            flavor = self.state.tas_flavor_of(psa)
-            if psa.delayed_topology_request != DELAYED or ps is None or flavor is None:
-                continue
-            count = psa.count if psa.count is not None else ps.count
-            by_flavor.setdefault(flavor, []).append(TASPodSetRequest(
-                pod_set=ps, count=count, single_pod_requests=ps.spec.requests, flavor=flavor,
-                implied=assigner.tas_implied(ps), **pod_set_updates_for(wl, ps)))
-        placed, failure = self.find(by_flavor)
+        by_flavor = delayed_requests(self.state, wl, cq)
+        placed, failure = place_delayed(self.state, by_flavor)
         if failure is not None:
             self.preempt_for(wl, cq, by_flavor)
-            self.fail(wl, f"couldn't assign flavors to pod set {failure[0]}: {failure[1]}")
+            self.fail(wl, failure_message(failure))
             return
         for psa in wl.admission.pod_set_assignments:
             if psa.name in placed:
@@ -117,20 +142,6 @@ class SecondPass:
         self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
         self.retry.add(wl.key)
 
-    def find(self, by_flavor: dict[str, list[TASPodSetRequest]]) -> tuple[dict[str, PodSetPlacement],
-                                                                          tuple[str, str] | None]:
-        """The placements of the delayed PodSets, flavor by flavor; or (PodSet, reason) for the
-        first that does not fit."""
-        placed: dict[str, PodSetPlacement] = {}
-        for flavor, requests in sorted(by_flavor.items()):
-            results = find_topology_assignments_for_flavor(self.state.tas_snapshots[flavor], requests,
-                                                           gates=self.state.gates)
-            failed = next((name for name, p in results.items() if p.failure), None)
-            if failed is not None:
-                return {}, (failed, results[failed].failure)
-            placed.update(results)
-        return placed, None
-
     def preempt_for(self, wl: Workload, cq: ClusterQueue, by_flavor: dict[str, list[TASPodSetRequest]]) -> None:
         """As Kueue's cycle does for a second-pass entry whose topology does not fit: evict what the
         ClusterQueue's preemption policies allow, so that it fits once they are gone. Its quota is
@@ -138,7 +149,8 @@ class SecondPass:
         needed = {FlavorResource(flavor, resource) for psa in wl.admission.pod_set_assignments
                   if psa.delayed_topology_request == DELAYED for resource, flavor in psa.flavors.items()}
         preemptor = Preemptor(self.state, self.now, excluded={wl.key})
-        targets = preemptor.get_targets(wl, cq, {}, needed, tas_fits=lambda: self.find(by_flavor)[1] is None)
+        targets = preemptor.get_targets(wl, cq, {}, needed,
+                                        tas_fits=lambda: place_delayed(self.state, by_flavor)[1] is None)
         path = preemptor.cluster_queue_path(cq.name)
         for target in targets:
             if not target.workload.condition_true("Evicted"):

@@ -248,3 +248,19 @@ def test_why_pending_of_an_evicted_workload_still_holding_its_quota(state, says)
     assert eviction_wait(engine.state.workload(KEY)) is None  # not evicted yet
     engine.run_pass(NOW)
     assert eviction_wait(engine.state.workload(KEY)) == says
+
+
+@pytest.mark.parametrize(("cpu", "outlook"), [
+    ("8", "it fits on the nodes as they are, so its next second pass places it unless the room is taken first"),
+    ("0.5", "it does not fit on the nodes as they are: couldn't assign flavors to pod set main: "),
+])
+def test_a_delayed_topology_is_said_to_fit_or_not_on_the_nodes_as_they_are(cpu, outlook):
+    """Said before the second pass runs (its backoff not over, say); the pass then agrees."""
+    objects = [topology(), resource_flavor(), admission_check("prov"), cluster_queue(admission_checks=("prov",)),
+               local_queue(), *grid(1, 1, 2, cpu=cpu), reserved({"prov": ("Ready", "")}, delayed=True)]
+    engine = Engine.from_parsed(parse(objects), gates())
+    wait = admission_wait(engine.state, engine.state.workload(KEY))
+    assert wait.step == "second-pass"
+    assert outlook in wait.summary
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).is_admitted is outlook.startswith("it fits")
