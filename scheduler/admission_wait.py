@@ -124,6 +124,16 @@ def synced_checks(state: ClusterState, wl: Workload) -> list[AdmissionCheckState
     return [listed.get(name) or AdmissionCheckState(name, "Pending") for name in required]
 
 
+def checks_out_of_sync(state: ClusterState, wl: Workload) -> bool:
+    """The reservation lists other admission checks than its ClusterQueue asks for on its flavors
+    (a check missing, or one no longer asked for): Kueue's workload controller syncs the list,
+    adding the missing ones Pending, so that their controllers act on them."""
+    if not wl.has_quota_reservation or wl.is_admitted or wl.admission is None \
+            or wl.admission.cluster_queue not in state.cluster_queues:
+        return False
+    return {c.name for c in wl.admission_checks} != {c.name for c in synced_checks(state, wl)}
+
+
 def checks_satisfied(state: ClusterState, wl: Workload) -> bool:
     """Kueue's workload controller admits a reservation (SyncAdmittedCondition) once every
     admission check its ClusterQueue asks for is Ready, and no TopologyAssignment is still
@@ -162,7 +172,8 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
     set_condition(wl, Condition("Evicted", "True", reason, message, now))
     wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
-        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}") for c in wl.admission_checks]
+        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", c.pod_set_updates,
+        (c.retry_count or 0) + 1 if c.state == RETRY else c.retry_count) for c in wl.admission_checks]
     wl.unhealthy_nodes.clear()
     result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))

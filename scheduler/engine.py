@@ -27,7 +27,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.admission_wait import checks_satisfied, evict_by_checks, evicted_by_checks
+from scheduler.admission_wait import (
+    checks_out_of_sync,
+    checks_satisfied,
+    evict_by_checks,
+    evicted_by_checks,
+    synced_checks,
+)
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
@@ -163,6 +169,7 @@ class Engine:
         holds: list[Charge] = []
         try:
             self._pods_ready_timeouts(now, outcome, changed)
+            self._sync_admission_checks(now, outcome, changed)
             self._evict_by_checks(now, outcome, changed)
             self._drain_stopped_queues(now, outcome, changed)
             self._admit_checked_reservations(now, outcome, changed)
@@ -203,6 +210,19 @@ class Engine:
             self.state.workload_changed(wl)
             outcome.decided[wl.key] = unchanged_result(self.state, wl)
         if drained or withdrawn:
+            changed |= set(self.sync(now))
+
+    def _sync_admission_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """Kueue's workload controller keeps a reservation's list of admission checks the one its
+        ClusterQueue asks for (the missing ones added Pending, for their controllers to act on)."""
+        state = self.state
+        workloads = state.workload_map
+        stale = [key for key in state.reserved_not_admitted if checks_out_of_sync(state, workloads[key])]
+        for wl in state.in_order(stale):
+            wl.admission_checks = synced_checks(state, wl)
+            state.workload_changed(wl)
+            outcome.decided[wl.key] = unchanged_result(state, wl)
+        if stale:
             changed |= set(self.sync(now))
 
     def _evict_by_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:

@@ -458,6 +458,7 @@ class AdmissionCheckState:
     state: str  # Pending | Ready | Retry | Rejected
     message: str = ""
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
+    retry_count: int | None = None  # how many times the check went to Retry (counted on each eviction)
 
 
 @dataclass(slots=True)

@@ -379,6 +379,29 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
     return status
 
 
+def admission_checks_json(wl: EngineWorkload, old_status: Mapping[str, Any], now: datetime) -> list[dict] | None:
+    """The Workload's `admissionChecks` to write when the pass changed them (a reservation's list
+    made the ClusterQueue's, a check reset to Pending by an eviction), else None. A stored entry
+    keeps its other fields (podSetUpdates, retryCount, ...); a state that changed gets `now` as
+    its lastTransitionTime."""
+    stored = [c for c in old_status.get("admissionChecks") or [] if isinstance(c, Mapping)]
+    if [(c.name, c.state, c.message, c.retry_count) for c in wl.admission_checks] == \
+            [(c.get("name"), c.get("state") or "Pending", c.get("message") or "", c.get("retryCount"))
+             for c in stored]:
+        return None
+    by_name = {c.get("name"): c for c in stored}
+    out = []
+    for check in wl.admission_checks:
+        before = by_name.get(check.name) or {}
+        entry = {**before, "name": check.name, "state": check.state, "message": check.message}
+        if check.retry_count is not None:
+            entry["retryCount"] = check.retry_count
+        if before.get("state") != check.state or not entry.get("lastTransitionTime"):
+            entry["lastTransitionTime"] = _time(now)
+        out.append(entry)
+    return out
+
+
 def status_merged(old: Mapping[str, Any], decided: Mapping[str, Any]) -> dict[str, Any]:
     """The Workload status after a write of `decided`: its fields replace the old ones (those
     it lacks of unhealthyNodes, admission and requeueState go), and a condition whose status
@@ -587,6 +610,9 @@ class PassRecorder:
         old_status = row.status
         status_json = workload_status_json(wr)
         old_status_json = row.raw_status if isinstance(row.raw_status, dict) else {}
+        checks = admission_checks_json(wr.workload, old_status_json, self.now)
+        if checks is not None:
+            status_json["admissionChecks"] = checks
         old_admission = old_status_json.get("admission")
         changed_admission = old_admission != status_json.get("admission")
         message = wr.message
@@ -594,7 +620,7 @@ class PassRecorder:
             # a waiting workload the cycle did not get to this time: nothing new to say, so
             # it keeps the status and the reason the last pass that evaluated it gave
             new_status, message = old_status, row.message
-        if new_status == old_status and not changed_admission and row.message == message and \
+        if new_status == old_status and not changed_admission and row.message == message and checks is None and \
                 row.unhealthy_nodes == wr.unhealthy_nodes and row.cluster_queue == wr.cluster_queue:
             return
         row.raw_status = status_merged(old_status_json, status_json)

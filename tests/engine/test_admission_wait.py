@@ -174,8 +174,8 @@ def test_a_check_asking_to_retry_evicts_the_reservation_and_resets_the_checks():
     assert (evicted.status, evicted.reason, evicted.message) == (
         "True", "AdmissionCheck", "At least one admission check is false")
     assert wl.active
-    assert [(c.name, c.state, c.message) for c in wl.admission_checks] == [
-        ("prov", "Pending", "Reset to Pending after eviction. Previously: Retry")]
+    assert [(c.name, c.state, c.message, c.retry_count) for c in wl.admission_checks] == [
+        ("prov", "Pending", "Reset to Pending after eviction. Previously: Retry", 1)]
     assert events(outcome) == [("EvictedDueToAdmissionCheck", "At least one admission check is false")]
     (decision,) = [d for d in outcome.result.decisions if d.key == KEY]
     assert (decision.kind, decision.trigger) == ("WorkloadEvicted", "admission check retry")
@@ -264,3 +264,14 @@ def test_a_delayed_topology_is_said_to_fit_or_not_on_the_nodes_as_they_are(cpu, 
     assert outlook in wait.summary
     engine.run_pass(NOW)
     assert engine.state.workload(KEY).is_admitted is outlook.startswith("it fits")
+
+
+def test_a_reservation_gets_the_checks_its_cluster_queue_asks_for():
+    """Kueue's workload controller syncs the list: a check missing is added Pending (its
+    controller acts on it only once listed), one no longer asked for goes."""
+    engine = engine_of(reserved({"old": ("Ready", "")}), required=("prov", "other"))
+    outcome = engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert [(c.name, c.state) for c in wl.admission_checks] == [("other", "Pending"), ("prov", "Pending")]
+    assert KEY in outcome.decided and outcome.decided[KEY].status == "QuotaReserved"
+    assert KEY not in engine.run_pass(NOW + timedelta(seconds=1)).decided  # in sync now: nothing to write

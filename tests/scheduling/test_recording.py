@@ -222,3 +222,42 @@ def test_a_reservation_is_admitted_once_its_admission_check_is_ready():
     assert event.message == admitted["message"] and event.details["afterReservation"] is True
     second.refresh_from_db()
     assert second.admitted == 0  # the pass that reserved the quota counted it
+
+
+def test_the_checks_a_pass_changes_are_written_and_their_other_fields_kept():
+    """An eviction by a check in Retry resets the checks to Pending in the stored status (else the
+    reservation made after it would be evicted again at once); the fields the engine does not
+    read stay; a reservation missing a check its ClusterQueue asks for gets it, Pending."""
+    import_example_cluster()
+    cq = copy.deepcopy(ClusterQueue.objects.get().raw)
+    cq["spec"]["admissionChecks"] = ["prov", "second"]
+    cq["metadata"]["resourceVersion"] = "900"
+    object_upsert(kind="ClusterQueue", obj=cq)
+    for name in ("prov", "second"):
+        object_upsert(kind="AdmissionCheck", obj={
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name},
+            "spec": {"controllerName": "example.com/check"},
+            "status": {"conditions": [{"type": "Active", "status": "True"}]}})
+    object_upsert(kind="Workload", obj=small_workload("checked"))
+    services.scheduling_pass_run()  # reserves the quota
+    services.scheduling_pass_run()  # the workload controller's step: the checks listed
+    row = Workload.objects.get(namespace="ml", name="checked")
+    assert row.status == WorkloadStatus.QUOTA_RESERVED
+    assert [(c["name"], c["state"]) for c in row.raw["status"]["admissionChecks"]] == [
+        ("prov", "Pending"), ("second", "Pending")]
+
+    obj = copy.deepcopy(row.raw)
+    obj["status"]["admissionChecks"] = [
+        {"name": "prov", "state": "Retry", "message": "capacity not available", "retryCount": 2,
+         "requeueAfterSeconds": 60, "lastTransitionTime": "2025-06-01T12:00:05Z"},
+        {"name": "second", "state": "Ready", "message": "ok", "lastTransitionTime": "2025-06-01T12:00:05Z"}]
+    obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
+    object_upsert(kind="Workload", obj=obj)
+    services.scheduling_pass_run()
+    row.refresh_from_db()
+    assert row.status == WorkloadStatus.EVICTED
+    prov, second = row.raw["status"]["admissionChecks"]
+    assert (prov["state"], prov["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Retry")
+    assert (prov["retryCount"], prov["requeueAfterSeconds"]) == (3, 60)  # one more retry; kept
+    assert prov["lastTransitionTime"] != "2025-06-01T12:00:05Z"
+    assert (second["state"], second["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
