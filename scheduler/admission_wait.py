@@ -20,10 +20,10 @@ from scheduler.cluster import ClusterState, has_failed_checks
 from scheduler.model import AdmissionCheckState, Condition, Workload
 from scheduler.pods_ready import set_condition
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
-from scheduler.second_pass import DELAYED, delayed_requests, failure_message, place_delayed, second_pass_blocked
+from scheduler.second_pass import DELAYED, READY, delayed_requests, failure_message, place_delayed, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
 
-READY, RETRY, REJECTED = "Ready", "Retry", "Rejected"
+RETRY, REJECTED = "Retry", "Rejected"
 EVICTED_BY_CHECK = "AdmissionCheck"  # Kueue's WorkloadEvictedByAdmissionCheck
 RETRY_MESSAGE = "At least one admission check is false"
 DUE_TO = "DueTo"

@@ -183,6 +183,12 @@ class Engine:
         outcome.changed = changed | set(outcome.decided)
         return outcome
 
+    def _rewritten(self, wl: Workload, outcome: PassOutcome) -> None:
+        """A workload a step of the pass rewrote (conditions, checks, admission): charged as it now
+        stands, and answered so."""
+        self.state.workload_changed(wl)
+        outcome.decided[wl.key] = unchanged_result(self.state, wl)
+
     def _pods_ready_timeouts(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """waitForPodsReady: evict the admitted workloads whose pods did not get ready in time."""
         config = self.state.config.wait_for_pods_ready
@@ -192,8 +198,7 @@ class Engine:
                      if (due := timeout_deadline(wl, config)) is not None and now >= due]
         for wl in self.state.in_order(w.key for w in timed_out):
             time_out(wl, config, now, outcome.result)
-            self.state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+            self._rewritten(wl, outcome)
         changed |= set(self.sync(now))
 
     def _drain_stopped_queues(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
@@ -202,13 +207,11 @@ class Engine:
         drained = to_drain(self.state)
         for wl, (reason, message) in drained:
             evict_stopped(wl, reason, message, now, outcome.result)
-            self.state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+            self._rewritten(wl, outcome)
         withdrawn = to_withdraw(self.state)
         for wl, message in withdrawn:
             withdraw_reservation(wl, message, now)
-            self.state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(self.state, wl)
+            self._rewritten(wl, outcome)
         if drained or withdrawn:
             changed |= set(self.sync(now))
 
@@ -220,8 +223,7 @@ class Engine:
         stale = [key for key in state.reserved_not_admitted if checks_out_of_sync(state, workloads[key])]
         for wl in state.in_order(stale):
             wl.admission_checks = synced_checks(state, wl)
-            state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(state, wl)
+            self._rewritten(wl, outcome)
         if stale:
             changed |= set(self.sync(now))
 
@@ -233,8 +235,7 @@ class Engine:
         due = [key for key in state.with_failed_checks if evicted_by_checks(workloads[key])]
         for wl in state.in_order(due):
             evict_by_checks(wl, now, outcome.result)
-            state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(state, wl)
+            self._rewritten(wl, outcome)
         if due:
             changed |= set(self.sync(now))
 
@@ -246,8 +247,7 @@ class Engine:
         ready = [key for key in state.reserved_not_admitted if checks_satisfied(state, workloads[key])]
         for wl in state.in_order(ready):
             outcome.result.events.append(admit_reservation(wl, now))
-            state.workload_changed(wl)
-            outcome.decided[wl.key] = unchanged_result(state, wl)
+            self._rewritten(wl, outcome)
         if ready:
             changed |= set(self.sync(now))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from scheduler.cluster import ClusterState
+from scheduler.cluster import ClusterState, has_failed_checks
 from scheduler.cycle import admissibility_problem, preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, Condition, Workload
@@ -40,7 +40,7 @@ def second_pass_blocked(state: ClusterState, wl: Workload) -> str | None:
     admission check in Retry or Rejected, its ClusterQueue inactive (stopped, or missing what it
     names) or gone, its namespace or resources no longer admissible. Such a workload keeps what it
     holds and waits for its next second pass; None when it may be placed."""
-    if any(check.state in ("Retry", "Rejected") for check in wl.admission_checks):
+    if has_failed_checks(wl):
         return FAILED_CHECKS
     name = wl.admission.cluster_queue if wl.admission is not None else ""
     if name in state.inactive_cluster_queues:
