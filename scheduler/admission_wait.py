@@ -14,7 +14,7 @@ what it does when a check asks to retry (evict) or rejects it (deactivate).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler.cluster import ClusterState, has_failed_checks
 from scheduler.model import AdmissionCheckState, Condition, Workload
@@ -145,6 +145,24 @@ def checks_satisfied(state: ClusterState, wl: Workload) -> bool:
     return all(c.state == READY for c in synced_checks(state, wl))
 
 
+def retry_time(wl: Workload) -> datetime | None:
+    """KEP-3258: the latest time a check in Retry asks the workload to wait until (its
+    lastTransitionTime plus its requeueAfterSeconds); None when no such check says one."""
+    times = [c.last_transition_time + timedelta(seconds=c.requeue_after_seconds) for c in wl.admission_checks
+             if c.state == RETRY and c.requeue_after_seconds is not None and c.last_transition_time is not None]
+    return max(times, default=None)
+
+
+def delayed_requeue(wl: Workload, now: datetime) -> datetime | None:
+    """Kueue's NeedsRequeueAtUpdate: the requeueAt the workload controller sets (before it acts
+    on the checks) when a check in Retry asks for a later retry than the workload's
+    `requeueState.requeueAt` says; None when it is past, or no later than that."""
+    at = retry_time(wl)
+    if at is None or at <= now or (wl.requeue_at is not None and wl.requeue_at >= at):
+        return None
+    return at
+
+
 def evicted_by_checks(wl: Workload) -> bool:
     """Kueue's workload controller evicts a workload holding a reservation (admitted or not) when
     one of its admission checks is Retry, and deactivates it when one is Rejected."""
@@ -156,7 +174,9 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
     """Kueue's reconcileCheckBasedEviction, then the eviction it leads to: a Rejected check makes
     the workload a deactivation target (it is deactivated and evicted, and not queued again); a
     Retry check evicts it, to be queued again. The checks are reset to Pending, as on every
-    eviction; the workload keeps its quota until its pods are gone."""
+    eviction (Kueue's resetChecksOnEviction: a Retry one counts one more retryCount, the others
+    lose theirs, and their podSetUpdates go); the workload keeps its quota until its pods are
+    gone."""
     rejected = [c for c in wl.admission_checks if c.state == REJECTED]
     if rejected:
         target = f"Admission check(s): {','.join(c.name for c in rejected)}, were rejected"
@@ -172,8 +192,9 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
     set_condition(wl, Condition("Evicted", "True", reason, message, now))
     wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
-        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", c.pod_set_updates,
-        (c.retry_count or 0) + 1 if c.state == RETRY else c.retry_count) for c in wl.admission_checks]
+        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", (),
+        (c.retry_count or 0) + 1 if c.state == RETRY else None, c.requeue_after_seconds, now)
+        for c in wl.admission_checks]
     wl.unhealthy_nodes.clear()
     result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))

@@ -77,7 +77,7 @@ def shared_objects(engine: Engine) -> dict[int, Any]:
     # database): the mappings are shared like the pods, the two levels of dicts copied
     memo[id(state.non_tas_by_node)] = defaultdict(dict, {n: dict(v) for n, v in state.non_tas_by_node.items()})
     for members in (state.unhealthy_hosts, state.with_unhealthy, state.reserved_not_admitted,
-                    state.with_failed_checks, state.pinned_to_check, state._dirty_flavors):
+                    state.with_failed_checks, state.with_retry_delay, state.pinned_to_check, state._dirty_flavors):
         memo[id(members)] = set(members)
     memo[id(state._node_position)] = dict(state._node_position)
     memo[id(state._node_changes)] = {name: set(nodes) for name, nodes in state._node_changes.items()}

@@ -115,9 +115,19 @@ def holds_quota(wl: Workload) -> bool:
     return wl.has_quota_reservation and not wl.is_finished
 
 
+# Kueue's nomination turns away a workload with an admission check in Retry or Rejected
+FAILED_CHECKS = "The workload has failed admission checks"
+
+
 def has_failed_checks(wl: Workload) -> bool:
     """An admission check the workload lists is in Retry or Rejected."""
     return any(check.state in ("Retry", "Rejected") for check in wl.admission_checks)
+
+
+def has_retry_delay(wl: Workload) -> bool:
+    """An admission check the workload lists is in Retry and asks for a delay before the
+    workload is tried again (KEP-3258's requeueAfterSeconds)."""
+    return any(c.state == "Retry" and c.requeue_after_seconds is not None for c in wl.admission_checks)
 
 
 def is_pending(wl: Workload) -> bool:
@@ -269,6 +279,9 @@ class ClusterState:
         # holders listing an admission check in Retry or Rejected: Kueue's workload controller
         # evicts or deactivates them
         self.with_failed_checks: set[str] = set()
+        # workloads (finished ones aside) with an admission check in Retry that asks for a delay
+        # (requeueAfterSeconds): Kueue's workload controller keeps them out of the queue until then
+        self.with_retry_delay: set[str] = set()
         # ClusterQueues that admit nothing, with why (see scheduler.queue_status); None: not known
         self._inactive: dict[str, tuple[InactiveCause, ...]] | None = None
         self.pods_by_owner: dict[tuple[str, str], dict[str, Pod]] = defaultdict(dict)  # the ungater's index
@@ -1000,6 +1013,10 @@ class ClusterState:
             self.with_failed_checks.add(key)
         else:
             self.with_failed_checks.discard(key)
+        if wl.admission_checks and not wl.is_finished and has_retry_delay(wl):
+            self.with_retry_delay.add(key)
+        else:
+            self.with_retry_delay.discard(key)
         if released is not None:
             self._released_generation[released.cluster_queue] += 1
             if not _same_charge(released, new_charge):
@@ -1016,6 +1033,7 @@ class ClusterState:
         self.with_unhealthy.discard(key)
         self.reserved_not_admitted.discard(key)
         self.with_failed_checks.discard(key)
+        self.with_retry_delay.discard(key)
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:

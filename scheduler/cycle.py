@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler import stops
-from scheduler.cluster import Charge, ClusterState, TASCharge
+from scheduler.cluster import FAILED_CHECKS, Charge, ClusterState, TASCharge, has_failed_checks
 from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
     EXCEEDS_MAX_QUOTA,
@@ -89,6 +89,7 @@ INVALID_RESOURCES = "resources validation failed"
 REQUESTS_EXCEED_LIMITS = "requests must not exceed its limits"
 PREEMPTION_GATED = "Workload requires preemption, but it's gated"
 MISCONFIGURED = "Misconfigured"
+PENDING_EVALUATION = "PendingEvaluation"
 ADMISSION_GATED = "AdmissionGated"
 WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
@@ -177,11 +178,11 @@ class SchedulingCycle:
         entries = []
         rejected = []  # heads Kueue's nomination finds inadmissible before any flavor is assigned
         for wl, cq in heads:
-            problem = admissibility_problem(self.state, wl, cq)
+            problem = nomination_problem(self.state, wl, cq)
             if problem is None:
                 entries.append(self.nominate(wl, cq))
             else:
-                rejected.append((wl, cq, *problem))
+                rejected.append((wl, cq, problem))
         entries.sort(key=self.classical_order())
         ordered: Iterable[Entry] = entries
         if self.state.config.fair_sharing is not None:
@@ -195,10 +196,10 @@ class SchedulingCycle:
             for charge, sign in reversed(self.held):
                 self.state.apply_charge(charge, -sign)
             self.held.clear()
-        for wl, cq, message, requeue in rejected:
-            result = self.not_admitted(wl, cq.name, message, INADMISSIBLE, MISCONFIGURED)
-            self.stopped(result, StopRecord(stops.MISCONFIGURED, message))
-            outcomes.append((Entry(wl, cq, None, FlavorAssignment([])), result, requeue, False))
+        for wl, cq, problem in rejected:
+            result = self.not_admitted(wl, cq.name, problem.message, INADMISSIBLE, problem.reason)
+            self.stopped(result, StopRecord(problem.step, problem.explained))
+            outcomes.append((Entry(wl, cq, None, FlavorAssignment([])), result, problem.requeue, False))
         for entry, result, requeue, under_hold in outcomes:
             self.decided[result.key] = result
             if requeue is None:
@@ -795,6 +796,33 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
                 not Requirement(req.get("key"), op, tuple(req.get("values") or ())).matches(labels):
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class NominationProblem:
+    """Why Kueue's nomination turns a head away before any flavor is assigned."""
+    message: str  # the QuotaReserved condition's message
+    requeue: str  # how the head is requeued
+    reason: str  # the condition's reason (UnadmittedWorkloadsObservability)
+    step: str  # the why-pending step (scheduler.stops)
+    explained: str  # the why-pending line
+
+
+def nomination_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> NominationProblem | None:
+    """Kueue's nomination checks of a head, in its order: an admission check in Retry or Rejected
+    (its controller has to set it back first), then the namespace and the resources
+    (`admissibility_problem`). None when the head goes on to flavor assignment."""
+    if wl.admission_checks and has_failed_checks(wl):
+        failed = ", ".join(f"{c.name} is {c.state}" + (f" ({c.message})" if c.message else "")
+                           for c in wl.admission_checks if c.state in ("Retry", "Rejected"))
+        return NominationProblem(FAILED_CHECKS, REQUEUE_GENERIC, PENDING_EVALUATION, stops.FAILED_CHECKS,
+                                 f"{FAILED_CHECKS}: {failed}; it is tried again once its check controller "
+                                 "sets them back")
+    problem = admissibility_problem(state, wl, cq)
+    if problem is None:
+        return None
+    message, requeue = problem
+    return NominationProblem(message, requeue, MISCONFIGURED, stops.MISCONFIGURED, message)
 
 
 def admissibility_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> tuple[str, str] | None:

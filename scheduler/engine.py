@@ -30,6 +30,7 @@ from datetime import datetime
 from scheduler.admission_wait import (
     checks_out_of_sync,
     checks_satisfied,
+    delayed_requeue,
     evict_by_checks,
     evicted_by_checks,
     synced_checks,
@@ -170,6 +171,7 @@ class Engine:
         try:
             self._pods_ready_timeouts(now, outcome, changed)
             self._sync_admission_checks(now, outcome, changed)
+            self._delay_retries(now, outcome, changed)
             self._evict_by_checks(now, outcome, changed)
             self._drain_stopped_queues(now, outcome, changed)
             self._admit_checked_reservations(now, outcome, changed)
@@ -225,6 +227,18 @@ class Engine:
             wl.admission_checks = synced_checks(state, wl)
             self._rewritten(wl, outcome)
         if stale:
+            changed |= set(self.sync(now))
+
+    def _delay_retries(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """KEP-3258: a check in Retry that asks for a delay (requeueAfterSeconds) sets the
+        workload's requeueAt, before the eviction it leads to; it is not queued again until then."""
+        state = self.state
+        workloads = state.workload_map
+        due = [key for key in state.with_retry_delay if delayed_requeue(workloads[key], now)]
+        for wl in state.in_order(due):
+            wl.requeue_at = delayed_requeue(wl, now)
+            self._rewritten(wl, outcome)
+        if due:
             changed |= set(self.sync(now))
 
     def _evict_by_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:

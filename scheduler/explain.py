@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.cluster import ClusterState
+from scheduler.cycle import nomination_problem
 from scheduler.flavorassigner import (
     EXCEEDS_MAX_QUOTA,
     PREEMPT,
@@ -790,6 +791,9 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
         return WorkloadExplanation(wl.key, lq.cluster_queue if lq is not None else "", False, blocked)
     cq = state.cluster_queue_for(wl)
     assert cq is not None  # waiting_summary found its LocalQueue and ClusterQueue
+    problem = nomination_problem(state, wl, cq)
+    if problem is not None:  # turned away before any flavor is tried, whatever room there is
+        return WorkloadExplanation(wl.key, cq.name, False, problem.explained)
     assigner = FlavorAssigner(state, wl, cq)
     out = WorkloadExplanation(wl.key, cq.name, False, "", quota=quota_lines(state, assigner, wl))
     assignment = assigner.assign()

@@ -459,6 +459,10 @@ class AdmissionCheckState:
     message: str = ""
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
     retry_count: int | None = None  # how many times the check went to Retry (counted on each eviction)
+    # KEP-3258: the check's controller asks for the workload to be tried again no sooner than
+    # this many seconds after the check's lastTransitionTime (read in Retry only)
+    requeue_after_seconds: int | None = None
+    last_transition_time: datetime | None = None
 
 
 @dataclass(slots=True)

@@ -1482,7 +1482,9 @@ def parse_workload(obj: Mapping, where: Where, decode: Callable) -> Workload:
         checks.append(AdmissionCheckState(string(ac, "name", cw, required=True),
                                           _choice(ac, "state", cw, _CHECK_STATES) or "Pending",
                                           string(ac, "message", cw), parse_pod_set_updates(ac, cw, pod_sets),
-                                          integer(ac, "retryCount", cw, minimum=0, maximum=MAX_INT32)))
+                                          integer(ac, "retryCount", cw, minimum=0, maximum=MAX_INT32),
+                                          integer(ac, "requeueAfterSeconds", cw, minimum=0, maximum=MAX_INT32),
+                                          timestamp(ac, "lastTransitionTime", cw)))
     unhealthy = []
     for i, n in enumerate(sequence(status, "unhealthyNodes", stw)):
         nw = stw.at("unhealthyNodes").at(i)

@@ -89,7 +89,10 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
         result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", REQUEUING_LIMIT_EXCEEDED, DEACTIVATED_MESSAGE))
         return
     wl.requeue_count += 1
-    wl.requeue_at = later(now, backoff(wl.requeue_count, config))
+    # Kueue's SetRequeueState: requeueAt is shared with the admission checks' delays (KEP-3258),
+    # so a later one already set is kept
+    at = later(now, backoff(wl.requeue_count, config))
+    wl.requeue_at = at if wl.requeue_at is None or wl.requeue_at < at else wl.requeue_at
     set_condition(wl, Condition("Evicted", "True", PODS_READY_TIMEOUT, message, now))
     set_condition(wl, Condition("Requeued", "False", PODS_READY_TIMEOUT, message, now))
     result.events.append(Event(wl.key, "Normal", "EvictedDueToPodsReadyTimeout", message))

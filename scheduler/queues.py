@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from scheduler.clock import later
-from scheduler.cluster import Changes, ClusterState, is_pending
+from scheduler.cluster import FAILED_CHECKS, Changes, ClusterState, has_failed_checks, is_pending
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
@@ -467,6 +467,11 @@ class QueueManager:
         self.queues[target].push(key, order, self.shape(wl))
 
     def shape(self, wl: Workload) -> Hashable:
+        """The workload's equivalence class. One with a failed admission check is a class of its
+        own: nomination turns it away for its checks, which say nothing of its equivalents (Kueue
+        moves none of them with it); once its checks are set back it rejoins its class."""
+        if wl.admission_checks and has_failed_checks(wl):
+            return (FAILED_CHECKS, wl.key)
         return equivalence_hash(self.state, wl) if self.state.gates.SchedulingEquivalenceHashing else wl.key
 
     def remove(self, key: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from scheduler.cluster import ClusterState, has_failed_checks
+from scheduler.cluster import FAILED_CHECKS, ClusterState, has_failed_checks
 from scheduler.cycle import admissibility_problem, preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, Condition, Workload
@@ -22,7 +22,6 @@ from scheduler.results import Event, PassResult, WorkloadResult
 from scheduler.topology_assignment import find_topology_assignments_for_flavor
 
 DELAYED, READY = "Pending", "Ready"
-FAILED_CHECKS = "The workload has failed admission checks"
 
 
 def awaiting_second_pass(wl: Workload) -> bool:

@@ -51,6 +51,7 @@ ORPHAN = "orphan"  # its LocalQueue or ClusterQueue does not exist, or is stoppe
 BACKOFF = "backoff"  # in its requeue backoff
 NOT_EVALUATED = "not-evaluated"  # no cycle decided on it yet
 MISCONFIGURED = "misconfigured"  # namespace not selected by the ClusterQueue, or invalid resources
+FAILED_CHECKS = "failed-admission-checks"  # an admission check of it is in Retry or Rejected
 PREEMPTION_GATED = "preemption-gated"  # needs preemption, but a preemption gate is closed
 PARENT = "concurrent-admission-parent"  # its ConcurrentAdmission variants are scheduled, not it
 

@@ -461,7 +461,8 @@ class QuotaLineSerializer(s.Serializer):
 class StopSerializer(s.Serializer):
     step = s.CharField(help_text="the step that stopped the Workload: not-head, quota, quota-held, quota-limit, "
                        "exceeds-quota, no-flavor, preemption-pending, no-candidates, overlapping-targets, topology, "
-                       "topology-held, flavors-left, waiting-pods-ready, misconfigured, preemption-gated, orphan, "
+                       "topology-held, flavors-left, waiting-pods-ready, misconfigured, failed-admission-checks, "
+                       "preemption-gated, orphan, "
                        "backoff, concurrent-admission-parent (its variants are scheduled, not it), not-evaluated")
     message = s.CharField(help_text="the step in one line, with its numbers")
     verdict = s.ChoiceField(choices=["waits", "fits", "preempting", "not-evaluated"],

@@ -381,9 +381,10 @@ def workload_status_json(result: WorkloadResult) -> dict[str, Any]:
 
 def admission_checks_json(wl: EngineWorkload, old_status: Mapping[str, Any], now: datetime) -> list[dict] | None:
     """The Workload's `admissionChecks` to write when the pass changed them (a reservation's list
-    made the ClusterQueue's, a check reset to Pending by an eviction), else None. A stored entry
-    keeps its other fields (podSetUpdates, retryCount, ...); a state that changed gets `now` as
-    its lastTransitionTime."""
+    made the ClusterQueue's, a check reset to Pending by an eviction), else None. An entry whose
+    state the pass left keeps every stored field (podSetUpdates with their labels, ...); one
+    whose state it changed is written anew, as Kueue writes it (its requeueAfterSeconds and
+    retryCount carried, `now` as its lastTransitionTime)."""
     stored = [c for c in old_status.get("admissionChecks") or [] if isinstance(c, Mapping)]
     if [(c.name, c.state, c.message, c.retry_count) for c in wl.admission_checks] == \
             [(c.get("name"), c.get("state") or "Pending", c.get("message") or "", c.get("retryCount"))
@@ -393,11 +394,18 @@ def admission_checks_json(wl: EngineWorkload, old_status: Mapping[str, Any], now
     out = []
     for check in wl.admission_checks:
         before = by_name.get(check.name) or {}
-        entry = {**before, "name": check.name, "state": check.state, "message": check.message}
+        if before and (before.get("state") or "Pending") == check.state:
+            entry = {**before, "message": check.message}
+            if not entry.get("lastTransitionTime"):
+                entry["lastTransitionTime"] = _time(now)
+        else:
+            entry = {"name": check.name, "state": check.state, "message": check.message,
+                     "lastTransitionTime": _time(check.last_transition_time or now)}
+            if check.requeue_after_seconds is not None:
+                entry["requeueAfterSeconds"] = check.requeue_after_seconds
+        entry.pop("retryCount", None)
         if check.retry_count is not None:
             entry["retryCount"] = check.retry_count
-        if before.get("state") != check.state or not entry.get("lastTransitionTime"):
-            entry["lastTransitionTime"] = _time(now)
         out.append(entry)
     return out
 

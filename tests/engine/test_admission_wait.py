@@ -275,3 +275,136 @@ def test_a_reservation_gets_the_checks_its_cluster_queue_asks_for():
     assert [(c.name, c.state) for c in wl.admission_checks] == [("other", "Pending"), ("prov", "Pending")]
     assert KEY in outcome.decided and outcome.decided[KEY].status == "QuotaReserved"
     assert KEY not in engine.run_pass(NOW + timedelta(seconds=1)).decided  # in sync now: nothing to write
+
+
+# ---------------------------------------------------------------- KEP-3258: a check asking for a delay
+
+
+def with_delays(wl: dict, delays: dict[str, tuple[int, timedelta]]) -> dict:
+    """The checks named in `delays` carry requeueAfterSeconds and a lastTransitionTime that long
+    before NOW."""
+    for check in wl["status"]["admissionChecks"]:
+        if check["name"] in delays:
+            seconds, ago = delays[check["name"]]
+            check["requeueAfterSeconds"] = seconds
+            check["lastTransitionTime"] = (NOW - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return wl
+
+
+def released_copy(engine: Engine) -> object:
+    """The workload as Kueue writes it once its eviction finished (pods gone, quota given back):
+    what the engine made of it, without its reservation."""
+    from dataclasses import replace
+
+    wl = engine.state.workload(KEY)
+    return replace(wl, admission=None, conditions=[c for c in wl.conditions if c.type != "QuotaReserved"],
+                   admission_checks=list(wl.admission_checks))
+
+
+def test_a_retry_delay_keeps_the_evicted_workload_out_of_its_queue_until_then():
+    engine = engine_of(with_delays(reserved({"prov": ("Retry", "capacity not available")}),
+                                   {"prov": (120, timedelta(seconds=10))}))
+    engine.run_pass(NOW)
+    wl = engine.state.workload(KEY)
+    assert wl.condition_true("Evicted")
+    assert wl.requeue_at == NOW + timedelta(seconds=110)  # lastTransitionTime + requeueAfterSeconds
+    (prov,) = wl.admission_checks
+    # reset as Kueue resets it: the delay is kept, the transition is now
+    assert (prov.state, prov.retry_count, prov.requeue_after_seconds, prov.last_transition_time) == (
+        "Pending", 1, 120, NOW)
+    engine.upsert(released_copy(engine))
+    early = engine.run_pass(NOW + timedelta(seconds=60))
+    assert not engine.state.workload(KEY).has_quota_reservation
+    assert KEY not in early.decided or early.decided[KEY].status != "QuotaReserved"
+    later = engine.run_pass(NOW + timedelta(seconds=111))
+    assert later.decided[KEY].status == "QuotaReserved"
+
+
+@pytest.mark.parametrize(("delays", "requeue_at", "expected"), [
+    # the latest of the checks' times wins
+    ({"prov": (120, timedelta(seconds=10)), "other": (300, timedelta(seconds=0))}, None, NOW + timedelta(seconds=300)),
+    # a requeueAt already later is not shortened (another component set it)
+    ({"prov": (120, timedelta(seconds=0))}, NOW + timedelta(hours=1), NOW + timedelta(hours=1)),
+    # a delay already past changes nothing
+    ({"prov": (60, timedelta(seconds=300))}, None, None),
+])
+def test_the_requeue_time_kueues_workload_controller_sets(delays, requeue_at, expected):
+    wl = with_delays(reserved({"prov": ("Retry", ""), "other": ("Retry", "")}), delays)
+    if requeue_at is not None:
+        wl["status"]["requeueState"] = {"requeueAt": requeue_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    engine = engine_of(wl, required=("prov", "other"))
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).requeue_at == expected
+
+
+def test_a_reset_drops_the_retry_count_of_other_states_and_their_pod_set_updates():
+    wl = reserved({"prov": ("Retry", ""), "other": ("Ready", "")})
+    wl["status"]["admissionChecks"][1].update(
+        retryCount=4, podSetUpdates=[{"name": "main", "nodeSelector": {"zone": "a"}}])
+    engine = engine_of(wl, required=("prov", "other"))
+    engine.run_pass(NOW)
+    prov, other = engine.state.workload(KEY).admission_checks
+    assert (prov.retry_count, other.retry_count, other.pod_set_updates) == (1, None, ())
+
+
+# ---------------------------------------------------------------- nomination: failed checks
+
+
+def pending_with_checks(checks: dict[str, tuple[str, str]], **kw) -> dict:
+    wl = workload("train", count=2, cpu="1", required=RACK, **kw)
+    wl.setdefault("status", {})["admissionChecks"] = [
+        {"name": name, "state": state, "message": message, "lastTransitionTime": "2025-06-01T11:59:00Z"}
+        for name, (state, message) in checks.items()]
+    return wl
+
+
+@pytest.mark.parametrize("state", ["Retry", "Rejected"])
+def test_a_waiting_workload_with_a_failed_check_is_turned_away_at_nomination(state):
+    """Kueue's nominate: a head with an admission check in Retry or Rejected is inadmissible
+    before any flavor is tried, whatever room there is; once the check's controller sets it back,
+    the workload is tried again."""
+    engine = engine_of(pending_with_checks({"prov": (state, "not yet")}))
+    outcome = engine.run_pass(NOW)
+    result = outcome.decided[KEY]
+    assert (result.status, result.message) == ("Inadmissible", "The workload has failed admission checks")
+    reserved_cond = next(c for c in result.conditions if c.type == "QuotaReserved")
+    assert (reserved_cond.status, reserved_cond.reason) == ("False", "PendingEvaluation")
+    assert result.stop.step == "failed-admission-checks"
+    assert f"prov is {state} (not yet)" in result.stop.message
+    assert not engine.state.workload(KEY).has_quota_reservation
+
+    engine.upsert(parse_one(pending_with_checks({"prov": ("Pending", "")})))
+    assert engine.run_pass(NOW + timedelta(seconds=1)).decided[KEY].status == "QuotaReserved"
+
+
+def test_why_pending_computed_now_says_the_check_failed_not_that_it_fits():
+    from scheduler.explain import explain_workload
+
+    engine = engine_of(pending_with_checks({"prov": ("Retry", "capacity not available")}))
+    answer = explain_workload(engine.state, engine.state.workload(KEY))
+    assert not answer.fits
+    assert "The workload has failed admission checks: prov is Retry (capacity not available)" in answer.summary
+
+
+def test_a_late_retry_delay_on_a_waiting_workload_sets_its_requeue_time():
+    """KEP-3258: a check's controller may set Retry with a delay after the eviction; the workload
+    controller still moves requeueAt to it."""
+    wl = pending_with_checks({"prov": ("Retry", "")})
+    wl["status"]["admissionChecks"][0].update(requeueAfterSeconds=600, lastTransitionTime="2025-06-01T12:00:00Z")
+    engine = engine_of(wl)
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).requeue_at == NOW + timedelta(seconds=600)
+    assert KEY in engine.state.with_retry_delay
+
+
+def test_the_workloads_equivalent_to_one_with_a_failed_check_are_not_parked_with_it():
+    """Kueue moves no equivalent workload with one turned away for its checks: they say nothing
+    of the others."""
+    train = pending_with_checks({"prov": ("Retry", "")})
+    train["metadata"]["creationTimestamp"] = "2025-06-01T11:58:00Z"
+    twin = workload("twin", count=2, cpu="1", required=RACK)
+    twin["metadata"]["creationTimestamp"] = "2025-06-01T11:59:30Z"  # behind `train` in the queue
+    engine = engine_of(train, extra=[twin])
+    outcome = engine.run_pass(NOW)
+    assert outcome.decided[KEY].status == "Inadmissible"
+    assert outcome.decided["default/twin"].status == "QuotaReserved"

@@ -200,6 +200,7 @@ def index_view(state: ClusterState) -> dict:
         "owned": {k: set(v) for k, v in state.owned_workloads.items() if v},
         "reserved_not_admitted": set(state.reserved_not_admitted),
         "with_failed_checks": set(state.with_failed_checks),
+        "with_retry_delay": set(state.with_retry_delay),
     }
 
 
@@ -476,11 +477,24 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         self.engine.delete("Topology", TOPOLOGY)
 
     @precondition(lambda self: self.engine is not None and bool(self.state.charges))
-    @rule(data=st.data(), state=st.sampled_from(["Pending", "Ready", "Retry", "Rejected"]))
-    def set_check_state(self, data, state) -> None:
+    @rule(data=st.data(), state=st.sampled_from(["Pending", "Ready", "Retry", "Rejected"]),
+          delay=st.sampled_from([None, 0, 30, 600]))
+    def set_check_state(self, data, state, delay) -> None:
+        """A holder's check set by its controller, asking for a delay before a retry or not."""
         key = data.draw(st.sampled_from(self.holders()))
         wl = copy_workload(self.state.workload(key))
-        wl.admission_checks = [AdmissionCheckState("check", state, f"the check says {state}")]
+        wl.admission_checks = [
+            AdmissionCheckState("check", state, f"the check says {state}", (), None, delay, self.now)]
+        self.engine.upsert(wl)
+
+    @precondition(lambda self: self.engine is not None and bool(self.state.workload_map))
+    @rule(data=st.data(), state=st.sampled_from(["Pending", "Retry", "Rejected"]), delay=st.sampled_from([None, 60]))
+    def set_check_state_of_any(self, data, state, delay) -> None:
+        """A check set on any workload, a waiting one too (a controller acting after an eviction):
+        nomination turns a waiting one with a failed check away."""
+        key = data.draw(st.sampled_from(sorted(self.state.workload_map)))
+        wl = copy_workload(self.state.workload(key))
+        wl.admission_checks = [AdmissionCheckState("check", state, "", (), None, delay, self.now)]
         self.engine.upsert(wl)
 
     @rule(name=st.sampled_from(QUEUES))

@@ -100,6 +100,16 @@ class TestTimeout:
         assert slow.workload.requeue_at == NOW + timedelta(seconds=10)
         assert result_of(result, "young").status == "Admitted"
 
+    def test_a_later_requeue_time_already_set_is_kept(self):
+        """requeueAt is shared with the admission checks' retry delays: the backoff does not
+        shorten a later one."""
+        config = pods_ready_config(requeuingStrategy={"backoffBaseSeconds": 10})
+        wl = running("slow", admitted_at=-301)
+        wl["status"]["requeueState"] = {"requeueAt": "2025-06-01T13:00:00Z"}
+        slow = result_of(run([*cluster(), wl], config=config), "slow")
+        assert slow.status == "Evicted"
+        assert (slow.workload.requeue_count, slow.workload.requeue_at) == (1, NOW + timedelta(hours=1))
+
     def test_ready_pods_are_never_timed_out(self):
         result = run([*cluster(), running("fine", admitted_at=-3600, ready=True)], config=pods_ready_config())
         assert result_of(result, "fine").status == "Admitted"

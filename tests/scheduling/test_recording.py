@@ -6,6 +6,7 @@ history; a waiting workload the cycle did not get to keeps its reason."""
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 
 import pytest
 
@@ -193,25 +194,9 @@ def test_a_reservation_is_admitted_once_its_admission_check_is_ready():
     """The example ClusterQueue asks for a check: a workload first only reserves quota; when the
     check's controller marks it Ready (a source writes the Workload), the next pass admits it, as
     Kueue's workload controller does, and its history says so."""
-    import_example_cluster()
-    cq = copy.deepcopy(ClusterQueue.objects.get().raw)
-    cq["spec"]["admissionChecks"] = ["prov"]
-    cq["metadata"]["resourceVersion"] = "900"
-    object_upsert(kind="ClusterQueue", obj=cq)
-    object_upsert(kind="AdmissionCheck", obj={
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
-        "spec": {"controllerName": "example.com/check"},
-        "status": {"conditions": [{"type": "Active", "status": "True"}]}})
-    object_upsert(kind="Workload", obj=small_workload("checked"))
-    services.scheduling_pass_run()
-    row = Workload.objects.get(namespace="ml", name="checked")
-    assert row.status == WorkloadStatus.QUOTA_RESERVED
-
-    obj = copy.deepcopy(row.raw)
-    obj["status"]["admissionChecks"] = [{"name": "prov", "state": "Ready", "message": "checked",
-                                         "lastTransitionTime": "2025-06-01T12:00:05Z"}]
-    obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
-    object_upsert(kind="Workload", obj=obj)
+    row = reservation_with_checks("prov")
+    set_checks(row, [{"name": "prov", "state": "Ready", "message": "checked",
+                      "lastTransitionTime": "2025-06-01T12:00:05Z"}])
     second = services.scheduling_pass_run()
     row.refresh_from_db()
     assert row.status == WorkloadStatus.ADMITTED
@@ -228,12 +213,53 @@ def test_the_checks_a_pass_changes_are_written_and_their_other_fields_kept():
     """An eviction by a check in Retry resets the checks to Pending in the stored status (else the
     reservation made after it would be evicted again at once); the fields the engine does not
     read stay; a reservation missing a check its ClusterQueue asks for gets it, Pending."""
+    row = reservation_with_checks("prov", "second")
+    assert [(c["name"], c["state"]) for c in row.raw["status"]["admissionChecks"]] == [
+        ("prov", "Pending"), ("second", "Pending")]
+
+    set_checks(row, [
+        {"name": "prov", "state": "Retry", "message": "capacity not available", "retryCount": 2,
+         "requeueAfterSeconds": 60, "lastTransitionTime": "2025-06-01T12:00:05Z"},
+        {"name": "second", "state": "Ready", "message": "ok", "lastTransitionTime": "2025-06-01T12:00:05Z",
+         "retryCount": 1, "podSetUpdates": [{"name": "main", "labels": {"provisioned": "yes"}}]}])
+    services.scheduling_pass_run()
+    row.refresh_from_db()
+    assert row.status == WorkloadStatus.EVICTED
+    prov, second = row.raw["status"]["admissionChecks"]
+    assert (prov["state"], prov["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Retry")
+    assert (prov["retryCount"], prov["requeueAfterSeconds"]) == (3, 60)  # one more retry; kept
+    assert prov["lastTransitionTime"] != "2025-06-01T12:00:05Z"
+    assert (second["state"], second["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
+    # written anew, as Kueue's resetChecksOnEviction writes it: no retry count, no podSetUpdates
+    assert "retryCount" not in second and "podSetUpdates" not in second
+    assert "requeueAt" not in (row.raw["status"].get("requeueState") or {})  # the delay asked for is past
+
+
+def test_a_check_asking_for_a_delay_writes_the_workloads_requeue_time():
+    """KEP-3258: a check in Retry with requeueAfterSeconds keeps the evicted workload out of its
+    queue until its lastTransitionTime plus that delay: the pass writes it as requeueState."""
+    from django.utils import timezone
+
+    row = reservation_with_checks("prov")
+    now = timezone.now().replace(microsecond=0)
+    set_checks(row, [{"name": "prov", "state": "Retry", "message": "no capacity", "requeueAfterSeconds": 600,
+                      "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    services.scheduling_pass_run(now=now)
+    row.refresh_from_db()
+    assert row.status == WorkloadStatus.EVICTED
+    assert row.raw["status"]["requeueState"]["requeueAt"] == (now + timedelta(seconds=600)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+def reservation_with_checks(*names: str) -> Workload:
+    """The example cluster with its ClusterQueue asking for the admission checks `names`, and a
+    workload holding a reservation there, its checks listed Pending."""
     import_example_cluster()
     cq = copy.deepcopy(ClusterQueue.objects.get().raw)
-    cq["spec"]["admissionChecks"] = ["prov", "second"]
+    cq["spec"]["admissionChecks"] = list(names)
     cq["metadata"]["resourceVersion"] = "900"
     object_upsert(kind="ClusterQueue", obj=cq)
-    for name in ("prov", "second"):
+    for name in names:
         object_upsert(kind="AdmissionCheck", obj={
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name},
             "spec": {"controllerName": "example.com/check"},
@@ -243,21 +269,12 @@ def test_the_checks_a_pass_changes_are_written_and_their_other_fields_kept():
     services.scheduling_pass_run()  # the workload controller's step: the checks listed
     row = Workload.objects.get(namespace="ml", name="checked")
     assert row.status == WorkloadStatus.QUOTA_RESERVED
-    assert [(c["name"], c["state"]) for c in row.raw["status"]["admissionChecks"]] == [
-        ("prov", "Pending"), ("second", "Pending")]
+    return row
 
+
+def set_checks(row: Workload, checks: list[dict]) -> None:
+    """The checks' controllers write their states, as a source stores the Workload."""
     obj = copy.deepcopy(row.raw)
-    obj["status"]["admissionChecks"] = [
-        {"name": "prov", "state": "Retry", "message": "capacity not available", "retryCount": 2,
-         "requeueAfterSeconds": 60, "lastTransitionTime": "2025-06-01T12:00:05Z"},
-        {"name": "second", "state": "Ready", "message": "ok", "lastTransitionTime": "2025-06-01T12:00:05Z"}]
+    obj["status"]["admissionChecks"] = checks
     obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
     object_upsert(kind="Workload", obj=obj)
-    services.scheduling_pass_run()
-    row.refresh_from_db()
-    assert row.status == WorkloadStatus.EVICTED
-    prov, second = row.raw["status"]["admissionChecks"]
-    assert (prov["state"], prov["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Retry")
-    assert (prov["retryCount"], prov["requeueAfterSeconds"]) == (3, 60)  # one more retry; kept
-    assert prov["lastTransitionTime"] != "2025-06-01T12:00:05Z"
-    assert (second["state"], second["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
