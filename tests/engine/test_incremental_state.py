@@ -35,7 +35,7 @@ from scheduler.cluster import (
     is_pending,
 )
 from scheduler.config import Configuration, parse_configuration
-from scheduler.cycle import SchedulingCycle
+from scheduler.cycle import SchedulingCycle, nomination_problem
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
 from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, Workload
@@ -571,8 +571,10 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
             for key, parked in q.parked.items():
                 if parked.under_hold:
                     continue
-                wl = fresh.state.workload(key)
-                entry = cycle.nominate(wl, fresh.state.cluster_queues[name])
+                wl, cq = fresh.state.workload(key), fresh.state.cluster_queues[name]
+                if nomination_problem(fresh.state, wl, cq) is not None:
+                    continue  # turned away before any flavor is tried (a failed admission check)
+                entry = cycle.nominate(wl, cq)
                 assert entry.mode != FIT, f"{key} is parked in {name} but fits now ({parked})"
 
 
