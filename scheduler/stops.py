@@ -301,6 +301,22 @@ def parent_stop(state: ClusterState, wl: Workload, now: datetime | None = None) 
                       details={"variants": [{"workload": key, "status": status} for key, status in variants]})
 
 
+def backoff_cause(wl: Workload) -> str:
+    """What put a waiting workload in its requeue backoff, from its Requeued condition (False
+    until Kueue's workload controller finds the backoff over): a PodsReady timeout, or an
+    eviction by an admission check, with the delays the checks' controllers asked for."""
+    requeued = wl.condition("Requeued")
+    if requeued is None or requeued.status != "False":
+        return ""
+    if requeued.reason == "PodsReadyTimeout":
+        return f", after its PodsReady timeout (requeued {wl.requeue_count} time(s))"
+    if requeued.reason == "AdmissionCheck":
+        delays = [f"{c.name} {c.requeue_after_seconds}s" for c in wl.admission_checks if c.requeue_after_seconds]
+        asked = f"; the delay its checks' controllers asked for: {', '.join(delays)}" if delays else ""
+        return f", after its eviction by an admission check in Retry{asked}"
+    return ""
+
+
 def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[str, StopRecord],
                  key: str, now: datetime | None = None) -> StopRecord | None:
     """The record that answers for the pending workload `key` now; None when it does not wait
@@ -312,7 +328,7 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
         return None
     until = queues.backoff.get(key)
     if until is not None:
-        return StopRecord(BACKOFF, f"in its requeue backoff until {until:%Y-%m-%dT%H:%M:%SZ}",
+        return StopRecord(BACKOFF, f"in its requeue backoff until {until:%Y-%m-%dT%H:%M:%SZ}{backoff_cause(wl)}",
                           details={"requeueAt": until.isoformat()}, computed_now=True, at=now)
     orphan = queues.orphans.get(key)
     if orphan is not None:

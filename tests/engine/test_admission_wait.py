@@ -408,3 +408,21 @@ def test_the_workloads_equivalent_to_one_with_a_failed_check_are_not_parked_with
     outcome = engine.run_pass(NOW)
     assert outcome.decided[KEY].status == "Inadmissible"
     assert outcome.decided["default/twin"].status == "QuotaReserved"
+
+
+def test_why_pending_in_the_backoff_says_the_check_asked_for_it():
+    from scheduler.model import Condition
+
+    engine = engine_of(with_delays(reserved({"prov": ("Retry", "capacity not available")}),
+                                   {"prov": (120, timedelta(seconds=0))}))
+    engine.run_pass(NOW)
+    released = released_copy(engine)
+    # Kueue's job reconciler, once the pods are gone: Requeued=False until the backoff is over
+    requeued = Condition("Requeued", "False", "AdmissionCheck", "At least one admission check is false", NOW)
+    released.conditions = [*released.conditions, requeued]
+    engine.upsert(released)
+    engine.run_pass(NOW + timedelta(seconds=1))
+    stop = engine.stop_record(KEY, NOW + timedelta(seconds=1))
+    assert (stop.step, stop.message) == (
+        "backoff", "in its requeue backoff until 2025-06-01T12:02:00Z, after its eviction by an admission check in "
+                   "Retry; the delay its checks' controllers asked for: prov 120s")

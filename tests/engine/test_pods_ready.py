@@ -172,3 +172,17 @@ class TestRequeueing:
         creation = run(objects, cycles=1, config=pods_ready_config(requeuingStrategy={"timestamp": "Creation"}))
         assert result_of(creation, "older").status == "Admitted"
         assert result_of(creation, "newer").status != "Admitted"
+
+
+def test_why_pending_in_the_backoff_names_the_pods_ready_timeout():
+    from scheduler.stops import backoff_cause
+
+    from .factories import parse_one
+
+    wl = workload("slow", cpu="1")
+    wl["status"] = {"requeueState": {"count": 2, "requeueAt": "2025-06-01T12:05:00Z"},
+                    "conditions": [{"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout",
+                                    "message": "Exceeded the PodsReady timeout default/slow"}]}
+    assert backoff_cause(parse_one(wl)) == ", after its PodsReady timeout (requeued 2 time(s))"
+    wl["status"]["conditions"][0]["status"] = "True"  # the backoff is over
+    assert backoff_cause(parse_one(wl)) == ""
