@@ -46,7 +46,8 @@ class AdmissionWait:
             "reservedSince": self.reserved_since.isoformat() if self.reserved_since else None,
             "step": self.step,
             "summary": self.summary,
-            "admissionChecks": [{"name": c.name, "state": c.state, "message": c.message} for c in self.checks],
+            "admissionChecks": [{"name": c.name, "state": c.state, "message": c.message, "retryCount": c.retry_count,
+                                 "requeueAfterSeconds": c.requeue_after_seconds} for c in self.checks],
             "delayedPodSets": self.delayed_pod_sets,
         }
 

@@ -500,6 +500,10 @@ class AdmissionCheckStateSerializer(s.Serializer):
     name = s.CharField(help_text="the AdmissionCheck")
     state = s.ChoiceField(choices=["Pending", "Ready", "Retry", "Rejected"], help_text="as its controller set it")
     message = s.CharField(allow_blank=True, help_text="its controller's message")
+    retryCount = s.IntegerField(allow_null=True, help_text="how many times the check asked for a retry (counted "
+                                "at each eviction it caused)")
+    requeueAfterSeconds = s.IntegerField(allow_null=True, help_text="the delay its controller asks for before the "
+                                         "workload is tried again after an eviction (KEP-3258)")
 
 
 class AdmissionWaitSerializer(s.Serializer):

@@ -268,7 +268,8 @@ def test_why_pending_of_a_reservation_names_the_checks_it_waits_for(scheduled, c
     assert wait["step"] == "admission-checks" and wait["clusterQueue"] == "cluster-queue"
     assert wait["reservedSince"].startswith("2025-06-01T11:58:00")
     assert wait["admissionChecks"] == [{"name": "prov", "state": "Pending",
-                                        "message": "Provisioning Request was created"}]
+                                        "message": "Provisioning Request was created", "retryCount": None,
+                                        "requeueAfterSeconds": None}]
     page = client.get("/workloads/ml/job-provisioning/").content.decode()
     assert "Why not admitted yet" in page and 'data-admission-wait="admission-checks"' in page
     assert 'data-check="prov" data-state="Pending"' in page and "Provisioning Request was created" in page
@@ -279,11 +280,16 @@ def test_why_pending_of_a_reservation_names_the_checks_it_waits_for(scheduled, c
     listed = client.get("/workloads/", {"status": "QuotaReserved", "cluster_queue": "cluster-queue"}).content.decode()
     assert "job-provisioning" in listed and "job-llm-pretrain" not in listed
 
-    upsert({**reserved_workload("job-provisioning", "Retry", "capacity not available"),
-            "metadata": {**reserved_workload("job-provisioning", "Retry", "")["metadata"], "resourceVersion": "2"}})
+    retry = reserved_workload("job-provisioning", "Retry", "capacity not available")
+    retry["status"]["admissionChecks"][0].update(retryCount=2, requeueAfterSeconds=300)
+    upsert({**retry, "metadata": {**retry["metadata"], "resourceVersion": "2"}})
     body = client.get("/api/v1/workloads/ml/job-provisioning/why-pending/").json()
     assert body["admissionWait"]["step"] == "evicted-by-check"
     assert "prov (Retry: capacity not available) asked to retry" in body["summary"]
+    (check,) = body["admissionWait"]["admissionChecks"]
+    assert (check["retryCount"], check["requeueAfterSeconds"]) == (2, 300)
+    page = client.get("/workloads/ml/job-provisioning/").content.decode()
+    assert re.search(r'data-check="prov" data-state="Retry">.*?<td>2</td><td>300 s</td>', page)
 
 
 def test_why_pending_of_an_evicted_workload_holding_its_quota_says_what_comes_next(scheduled, client):

@@ -125,7 +125,8 @@ def test_what_a_reservation_waits_for(checks, delayed, step, says):
     assert wait.cluster_queue == "cq" and wait.reserved_since.isoformat() == "2025-06-01T11:59:00+00:00"
     assert [c.name for c in wait.checks] == ["prov"]
     assert wait.to_json()["admissionChecks"] == [{"name": "prov", "state": checks["prov"][0],
-                                                  "message": checks["prov"][1]}]
+                                                  "message": checks["prov"][1], "retryCount": None,
+                                                  "requeueAfterSeconds": None}]
 
 
 def test_a_delayed_topology_in_an_inactive_cluster_queue_says_so():
