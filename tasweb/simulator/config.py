@@ -73,6 +73,19 @@ class SimulatorSettings:
     drain_min_seconds: float = 60.0
     drain_max_seconds: float = 180.0
 
+    # --- the cluster autoscaler behind Kueue's ProvisioningRequest admission checks ----------
+    # (AdmissionChecks whose controllerName is kueue.x-k8s.io/provisioning-request; the
+    # simulator seeds none: they come with imported or added ClusterQueues)
+    # how long a request takes before its check turns Ready
+    provisioning_seconds: float = 20.0
+    # share of requests that fail: the check goes to Retry, with Kueue's retry backoff
+    provisioning_failure_fraction: float = 0.1
+    # Kueue's retryStrategy: after this many retries a failure rejects the check; the delay
+    # asked for (requeueAfterSeconds) is the base doubled per retry, at most the maximum
+    provisioning_retry_limit: int = 3
+    provisioning_backoff_base_seconds: float = 60.0
+    provisioning_backoff_max_seconds: float = 1800.0
+
     # --- a stand-in Kueue (observe mode on the simulator) ----------------------------------
     # "" (the default): the engine admits, as in control mode. A profile name: with TAS_MODE
     # observe, a stand-in Kueue admits instead, running this same engine with that profile
@@ -107,12 +120,14 @@ class SimulatorSettings:
         if self.kueue_profile and self.kueue_profile not in KUEUE_PROFILES:
             fail("kueue_profile", f"unknown profile {self.kueue_profile!r} (profiles: {', '.join(KUEUE_PROFILES)}, "
                                   "or empty for none)")
-        for name in ("serving_node_fraction", "too_big_fraction", "two_pod_sets_fraction"):
+        for name in ("serving_node_fraction", "too_big_fraction", "two_pod_sets_fraction",
+                     "provisioning_failure_fraction"):
             if getattr(self, name) > 1:
                 fail(name, f"is a fraction between 0 and 1, got {getattr(self, name)}")
         for low, high in (("runtime_min_seconds", "runtime_max_seconds"),
                           ("failure_min_seconds", "failure_max_seconds"),
-                          ("drain_min_seconds", "drain_max_seconds")):
+                          ("drain_min_seconds", "drain_max_seconds"),
+                          ("provisioning_backoff_base_seconds", "provisioning_backoff_max_seconds")):
             if getattr(self, low) > getattr(self, high):
                 fail(low, f"is above {high} ({getattr(self, low)} > {getattr(self, high)})")
         return self

@@ -54,6 +54,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 WAITING = WAITING_STATUSES
 REQUEUED_AT_ONCE = frozenset({"Preempted", "NodeFailures"})  # evictions whose Requeued is True at once
 BACKOFF_REASONS = frozenset({"PodsReadyTimeout", "AdmissionCheck"})  # requeued when their backoff is over
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # Kueue's ProvisioningRequest checks
 # What a drain leaves on a node: `kubectl drain` cordons it, and the node lifecycle
 # controller turns the cordon into this taint.
 DRAIN_TAINT_KEY = "node.kubernetes.io/unschedulable"
@@ -321,13 +322,17 @@ class TickReport:
     gave_up: int = 0
     workloads_deleted: int = 0
     kueue_admitted: int = 0  # admissions of the stand-in Kueue (TAS_SIM_KUEUE_PROFILE)
+    checks_provisioned: int = 0  # ProvisioningRequest checks turned Ready
+    checks_retried: int = 0  # ... turned Retry (the request failed)
+    checks_rejected: int = 0  # ... turned Rejected (it failed past the retry limit)
     failures: list[str] = field(default_factory=list)
     drains: list[str] = field(default_factory=list)
     recoveries: list[str] = field(default_factory=list)
     writes: int = 0
 
     COUNTED = ("arrivals", "pods_created", "pods_bound", "pods_failed", "pods_deleted", "completions",
-               "requeued", "gave_up", "workloads_deleted", "kueue_admitted")
+               "requeued", "gave_up", "workloads_deleted", "kueue_admitted", "checks_provisioned", "checks_retried",
+               "checks_rejected")
 
     def counts(self) -> dict[str, int]:
         out = {name: getattr(self, name) for name in self.COUNTED}
@@ -373,6 +378,7 @@ class Tick:
         self.recover_nodes()
         self.requeue_evicted()
         self.reconcile_requeued()
+        self.provision()
         self.bind_ungated_pods()
         self.track_pods_ready()
         self.finish_completed()
@@ -383,6 +389,53 @@ class Tick:
         self.submit_jobs()
         self.kueue_admits()
         self.report.writes = self.writer.writes
+
+    # ------------------------------------------------------------ the cluster autoscaler
+
+    def provision(self) -> None:
+        """The cluster autoscaler behind Kueue's ProvisioningRequest admission checks: the
+        Pending check of a workload holding a reservation turns Ready once its request has taken
+        `provisioning_seconds`; `provisioning_failure_fraction` of the requests fail instead, and
+        the check goes to Retry with the delay Kueue's retry strategy asks for
+        (requeueAfterSeconds: the base doubled per retry the check counts, at most the maximum),
+        or to Rejected once it has been retried `provisioning_retry_limit` times. Checks of other
+        controllers are left as they are (no controller of theirs runs here)."""
+        names = set(cluster.AdmissionCheck.objects.filter(controller_name=PROVISIONING_CONTROLLER)
+                    .values_list("name", flat=True))
+        if not names:
+            return
+        for wl in cluster.Workload.objects.filter(status=WorkloadStatus.QUOTA_RESERVED).order_by("namespace", "name"):
+            raw = copy.deepcopy(wl.raw)
+            checks = (raw.get("status") or {}).get("admissionChecks") or []
+            due = [c for c in checks if c.get("name") in names and (c.get("state") or "Pending") == "Pending"
+                   and self.provisioned_by(c)]
+            for check in due:
+                self.provision_one(check)
+            if due:
+                self.put_workload(wl, raw)
+
+    def provisioned_by(self, check: dict[str, Any]) -> bool:
+        """Whether the check's request has run its time (counted from the check's last transition)."""
+        since = _parse_time(check.get("lastTransitionTime"))
+        return since is not None and (self.now - since).total_seconds() >= self.config.provisioning_seconds
+
+    def provision_one(self, check: dict[str, Any]) -> None:
+        config = self.config
+        retries = int(check.get("retryCount") or 0)
+        check["lastTransitionTime"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.rng.random() >= config.provisioning_failure_fraction:
+            check.update(state="Ready", message="the ProvisioningRequest is provisioned (simulated autoscaler)")
+            self.report.checks_provisioned += 1
+        elif retries >= config.provisioning_retry_limit:
+            check.update(state="Rejected", message=f"the ProvisioningRequest failed after {retries} retries "
+                                                   "(simulated autoscaler)")
+            self.report.checks_rejected += 1
+        else:
+            delay = min(config.provisioning_backoff_base_seconds * 2 ** retries,
+                        config.provisioning_backoff_max_seconds)
+            check.update(state="Retry", message="the ProvisioningRequest failed (simulated autoscaler)",
+                         requeueAfterSeconds=int(delay))
+            self.report.checks_retried += 1
 
     # ------------------------------------------------------------ Kueue, when the simulator has one
 
