@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from scheduler.admission_wait import (
     checks_out_of_sync,
@@ -217,53 +218,53 @@ class Engine:
         if drained or withdrawn:
             changed |= set(self.sync(now))
 
+    def _rewrite_each(self, among: Iterable[str], due: Callable[[Workload], object],
+                      rewrite: Callable[[Workload], None], now: datetime, outcome: PassOutcome,
+                      changed: set[str]) -> None:
+        """One workload-controller step: every workload `among` the keys that is `due`, in the
+        state's order, rewritten (charged anew, answered), then the queues synced once."""
+        workloads = self.state.workload_map
+        keys = [key for key in among if due(workloads[key])]
+        for wl in self.state.in_order(keys):
+            rewrite(wl)
+            self._rewritten(wl, outcome)
+        if keys:
+            changed |= set(self.sync(now))
+
     def _sync_admission_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """Kueue's workload controller keeps a reservation's list of admission checks the one its
         ClusterQueue asks for (the missing ones added Pending, for their controllers to act on)."""
         state = self.state
-        workloads = state.workload_map
-        stale = [key for key in state.reserved_not_admitted if checks_out_of_sync(state, workloads[key])]
-        for wl in state.in_order(stale):
+
+        def list_required(wl: Workload) -> None:
             wl.admission_checks = synced_checks(state, wl)
-            self._rewritten(wl, outcome)
-        if stale:
-            changed |= set(self.sync(now))
+
+        self._rewrite_each(state.reserved_not_admitted, partial(checks_out_of_sync, state), list_required, now,
+                           outcome, changed)
 
     def _delay_retries(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """KEP-3258: a check in Retry that asks for a delay (requeueAfterSeconds) sets the
         workload's requeueAt, before the eviction it leads to; it is not queued again until then."""
-        state = self.state
-        workloads = state.workload_map
-        due = [key for key in state.with_retry_delay if delayed_requeue(workloads[key], now)]
-        for wl in state.in_order(due):
+
+        def delay(wl: Workload) -> None:
             wl.requeue_at = delayed_requeue(wl, now)
-            self._rewritten(wl, outcome)
-        if due:
-            changed |= set(self.sync(now))
+
+        self._rewrite_each(self.state.with_retry_delay, lambda wl: delayed_requeue(wl, now), delay, now, outcome,
+                           changed)
 
     def _evict_by_checks(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """Kueue's workload controller on an admission check in Retry (evicted, queued again) or
         Rejected (deactivated)."""
-        state = self.state
-        workloads = state.workload_map
-        due = [key for key in state.with_failed_checks if evicted_by_checks(workloads[key])]
-        for wl in state.in_order(due):
-            evict_by_checks(wl, now, outcome.result)
-            self._rewritten(wl, outcome)
-        if due:
-            changed |= set(self.sync(now))
+        self._rewrite_each(self.state.with_failed_checks, evicted_by_checks,
+                           lambda wl: evict_by_checks(wl, now, outcome.result), now, outcome, changed)
 
     def _admit_checked_reservations(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """Kueue's workload controller: a reservation whose admission checks all turned Ready is
         admitted (one with a delayed topology waits for the second pass instead)."""
         state = self.state
-        workloads = state.workload_map
-        ready = [key for key in state.reserved_not_admitted if checks_satisfied(state, workloads[key])]
-        for wl in state.in_order(ready):
-            outcome.result.events.append(admit_reservation(wl, now))
-            self._rewritten(wl, outcome)
-        if ready:
-            changed |= set(self.sync(now))
+        self._rewrite_each(state.reserved_not_admitted, partial(checks_satisfied, state),
+                           lambda wl: outcome.result.events.append(admit_reservation(wl, now)), now, outcome,
+                           changed)
 
     def _node_failures(self, now: datetime, outcome: PassOutcome, holds: list[Charge], changed: set[str]) -> None:
         state = self.state
