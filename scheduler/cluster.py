@@ -119,9 +119,12 @@ def holds_quota(wl: Workload) -> bool:
 FAILED_CHECKS = "The workload has failed admission checks"
 
 
+FAILED_CHECK_STATES = ("Retry", "Rejected")
+
+
 def has_failed_checks(wl: Workload) -> bool:
     """An admission check the workload lists is in Retry or Rejected."""
-    return any(check.state in ("Retry", "Rejected") for check in wl.admission_checks)
+    return any(check.state in FAILED_CHECK_STATES for check in wl.admission_checks)
 
 
 def has_retry_delay(wl: Workload) -> bool:

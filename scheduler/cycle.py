@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler import stops
-from scheduler.cluster import FAILED_CHECKS, Charge, ClusterState, TASCharge, has_failed_checks
+from scheduler.cluster import FAILED_CHECK_STATES, FAILED_CHECKS, Charge, ClusterState, TASCharge, has_failed_checks
 from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
     EXCEEDS_MAX_QUOTA,
@@ -814,7 +814,7 @@ def nomination_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> N
     (`admissibility_problem`). None when the head goes on to flavor assignment."""
     if wl.admission_checks and has_failed_checks(wl):
         failed = ", ".join(f"{c.name} is {c.state}" + (f" ({c.message})" if c.message else "")
-                           for c in wl.admission_checks if c.state in ("Retry", "Rejected"))
+                           for c in wl.admission_checks if c.state in FAILED_CHECK_STATES)
         return NominationProblem(FAILED_CHECKS, REQUEUE_GENERIC, PENDING_EVALUATION, stops.FAILED_CHECKS,
                                  f"{FAILED_CHECKS}: {failed}; it is tried again once its check controller "
                                  "sets them back")

@@ -34,6 +34,7 @@ from scheduler.admission_wait import (
     delayed_requeue,
     evict_by_checks,
     evicted_by_checks,
+    retry_time,
     synced_checks,
 )
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
@@ -247,7 +248,7 @@ class Engine:
         workload's requeueAt, before the eviction it leads to; it is not queued again until then."""
 
         def delay(wl: Workload) -> None:
-            wl.requeue_at = delayed_requeue(wl, now)
+            wl.requeue_at = retry_time(wl)  # what `delayed_requeue` found later than its requeueAt
 
         self._rewrite_each(self.state.with_retry_delay, lambda wl: delayed_requeue(wl, now), delay, now, outcome,
                            changed)
