@@ -35,10 +35,10 @@ DEFAULTS: dict[str, bool] = {
     # Kueue v0.19.5 (off in its release branch): the leader of a PodSet group checked against
     # its own node selector, tolerations and affinity; not implemented, so only false is taken
     "TASLeaderPodSetFeasibility": False,
-    # Kueue v0.19.6 (alpha, on there): a PodSet whose count is not a multiple of its slice size
-    # placed with a partial last slice. Not implemented: such a PodSet is refused, as Kueue did
-    # before; only false is taken
-    "TASPartialSlices": False,
+    # Kueue v0.19.6 (alpha, on by default): a PodSet whose count is not a multiple of its single
+    # slice layer's size is placed with a partial last slice. Off, such a PodSet waits with a
+    # reason instead of being placed short of pods
+    "TASPartialSlices": True,
     "ElasticJobsViaWorkloadSlices": True,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp": False,
@@ -128,8 +128,6 @@ DEFAULTS: dict[str, bool] = {
 UNSUPPORTED: dict[tuple[str, bool], str] = {
     ("TASLeaderPodSetFeasibility", True): "the leader of a PodSet group is placed by its workers' node "
                                           "selector, tolerations and affinity, as Kueue does with this gate off",
-    ("TASPartialSlices", True): "a PodSet's count must be a multiple of its slice size, as Kueue required "
-                                "before v0.19.6",
 }
 
 # Kueue's gate dependencies: a gate reads as off while any gate it depends on is off, as Kueue's

@@ -1136,19 +1136,24 @@ def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> No
         raw = raw_pod_sets[i]
         fields = (ANNOTATION_SLICE_SIZE, ANNOTATION_SLICE_LAYERS) if in_annotations(raw) else (
             "podSetSliceSize", "podsetSliceRequiredTopologyConstraints")
-        check_pod_set_slices(request, ps.count, request_path(raw, where.at(i)), *fields)
+        check_pod_set_slices(request, ps.count, request_path(raw, where.at(i)), *fields, min_count=ps.min_count)
 
 
 def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size_field: str,
-                         layers_field: str) -> None:
-    """The slices of one PodSet of `pods` pods: a slice size evenly divides the PodSet;
-    multi-layer constraints exclude the single-layer fields, name each level once, and each
-    layer's size divides the PodSet (the coarsest) or the layer above. Kueue's placement
-    counts whole slices only, so a PodSet that breaks this would be admitted with pods left
-    out."""
+                         layers_field: str, min_count: int | None = None) -> None:
+    """The slices of one PodSet of `pods` pods, as Kueue v0.19.6 validates them with
+    TASPartialSlices (on by default): a slice holds at most the PodSet's pods; a single layer
+    may leave a partial last slice, unless the PodSet sets minCount (partial admission and a
+    partial slice do not combine); multi-layer constraints exclude the single-layer fields,
+    name each level once, and each layer's size divides the PodSet (the coarsest) or the
+    layer above."""
     size = request.slice_size
-    if size is not None and pods % size:
-        raise where.at(size_field).error(f"must evenly divide the PodSet's count {pods}, got {size}")
+    if size is not None:
+        if pods and size > pods:
+            raise where.at(size_field).error(f"must not exceed the PodSet's count {pods}, got {size}")
+        if min_count is not None and pods % size:
+            raise where.at(size_field).error(
+                f"must evenly divide the PodSet's count {pods} when the PodSet sets minCount, got {size}")
     layers = request.slice_constraints
     if not layers:
         return
@@ -1161,7 +1166,15 @@ def check_pod_set_slices(request: TopologyRequest, pods: int, where: Where, size
         if layer.topology in seen:
             raise lw.at(i).at("topology").error(f"{layer.topology!r} is named by an earlier constraint")
         seen.add(layer.topology)
-        if above % layer.size:
+        if i == 0:
+            if pods and layer.size > pods:
+                raise lw.at(i).at("size").error(f"must not exceed the PodSet's count {pods}, got {layer.size}")
+            whole = len(layers) == 1 and min_count is None  # a single layer may leave a partial slice
+            if not whole and pods % layer.size:
+                why = "when more than one layer is specified" if len(layers) > 1 else "when the PodSet sets minCount"
+                raise lw.at(i).at("size").error(f"must evenly divide the PodSet's count {pods} {why}, "
+                                                f"got {layer.size}")
+        elif above % layer.size:
             raise lw.at(i).at("size").error(f"must evenly divide {above_name}, got {layer.size}")
         above, above_name = layer.size, f"the size {layer.size} of the layer above"
 

@@ -34,6 +34,14 @@ _NO_CONTRIBUTOR = np.int64(2**62)
 _FIRST = np.zeros(1, dtype=np.int64)  # the segment starts of one group
 
 COUNTERS = ("affinity", "leader", "slice", "slice_wl", "state", "state_wl")
+# A PodSet whose count is not a multiple of its slice size also has a partial slice to place
+# (TASPartialSlices): `slice_t` is the whole slices a domain holds while it also holds the
+# partial one, `slice_wlt` the same with room kept for the leader; NO_TAIL_FIT where the
+# partial slice does not fit. Only shapes with a partial slice carry them.
+TAIL_COUNTERS = ("slice_t", "slice_wlt")
+ALL_COUNTERS = COUNTERS + TAIL_COUNTERS
+NO_TAIL_FIT = -1
+_NO_PENALTY = 2**40  # above any penalty in slices, and still no overflow when two are added
 
 # Shapes kept per snapshot; each costs a few arrays (and lists) the size of the tree.
 SHAPES_KEPT = 16
@@ -49,11 +57,24 @@ class Shape:
     slice_size: int
     slice_size_at_level: Mapping[int, int]
     simulate_empty: bool = False
+    tail_size: int = 0  # pods of the partial slice (the count modulo the slice size)
 
     def key(self, match: NodeMatch | None) -> tuple:
         return (self.requests.tobytes(), None if self.leader_requests is None else self.leader_requests.tobytes(),
                 self.slice_level, self.slice_size, tuple(sorted(self.slice_size_at_level.items())),
-                self.simulate_empty, id(match))
+                self.simulate_empty, self.tail_size, id(match))
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return ALL_COUNTERS if self.tail_size else COUNTERS
+
+    def hosting_tail(self, pods: int) -> int:
+        """Whole slices a domain of `pods` free pods at the slice level holds next to the partial
+        slice (sliceCountHostingTail); NO_TAIL_FIT when the partial slice itself does not fit."""
+        return NO_TAIL_FIT if pods < self.tail_size else (pods - self.tail_size) // self.slice_size
+
+    def hosting_tail_array(self, pods: np.ndarray) -> np.ndarray:
+        return np.where(pods < self.tail_size, NO_TAIL_FIT, (pods - self.tail_size) // self.slice_size)
 
 
 @dataclass(slots=True)
@@ -131,6 +152,12 @@ def _leaf_counters(shape: Shape, remaining: np.ndarray, visited: np.ndarray, aff
         slice_, slice_wl = np.zeros_like(state), np.zeros_like(state)
     counters = dict(state=state, state_wl=state_wl, slice=slice_, slice_wl=slice_wl, leader=leader,
                     affinity=affinity)
+    if shape.tail_size:
+        if lowest_is_slice_level:
+            counters["slice_t"] = shape.hosting_tail_array(state)
+            counters["slice_wlt"] = shape.hosting_tail_array(state_wl)
+        else:  # below the slice level a domain holds no slice: never read
+            counters["slice_t"], counters["slice_wlt"] = np.zeros_like(state), np.zeros_like(state)
     return counters, limiting
 
 
@@ -152,12 +179,57 @@ def _roll_level(shape: Shape, level: int, child: Mapping[str, np.ndarray], start
     slice_cap = np.add.reduceat(child["slice"], starts)
     d_state_wl = np.where(has, d_state - min_diff, 0)
     d_slice_wl = np.where(has, slice_cap - min_slice_diff, 0)
+    children_slices = slice_cap
     if level == shape.slice_level:
         slice_cap = d_state // shape.slice_size
         d_slice_wl = d_state_wl // shape.slice_size
-    return dict(state=d_state, state_wl=d_state_wl, slice=slice_cap, slice_wl=d_slice_wl,
-                leader=np.maximum.reduceat(child["leader"], starts),
-                affinity=np.add.reduceat(child["affinity"], starts))
+    rolled = dict(state=d_state, state_wl=d_state_wl, slice=slice_cap, slice_wl=d_slice_wl,
+                  leader=np.maximum.reduceat(child["leader"], starts),
+                  affinity=np.add.reduceat(child["affinity"], starts))
+    if shape.tail_size:
+        rolled["slice_t"], rolled["slice_wlt"] = _roll_tail(shape, level, child, starts, d_state, d_state_wl,
+                                                            children_slices)
+    return rolled
+
+
+def _roll_tail(shape: Shape, level: int, child: Mapping[str, np.ndarray], starts: np.ndarray, d_state: np.ndarray,
+               d_state_wl: np.ndarray, children_slices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The partial-slice counters of domains at `level` (fillTailCounts). At the slice level the
+    partial slice is charged against the domain's own pods; above it, against the child that
+    gives up the fewest whole slices for it (for the leader and the partial slice together: one
+    child taking both, or the two cheapest different children), bounded by the domain's pods."""
+    if level > shape.slice_level:
+        return np.zeros_like(d_state), np.zeros_like(d_state)
+    if level == shape.slice_level:
+        return shape.hosting_tail_array(d_state), shape.hosting_tail_array(d_state_wl)
+    c_slice, c_tail, c_wlt = child["slice"], child["slice_t"], child["slice_wlt"]
+    tail_penalty = np.where(c_tail != NO_TAIL_FIT, c_slice - c_tail, _NO_PENALTY)
+    t1, t1_at, t2 = _two_least(tail_penalty, starts)
+    d_tail = np.where(t1 < _NO_PENALTY, np.minimum(children_slices - t1, shape.hosting_tail_array(d_state)),
+                      NO_TAIL_FIT)
+    if shape.leader_requests is None:
+        return d_tail, np.full_like(d_tail, NO_TAIL_FIT)
+    eligible = child["leader"] > 0
+    leader_penalty = np.where(eligible, c_slice - child["slice_wl"], _NO_PENALTY)
+    both_penalty = np.where(eligible & (c_wlt != NO_TAIL_FIT), c_slice - c_wlt, _NO_PENALTY)
+    l1, l1_at, l2 = _two_least(leader_penalty, starts)
+    split = np.where(l1_at != t1_at, l1 + t1, np.minimum(l2 + t1, l1 + t2))
+    best = np.minimum(np.minimum.reduceat(both_penalty, starts), split)
+    d_wlt = np.where(best < _NO_PENALTY, np.minimum(children_slices - best, shape.hosting_tail_array(d_state_wl)),
+                     NO_TAIL_FIT)
+    return d_tail, d_wlt
+
+
+def _two_least(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group (starting at `starts`): the least value, the position of its first occurrence,
+    and the least of the others."""
+    least = np.minimum.reduceat(values, starts)
+    sizes = np.diff(np.append(starts, len(values)))
+    positions = np.arange(len(values))
+    first = np.minimum.reduceat(np.where(values == np.repeat(least, sizes), positions, len(values)), starts)
+    others = values.copy()
+    others[first] = _NO_PENALTY
+    return least, first, np.minimum.reduceat(others, starts)
 
 
 def _window(tree: TopologyTree, level: int) -> slice:
@@ -183,16 +255,17 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
     lowest = tree.depth - 1
     affinity = match.affinity_score if match is not None else None
     leaf, limiting = _leaf_counters(shape, remaining, visited, affinity, names, shape.slice_level == lowest)
-    arrays = {name: np.empty(tree.size, dtype=np.int64) for name in COUNTERS}
+    names_kept = shape.counters
+    arrays = {name: np.empty(tree.size, dtype=np.int64) for name in names_kept}
     window = _window(tree, lowest)
-    for name in COUNTERS:
+    for name in names_kept:
         arrays[name][window] = leaf[name]
     for lvl in range(lowest - 1, -1, -1):
         child_window = _window(tree, lvl + 1)
-        child = {name: arrays[name][child_window] for name in COUNTERS}
+        child = {name: arrays[name][child_window] for name in names_kept}
         rolled = _roll_level(shape, lvl, child, tree.levels[lvl].child_start[:-1])
         window = _window(tree, lvl)
-        for name in COUNTERS:
+        for name in names_kept:
             arrays[name][window] = rolled[name]
     return Counts(shape, match, visited, arrays, limiting, _starved(visited, leaf["state"], limiting, names))
 
@@ -200,7 +273,7 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
 def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.ndarray, names: Sequence[str]) -> None:
     """Count `leaves` (sorted local leaf indices) again, from their remaining capacity `rows`,
     and recompute their ancestors."""
-    if counts.shape.leader_requests is None and len(leaves) <= FEW_LEAVES:
+    if counts.shape.leader_requests is None and not counts.shape.tail_size and len(leaves) <= FEW_LEAVES:
         _refresh_few(counts, tree, leaves.tolist(), rows.tolist(), names)
         return
     shape, arrays, lists = counts.shape, counts.arrays, counts.lists
@@ -236,7 +309,7 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
             np.cumsum(sizes[:-1], out=starts[1:])
             members = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts - first, sizes)
             members += below
-        child = {name: arrays[name][members] for name in COUNTERS}
+        child = {name: arrays[name][members] for name in shape.counters}
         _store(arrays, lists, tree.offsets[lvl] + parents, _roll_level(shape, lvl, child, starts))
         changed = parents
     counts.generation += 1
@@ -342,7 +415,8 @@ def _roll_few(counts: Counts, tree: TopologyTree, level: int, changed: np.ndarra
     parents = sorted({int(parent_of[i]) for i in changed})
     for parent in parents:
         lo, hi = below + int(child_start[parent]), below + int(child_start[parent + 1])
-        kids = {name: lists[name][lo:hi] if name in lists else arrays[name][lo:hi].tolist() for name in COUNTERS}
+        kids = {name: lists[name][lo:hi] if name in lists else arrays[name][lo:hi].tolist()
+                for name in shape.counters}
         at = here + parent
         for name, value in _roll_one(shape, level, kids).items():
             arrays[name][at] = value
@@ -370,16 +444,43 @@ def _roll_one(shape: Shape, level: int, kids: Mapping[str, list[int]]) -> dict[s
         d_slice_wl = slice_cap - min(slices[i] - slices_wl[i] for i in contributors)
     else:
         d_state_wl = d_slice_wl = 0
+    children_slices = slice_cap
     if level == shape.slice_level:
         slice_cap, d_slice_wl = d_state // shape.slice_size, d_state_wl // shape.slice_size
-    return {"state": d_state, "state_wl": d_state_wl, "slice": slice_cap, "slice_wl": d_slice_wl,
-            "leader": max(kids["leader"], default=0), "affinity": sum(kids["affinity"])}
+    rolled = {"state": d_state, "state_wl": d_state_wl, "slice": slice_cap, "slice_wl": d_slice_wl,
+              "leader": max(kids["leader"], default=0), "affinity": sum(kids["affinity"])}
+    if shape.tail_size:
+        rolled["slice_t"], rolled["slice_wlt"] = _roll_tail_one(shape, level, kids, d_state, d_state_wl,
+                                                                children_slices)
+    return rolled
+
+
+def _roll_tail_one(shape: Shape, level: int, kids: Mapping[str, list[int]], d_state: int, d_state_wl: int,
+                   children_slices: int) -> tuple[int, int]:
+    """`_roll_tail` of one domain."""
+    if level > shape.slice_level:
+        return 0, 0
+    if level == shape.slice_level:
+        return shape.hosting_tail(d_state), shape.hosting_tail(d_state_wl)
+    slices = kids["slice"]
+    tails = [(s - t, i) for i, (s, t) in enumerate(zip(slices, kids["slice_t"], strict=True)) if t != NO_TAIL_FIT]
+    tail = NO_TAIL_FIT
+    if tails:
+        tail = min(children_slices - min(tails)[0], shape.hosting_tail(d_state))
+    if shape.leader_requests is None:
+        return tail, NO_TAIL_FIT
+    leaders = [(slices[i] - kids["slice_wl"][i], i) for i, n in enumerate(kids["leader"]) if n > 0]
+    options = [slices[i] - kids["slice_wlt"][i] for _, i in leaders if kids["slice_wlt"][i] != NO_TAIL_FIT]
+    options += [lp + tp for lp, li in leaders for tp, ti in tails if li != ti]
+    if not options:
+        return tail, NO_TAIL_FIT
+    return tail, min(children_slices - min(options), shape.hosting_tail(d_state_wl))
 
 
 def _store(arrays: dict[str, np.ndarray], lists: dict[str, list[int]], at: np.ndarray,
            values: Mapping[str, np.ndarray]) -> None:
     positions: list[int] | None = None
-    for name in COUNTERS:
+    for name in values:
         arrays[name][at] = values[name]
         listed = lists.get(name)
         if listed is not None:

@@ -38,7 +38,16 @@ from scheduler.model import (
     TopologyRequest,
     Workload,
 )
-from scheduler.phase1 import COUNTERS, MAX_INT32, Shape, compute, kept_counts, remaining_less, visited_leaves
+from scheduler.phase1 import (
+    ALL_COUNTERS,
+    MAX_INT32,
+    NO_TAIL_FIT,
+    Shape,
+    compute,
+    kept_counts,
+    remaining_less,
+    visited_leaves,
+)
 from scheduler.phase1 import Counts as Phase1Counts
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.tree import subtree_shape
@@ -235,6 +244,7 @@ class _Params:
     unconstrained: bool
     slice_size_at_level: dict[int, int]
     multi_layer: tuple = ()
+    tail_size: int = 0  # pods of the partial slice (TASPartialSlices), placed with the whole ones
 
 
 class _Overlay:
@@ -312,6 +322,8 @@ class _Counts:
     slice_wl: list[int] | _Overlay
     leader: list[int] | _Overlay
     affinity: list[int] | _Overlay
+    slice_t: list[int] | _Overlay  # with a partial slice only: slices held next to it
+    slice_wlt: list[int] | _Overlay  # the same with room kept for the leader
 
     def __init__(self, phase1: Phase1Counts) -> None:
         self._phase1 = phase1
@@ -320,7 +332,7 @@ class _Counts:
 
     def __getattr__(self, name: str) -> list[int] | _Overlay:
         # Only reached while the counter's attribute is still unset.
-        if name not in COUNTERS:
+        if name not in ALL_COUNTERS:
             raise AttributeError(name)
         if self._phase1.generation != self._generation:
             raise RuntimeError("the snapshot's capacity changed during a placement")
@@ -530,6 +542,126 @@ class Placer:
         getter = self.counts.slice_wl if leader_count > 0 else self.counts.slice
         return self.best_fit_domain(domains, slice_count, getter, leader_count)
 
+    # ------------------------------------------------------------ the partial slice
+
+    def slice_capacity(self, d: int, with_leader: bool, with_tail: bool) -> int:
+        """Whole slices `d` holds while it also holds the leader and/or the partial slice."""
+        c = self.counts
+        if with_tail:
+            return c.slice_wlt[d] if with_leader else c.slice_t[d]
+        return c.slice_wl[d] if with_leader else c.slice[d]
+
+    def fits_slices(self, d: int, slice_count: int, leader_count: int, with_tail: bool) -> bool:
+        if leader_count > 0 and self.counts.leader[d] < leader_count:
+            return False
+        return self.slice_capacity(d, leader_count > 0, with_tail) >= slice_count
+
+    def best_fit_with_tail(self, domains: Sequence[int], slice_count: int, leader_count: int) -> int:
+        """BestFit for the domain that also takes the partial slice: the fewest whole slices next to
+        it that still hold `slice_count`, ties to the fewest whole slices; the first domain when
+        none holds them."""
+        candidates = self.top_affinity_tier(domains)
+        leader, with_leader = self.counts.leader, leader_count > 0
+        best, best_tail, best_whole, found = candidates[0], MAX_INT32, MAX_INT32, False
+        for d in candidates:
+            if leader[d] < leader_count:
+                continue
+            tail, whole = self.slice_capacity(d, with_leader, True), self.slice_capacity(d, with_leader, False)
+            if tail >= slice_count and (tail < best_tail or (tail == best_tail and whole < best_whole)):
+                best, best_tail, best_whole, found = d, tail, whole, True
+        return best if found else candidates[0]
+
+    def cheapest_tail_domains(self, domains: Sequence[int]) -> tuple[int | None, int, int | None]:
+        """The fewest whole slices a domain gives up by taking the partial slice, at which position
+        of `domains`, and the fewest of the others (None: no such domain)."""
+        c = self.counts
+        best: int | None = None
+        second: int | None = None
+        best_at = -1
+        for i, d in enumerate(domains):
+            if c.slice_t[d] == NO_TAIL_FIT:
+                continue
+            penalty = c.slice[d] - c.slice_t[d]
+            if best is None or penalty < best:
+                second, best, best_at = best, penalty, i
+            elif second is None or penalty < second:
+                second = penalty
+        return best, best_at, second
+
+    def leader_penalty_with_tail(self, domains: Sequence[int], tail_costs: tuple[int | None, int, int | None],
+                                 i: int) -> int | None:
+        """Whole slices given up when the leader goes to `domains[i]` and the partial slice where it
+        costs least (there too, or the cheapest other domain); None when it then has no home."""
+        c, d = self.counts, domains[i]
+        penalty = c.slice[d] - c.slice_wlt[d] if c.slice_wlt[d] != NO_TAIL_FIT else None
+        best, best_at, second = tail_costs
+        elsewhere = best if best_at != i else second
+        if elsewhere is not None:
+            split = c.slice[d] - c.slice_wl[d] + elsewhere
+            if penalty is None or split < penalty:
+                penalty = split
+        return penalty
+
+    def hosts_tail_with_assigned_slices(self, d: int) -> bool:
+        """Whether `d` takes the partial slice on top of the whole slices assigned to it (its
+        `slice`, trimmed by the descent; the partial-slice counters keep the room it had)."""
+        c = self.counts
+        capacity = c.slice_wlt[d] if c.leader[d] > 0 else c.slice_t[d]
+        return capacity != NO_TAIL_FIT and c.slice[d] <= capacity
+
+    def first_domain_hosting_tail(self, candidates: Sequence[int], selected: Sequence[int]) -> int | None:
+        taken = set(selected)
+        slice_t = self.counts.slice_t
+        return next((d for d in candidates if d not in taken and slice_t[d] != NO_TAIL_FIT), None)
+
+    def selection_holds_tail(self, selected: Sequence[int], assigned: Sequence[int],
+                             takes_leader: Sequence[bool]) -> bool:
+        """Whether one of the chosen domains has room for the partial slice next to the whole
+        slices it is expected to take."""
+        for d, slices, leader in zip(selected, assigned, takes_leader, strict=True):
+            capacity = self.slice_capacity(d, leader, True)
+            if capacity != NO_TAIL_FIT and slices <= capacity:
+                return True
+        return False
+
+    def place_tail(self, used: list[int], candidates: Sequence[int], tail: int) -> list[int]:
+        """Close a distribution: the partial slice to the first used domain with room for it, else
+        to the first other candidate that holds it; [] when none does (the roll-up rules it out)."""
+        c = self.counts
+        for d in used:
+            if self.hosts_tail_with_assigned_slices(d):
+                c.state[d] += tail
+                return used
+        d = self.first_domain_hosting_tail(candidates, used)
+        if d is None:
+            return []
+        c.slice[d] = 0
+        c.leader[d] = 0
+        c.state[d] = tail
+        return [*used, d]
+
+    def closing_domain_with_tail(self, candidates: Sequence[int], remaining: int, leaders: int, slice_size: int,
+                                 tail: int, unconstrained: bool) -> int | None:
+        """A domain that takes the remaining whole slices, leaders and the partial slice at once,
+        without a larger whole-slice capacity than BestFit's choice for the whole slices alone."""
+        c = self.counts
+        with_leader = leaders > 0
+        first = candidates[0]
+        if self.slice_capacity(first, with_leader, False) < remaining or c.leader[first] < leaders:
+            return None
+        closing = whole_fit = first
+        if self.best_fit(unconstrained):
+            closing = self.best_fit_with_tail(candidates, remaining, leaders)
+            whole_fit = self.best_fit_for_slices(candidates, remaining, leaders)
+        wider = self.slice_capacity(closing, with_leader, False) > self.slice_capacity(whole_fit, with_leader, False)
+        if self.slice_capacity(closing, with_leader, True) < remaining or c.leader[closing] < leaders or wider:
+            return None
+        c.leader[closing] = leaders
+        c.slice_wl[closing] = remaining
+        c.slice[closing] = remaining
+        c.state[closing] = remaining * slice_size + tail
+        return closing
+
     # ------------------------------------------------------------ phase 2a
 
     def not_fit_message(self, fit: int, total: int, slice_size: int) -> str:
@@ -572,6 +704,9 @@ class Placer:
         if len(domains) == 0:
             return 0, [], f"no topology domains at level: {tree.level_keys[level]}"
         slice_count = p.count // p.slice_size
+        has_tail = p.tail_size > 0
+        # the partial slice counts as a slice of its own in the failure messages
+        requested = slice_count + 1 if has_tail else slice_count
 
         def not_fit(fit: int, total: int) -> str:
             if p.multi_layer:
@@ -579,6 +714,8 @@ class Placer:
             return self.not_fit_message(fit, total, p.slice_size)
 
         arrays = self._phase1_arrays()
+        if has_tail:
+            return self._fit_with_tail(level, p, slice_count, requested, not_fit, arrays)
         if arrays is not None and self._walks_a_prefix(p, slice_count):
             return self._least_free_over_level(arrays, level, slice_count, not_fit)
         if arrays is not None and self.best_fit(p.unconstrained) and not self.affinity_first:
@@ -618,6 +755,37 @@ class Placer:
         if level > 0 and not p.unconstrained:
             return self.find_level_with_fit_domains(level - 1, p)
         # Phase 2a only reads the counters, so arrays exact at its start are exact here too.
+        return self._spread_over_level(level, ordered, slice_count, p, not_fit, arrays)
+
+    def _fit_with_tail(
+        self, level: int, p: _Params, slice_count: int, requested: int, not_fit: Callable[[int, int], str],
+        arrays: dict[str, np.ndarray] | None,
+    ) -> tuple[int, list[int], str]:
+        """`find_level_with_fit_domains` for a PodSet with a partial slice: a domain fits when it
+        holds the whole slices next to the partial one, so a set of domains is only chosen when
+        the partial slice has a home in it. Domains are ordered by their whole slices, so the
+        first need not hold the partial one: BestFit looks for the domain that does."""
+        c = self.counts
+        ordered = self._ordered_level(level, p.unconstrained, arrays)
+        top = ordered[0]
+        if self.best_fit(p.unconstrained) and c.leader[top] >= p.leader_count:
+            top = self.best_fit_with_tail(ordered, slice_count, p.leader_count)
+        if self.least_free(p.unconstrained):
+            for d in ordered:
+                if self.fits_slices(d, slice_count, p.leader_count, True):
+                    return level, [d], ""
+            if p.required:
+                return 0, [], not_fit(c.state[ordered[-1]], requested)
+        if self.fits_slices(top, slice_count, p.leader_count, True):
+            return level, [top], ""
+        if p.required:
+            if self.affinity_first:
+                for i in range(1, len(ordered)):
+                    if self.fits_slices(ordered[i], slice_count, p.leader_count, True):
+                        return level, [self.best_fit_with_tail(ordered[i:], slice_count, p.leader_count)], ""
+            return 0, [], not_fit(c.slice[top], requested)
+        if level > 0 and not p.unconstrained:
+            return self.find_level_with_fit_domains(level - 1, p)
         return self._spread_over_level(level, ordered, slice_count, p, not_fit, arrays)
 
     def _best_fit_top(self, arrays: dict[str, np.ndarray], level: int, p: _Params, slice_count: int) -> int:
@@ -702,19 +870,24 @@ class Placer:
         c = self.counts
         best_fit = self.best_fit(p.unconstrained)
         results: list[int] = []
+        assigned: list[int] = []  # the whole slices each of `results` is expected to take
+        takes_leader: list[bool] = []
+        requested = slice_count + 1 if p.tail_size else slice_count
         remaining_slices, remaining_leaders = slice_count, p.leader_count
-        ordered = self.prioritize_leader_domain(ordered, p.count, p.leader_count, p.slice_size, True)
+        ordered = self.prioritize_leader_domain(ordered, p.count, p.leader_count, p.slice_size, True, p.tail_size)
         idx = 0
         while remaining_leaders > 0 and idx < len(ordered) and c.leader[ordered[idx]] > 0:
             d = ordered[idx]
             if best_fit and c.slice_wl[d] >= remaining_slices:
                 d = self.best_fit_for_slices(ordered[idx:], remaining_slices, remaining_leaders)
             results.append(d)
+            assigned.append(min(c.slice_wl[d], remaining_slices))
+            takes_leader.append(True)
             remaining_leaders -= c.leader[d]
             remaining_slices -= c.slice_wl[d]
             idx += 1
         if remaining_leaders > 0:
-            return 0, [], not_fit(p.leader_count - remaining_leaders, slice_count)
+            return 0, [], not_fit(p.leader_count - remaining_leaders, requested)
         rest = self._sorted_rest(level, ordered, idx, p.unconstrained, arrays)
         i = 0
         while remaining_slices > 0 and i < len(rest):
@@ -722,10 +895,19 @@ class Placer:
             if best_fit and c.slice[d] >= remaining_slices:
                 d = self.best_fit_for_slices(rest[i:], remaining_slices, 0)
             results.append(d)
+            assigned.append(min(c.slice[d], remaining_slices))
+            takes_leader.append(False)
             remaining_slices -= c.slice[d]
             i += 1
         if remaining_slices > 0:
-            return 0, [], not_fit(slice_count - remaining_slices, slice_count)
+            return 0, [], not_fit(slice_count - remaining_slices, requested)
+        if p.tail_size and not self.selection_holds_tail(results, assigned, takes_leader):
+            # No chosen domain has room for the partial slice next to its whole ones: widen the
+            # set by one that does (any domain: best fit takes the closing one out of order).
+            extra = self.first_domain_hosting_tail(rest, results)
+            if extra is None:
+                return 0, [], not_fit(slice_count, requested)
+            results.append(extra)
         return level, results, ""
 
     def _sorted_rest(
@@ -772,19 +954,26 @@ class Placer:
         return d, False, remaining - wl[d], leaders - c.leader[d]
 
     def prioritize_leader_domain(
-        self, domains: Sequence[int], count: int, leader_count: int, slice_size: int, slices: bool
+        self, domains: Sequence[int], count: int, leader_count: int, slice_size: int, slices: bool, tail: int = 0
     ) -> Sequence[int]:
         """Move to the front the first domain that can host the leader without costing the workers
-        capacity they need (the roll-up assumed the cheapest leader placement)."""
+        capacity they need (the roll-up assumed the cheapest leader placement). With a partial
+        slice, the leader and the partial slice are costed together, as the roll-up did: a
+        domain that is the partial slice's only home is not given the leader."""
         if leader_count == 0 or len(domains) < 2:
             return domains
         c = self.counts
         required = count // slice_size if slices else count
         available = sum(c.slice[d] for d in domains) if slices else sum(c.state[d] for d in domains)
+        tail_costs = self.cheapest_tail_domains(domains) if slices and tail else None
         for i, d in enumerate(domains):
             if c.leader[d] < leader_count:
                 continue
-            penalty = c.slice[d] - c.slice_wl[d] if slices else c.state[d] - c.state_wl[d]
+            penalty: int | None = c.slice[d] - c.slice_wl[d] if slices else c.state[d] - c.state_wl[d]
+            if tail_costs is not None:
+                penalty = self.leader_penalty_with_tail(domains, tail_costs, i)
+                if penalty is None:
+                    continue
             if available - penalty < required:
                 continue
             if i == 0:
@@ -794,22 +983,34 @@ class Placer:
 
     def update_counts_to_minimum(
         self, domains: Sequence[int], count: int, leader_count: int, slice_size: int, unconstrained: bool,
-        slices: bool,
+        slices: bool, tail: int = 0,
     ) -> list[int]:
-        """Assign `count` pods (or slices) greedily over `domains`, optimizing the last one."""
+        """Assign `count` pods (or slices) greedily over `domains`, optimizing the last one. A
+        partial slice of `tail` pods (only while whole slices are distributed) goes with them:
+        to the domain that closes the count when it holds both, else to a chosen domain with
+        room for it, else to one more domain."""
         c = self.counts
         best_fit = self.best_fit(unconstrained)
-        domains = self.prioritize_leader_domain(domains, count, leader_count, slice_size, slices)
+        domains = self.prioritize_leader_domain(domains, count, leader_count, slice_size, slices, tail)
         result: list[int] = []
         remaining = count // slice_size if slices else count
         leaders = leader_count
+        tail_pending = slices and tail > 0
+        tail_hosted = False
         for i, d in enumerate(domains):
+            if tail_pending and not tail_hosted:
+                closing = self.closing_domain_with_tail(domains[i:], remaining, leaders, slice_size, tail,
+                                                        unconstrained)
+                if closing is not None:
+                    result.append(closing)
+                    return result
             if leaders > 0:
                 d, done, remaining, leaders = self.consume_with_leaders(
                     d, domains[i:], remaining, leaders, unconstrained, slices, slice_size)
                 result.append(d)
+                tail_hosted = tail_hosted or (tail_pending and self.hosts_tail_with_assigned_slices(d))
                 if done:
-                    return result
+                    return self.place_tail(result, domains, tail) if tail_pending else result
                 continue
             if slices:
                 if best_fit and c.slice[d] >= remaining:
@@ -819,10 +1020,11 @@ class Placer:
                     c.state[d] = remaining * slice_size
                     c.slice[d] = remaining
                     result.append(d)
-                    return result
+                    return self.place_tail(result, domains, tail) if tail_pending else result
                 c.state[d] = c.slice[d] * slice_size
                 remaining -= c.slice[d]
                 result.append(d)
+                tail_hosted = tail_hosted or (tail_pending and self.hosts_tail_with_assigned_slices(d))
                 continue
             if best_fit and c.state[d] >= remaining:
                 d = self.best_fit_for_pods(domains[i:], remaining, 0)
@@ -838,13 +1040,15 @@ class Placer:
     def descend(self, fit: list[int], fit_level: int, p: _Params, balanced: bool = False) -> list[int]:
         """Walk from the fit level to the leaves, narrowing the domains at each level."""
         tree, c = self.tree, self.counts
-        fit = self.update_counts_to_minimum(fit, p.count, p.leader_count, p.slice_size, p.unconstrained, True)
+        fit = self.update_counts_to_minimum(fit, p.count, p.leader_count, p.slice_size, p.unconstrained, True,
+                                            p.tail_size)
         level = fit_level
         lowest = tree.depth - 1
         while level < min(lowest, p.slice_level) and not balanced:
             children = [ch for d in fit for ch in self.children[d]]
             ordered = self.sorted_domains(children, p.unconstrained)
-            fit = self.update_counts_to_minimum(ordered, p.count, p.leader_count, p.slice_size, p.unconstrained, True)
+            fit = self.update_counts_to_minimum(ordered, p.count, p.leader_count, p.slice_size, p.unconstrained, True,
+                                                p.tail_size)
             level += 1
         while level < lowest:
             size = p.slice_size

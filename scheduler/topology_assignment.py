@@ -191,16 +191,20 @@ def prepare_placement(
         if bad:
             return None, None, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
         match = node_match_for(snap, workers, gates)
+    tail = partial_slice_size(tr, workers.count, slice_size)
+    if tail and not gates.TASPartialSlices:
+        return None, None, (f"the count {workers.count} of PodSet {workers.name} is not a multiple of its slice size "
+                            f"{slice_size}, which needs the TASPartialSlices feature gate")
     params = _Params(
         count=workers.count, slice_size=slice_size, leader_count=1 if leader else 0,
         requested_level=requested_level, slice_level=slice_level, required=required,
-        unconstrained=unconstrained, slice_size_at_level=sizes, multi_layer=multi_layer,
+        unconstrained=unconstrained, slice_size_at_level=sizes, multi_layer=multi_layer, tail_size=tail,
     )
     if leader is not None:  # columns for every resource either asks for, before either vector is made
         snap.request_vector(leader.single_pod_requests)
     requests = snap.request_vector(workers.single_pod_requests)
     leader_requests = snap.request_vector(leader.single_pod_requests) if leader else None
-    shape = Shape(requests, leader_requests, slice_level, slice_size, sizes, simulate_empty)
+    shape = Shape(requests, leader_requests, slice_level, slice_size, sizes, simulate_empty, tail)
     in_domain = leaves_in_domain(snap, required_replacement_domain) if required_replacement_domain else None
     assumed: dict[int, np.ndarray] = {}
     index = snap.tree.leaves.index_by_id
@@ -230,7 +234,8 @@ def find_topology_assignment(
     if placer is None or params is None:
         return {}, reason
     fit, fit_level, use_balanced = [], 0, False
-    if gates.TASBalancedPlacement and not params.required and not params.unconstrained:
+    # BalancedPlacement spreads whole slices only: a PodSet with a partial slice takes BestFit
+    if gates.TASBalancedPlacement and not params.required and not params.unconstrained and not params.tail_size:
         fit, threshold = balanced.find_best_domains(placer, params)
         if threshold > 0:
             fit, fit_level, reason = balanced.apply_balanced_placement(placer, params, threshold, fit)
@@ -247,7 +252,69 @@ def find_topology_assignment(
         assignments[leader.name] = placer.build_assignment(leader_domains, [c.leader[d] for d in leader_domains])
         fit = [d for d in fit if c.state[d] > 0]
     assignments[workers.name] = placer.build_assignment(fit, [c.state[d] for d in fit])
+    if params.tail_size:
+        # the ungater ranks pods in the order of the assignment's domains: the partial slice last
+        placed = tail_last(snap, assignments[workers.name], params.slice_level, params.slice_size)
+        if placed.pod_count != params.count or not slice_aligned(snap, placed, params.slice_level, params.slice_size):
+            return {}, f"cannot place the partial slice of PodSet {workers.name} in a single topology domain"
+        assignments[workers.name] = placed
     return assignments, ""
+
+
+def partial_slice_size(tr: TopologyRequest | None, count: int, slice_size: int) -> int:
+    """The pods of a PodSet's partial slice: the count modulo a single layer's slice size (more
+    layers must divide the count, as Kueue's validation has it)."""
+    if tr is None or slice_size <= 1 or len(tr.slice_layers()) != 1:
+        return 0
+    return count % slice_size
+
+
+def slice_level_counts(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int) -> dict[int, int]:
+    """Pods per domain at `slice_level` (global index), in the order the assignment names them."""
+    tree = snap.tree
+    lowest = tree.depth - 1
+    counts: dict[int, int] = {}
+    for dom in assignment.domains:
+        leaf = tree.leaf_for_values(dom.values)
+        if leaf is None:
+            continue
+        domain = tree.offsets[slice_level] + tree.ancestor(lowest, leaf, slice_level)
+        counts[domain] = counts.get(domain, 0) + dom.count
+    return counts
+
+
+def tail_last(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int,
+              slice_size: int) -> TopologyAssignment:
+    """The assignment with the domain at the slice level that holds the partial slice named
+    last (normalizeTailLast); as it is when the pods divide into whole slices."""
+    remainder = assignment.pod_count % slice_size
+    if slice_size <= 1 or remainder == 0:
+        return assignment
+    per_domain = slice_level_counts(snap, assignment, slice_level)
+    holder = next((d for d, n in per_domain.items() if n % slice_size == remainder), None)
+    if holder is None or holder == list(per_domain)[-1]:
+        return assignment
+    tree, lowest = snap.tree, snap.tree.depth - 1
+
+    def holds_tail(dom: DomainAssignment) -> bool:
+        leaf = tree.leaf_for_values(dom.values)
+        return leaf is not None and tree.offsets[slice_level] + tree.ancestor(lowest, leaf, slice_level) == holder
+
+    head = tuple(dom for dom in assignment.domains if not holds_tail(dom))
+    return TopologyAssignment(assignment.levels, head + tuple(dom for dom in assignment.domains if holds_tail(dom)))
+
+
+def slice_aligned(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int, slice_size: int) -> bool:
+    """Whether every domain at the slice level holds whole slices, but the last, which may hold
+    the partial slice (assignmentSliceAligned)."""
+    if slice_size <= 1:
+        return True
+    per_domain = list(slice_level_counts(snap, assignment, slice_level).values())
+    total = sum(per_domain)
+    if total != assignment.pod_count:
+        return False
+    last = len(per_domain) - 1
+    return all(n % slice_size == (total % slice_size if i == last else 0) for i, n in enumerate(per_domain))
 
 
 # ---------------------------------------------------------------- all PodSets of a workload on one flavor
@@ -444,24 +511,23 @@ def find_elastic_assignment(
 
 
 def find_incomplete_slice_domain(
-    snap: TASFlavorSnapshot, assignment: TopologyAssignment, missing: int, slice_size: int, key: str
+    snap: TASFlavorSnapshot, assignment: TopologyAssignment, missing: int, slice_size: int, key: str,
+    partial_slices: bool = True,
 ) -> str:
-    """The slice-level domain that, with the `missing` pods back, holds whole slices again."""
+    """The slice-level domain that, with the `missing` pods back, holds whole slices again; with
+    partial slices the last domain of the assignment holds the partial slice instead (and when
+    the domain that held it lost every pod, the domain now last takes it over)."""
     tree = snap.tree
     level = tree.level_index(key)
     if level is None:
         return ""
-    per_domain: dict[str, int] = {}
-    for dom in assignment.domains:
-        leaf = tree.leaf_for_values(dom.values)
-        if leaf is None:
-            continue
-        g = tree.ancestor(tree.depth - 1, leaf, level) + tree.offsets[level]
-        domain = tree.id_of[g]
-        per_domain[domain] = per_domain.get(domain, 0) + dom.count
-    for domain, count in per_domain.items():
-        if (count + missing) % slice_size == 0:
-            return domain
+    per_domain = list(slice_level_counts(snap, assignment, level).items())
+    total = missing + sum(count for _, count in per_domain)
+    residue = total % slice_size if partial_slices else 0
+    last = len(per_domain) - 1
+    for i, (domain, count) in enumerate(per_domain):
+        if (count + missing) % slice_size == (residue if i == last else 0):
+            return tree.id_of[domain]
     return ""
 
 
@@ -483,8 +549,10 @@ def required_replacement_domain(snap: TASFlavorSnapshot, req: TASPodSetRequest, 
         if len(layers) > 1:
             for layer in reversed(layers):
                 if req.count % layer.size != 0:
-                    return find_incomplete_slice_domain(snap, assignment, req.count, layer.size, layer.topology)
-        return find_incomplete_slice_domain(snap, assignment, req.count, size, layers[0].topology)
+                    return find_incomplete_slice_domain(snap, assignment, req.count, layer.size, layer.topology,
+                                                        gates.TASPartialSlices)
+        return find_incomplete_slice_domain(snap, assignment, req.count, size, layers[0].topology,
+                                            gates.TASPartialSlices)
     if tr is None or tr.required is None:
         return ""
     leaf = tree.leaf_for_values(assignment.domains[0].values)
@@ -557,4 +625,14 @@ def find_replacement_assignment(
     replacement = placed.get(req.name)
     if replacement is None or not replacement.domains:
         return None, None, f"cannot find replacement assignment for unhealthy node: {unhealthy_node}"
-    return merge_assignments(snap, replacement, remaining), replacement, ""
+    merged = merge_assignments(snap, replacement, remaining)
+    tr = req.topology_request
+    size, _ = slice_size_with_single_pod_default(tr)
+    level = snap.tree.level_index(tr.slice_layers()[0].topology) if tr is not None and tr.slices_requested else None
+    if gates.TASPartialSlices and level is not None and size > 1:
+        # merging orders the domains by their values: the partial slice goes last again, and a
+        # repair that splits a slice is refused rather than published
+        merged = tail_last(snap, merged, level, size)
+        if not slice_aligned(snap, merged, level, size):
+            return None, None, f"cannot replace the node {unhealthy_node} without splitting a PodSet slice"
+    return merged, replacement, ""

@@ -294,10 +294,9 @@ class TestBadFlags:
         code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", taken)
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
-        code, out, err = simulate(capsys, cluster_file, "--feature-gates", "TASPartialSlices=true")
-        assert code == 2 and out == ""
-        assert_one_error_line(err, "feature gate TASPartialSlices=true is not supported: a PodSet's count must "
-                                   "be a multiple of its slice size")
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", "TASPartialSlices=true")
+        assert code == 0
+        assert json.loads(out)["workloads"][0]["status"] == "Admitted"
         code, _, err = simulate(capsys, cluster_file, "--feature-gates", "TASLeaderPodSetFeasibility=true")
         assert code == 2
         assert_one_error_line(err, "TASLeaderPodSetFeasibility=true is not supported")

@@ -413,12 +413,13 @@ def _layers(*layers: tuple[str, int]) -> list[dict]:
 
 
 @pytest.mark.parametrize(("request_", "count", "field", "message"), [
-    ({"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 3}, 4,
-     "topologyRequest.podSetSliceSize", "must evenly divide the PodSet's count 4, got 3"),
     ({"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 5}, 4,
-     "topologyRequest.podSetSliceSize", "must evenly divide the PodSet's count 4, got 5"),
-    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 3))}, 4,
-     "podsetSliceRequiredTopologyConstraints[0].size", "must evenly divide the PodSet's count 4, got 3"),
+     "topologyRequest.podSetSliceSize", "must not exceed the PodSet's count 4, got 5"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 5))}, 4,
+     "podsetSliceRequiredTopologyConstraints[0].size", "must not exceed the PodSet's count 4, got 5"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 3), (HOSTNAME, 1))}, 4,
+     "podsetSliceRequiredTopologyConstraints[0].size",
+     "must evenly divide the PodSet's count 4 when more than one layer is specified, got 3"),
     ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 3))}, 8,
      "podsetSliceRequiredTopologyConstraints[1].size", "must evenly divide the size 4 of the layer above, got 3"),
     ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (RACK, 2))}, 8,
@@ -427,8 +428,9 @@ def _layers(*layers: tuple[str, int]) -> list[dict]:
      "topologyRequest.podsetSliceRequiredTopologyConstraints", "cannot be combined with"),
 ])
 def test_slices_that_do_not_divide_the_pod_set_are_refused(tmp_path, capsys, request_, count, field, message):
-    """KEP-2724: a slice size evenly divides its PodSet (and a layer the layer above); Kueue's
-    placement counts whole slices, so such a PodSet would be admitted with pods left out."""
+    """KEP-2724 with TASPartialSlices (Kueue v0.19.6): a slice holds at most the PodSet; only a
+    single layer may leave a partial last slice, so with more layers the coarsest divides the
+    PodSet and each layer the layer above."""
     wl = workload("train", count=count, raw_topology_request=request_)
     path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
     assert_refused(*run_cli(capsys, "simulate", path), "Workload/default/train", field, message)
@@ -436,7 +438,7 @@ def test_slices_that_do_not_divide_the_pod_set_are_refused(tmp_path, capsys, req
 
 def test_a_leaders_slice_request_is_not_checked_against_its_one_pod(tmp_path, capsys):
     """A leader-and-workers group carries one request on both templates; the leader is placed
-    as one pod beside the workers' slices, so only the workers' count must divide."""
+    as one pod beside the workers' slices, so only the workers' count is checked against it."""
     request = {"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 2, "podSetGroupName": "g"}
     wl = workload("train", pod_sets=[pod_set("leader", count=1, raw_topology_request=request),
                                      pod_set("workers", count=4, raw_topology_request=request)])
@@ -444,11 +446,11 @@ def test_a_leaders_slice_request_is_not_checked_against_its_one_pod(tmp_path, ca
     assert main(["simulate", path, "-o", "json"]) == 0
     [result] = json.loads(capsys.readouterr().out)["workloads"]
     assert result["status"] == "Admitted"
-    workers = pod_set("workers", count=3, raw_topology_request=request)
+    workers = pod_set("workers", count=3, min_count=1, raw_topology_request=request)
     wl = workload("train", pod_sets=[pod_set("leader", count=1, raw_topology_request=request), workers])
     path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
     assert_refused(*run_cli(capsys, "simulate", path), "spec.podSets[1].topologyRequest.podSetSliceSize",
-                   "must evenly divide the PodSet's count 3, got 2")
+                   "must evenly divide the PodSet's count 3 when the PodSet sets minCount, got 2")
 
 
 @pytest.mark.parametrize(("pod_sets", "field", "message"), [
@@ -503,15 +505,15 @@ def test_a_group_of_two_single_pods_and_a_group_without_levels_are_read(tmp_path
         assert result["status"] == "Admitted"
 
 
-def test_a_slice_size_annotation_that_does_not_divide_is_refused_where_it_is_written(tmp_path, capsys):
+def test_a_slice_size_annotation_larger_than_the_pod_set_is_refused_where_it_is_written(tmp_path, capsys):
     wl = workload("train", count=4)
     wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {
         "kueue.x-k8s.io/podset-required-topology": BLOCK,
-        "kueue.x-k8s.io/podset-slice-required-topology": RACK, "kueue.x-k8s.io/podset-slice-size": "3"}}
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK, "kueue.x-k8s.io/podset-slice-size": "6"}}
     path = write(tmp_path / "c.yaml", dump([*tas_setup(), *grid(), wl]))
     assert_refused(*run_cli(capsys, "simulate", path),
                    "spec.podSets[0].template.metadata.annotations.kueue.x-k8s.io/podset-slice-size",
-                   "must evenly divide the PodSet's count 4, got 3")
+                   "must not exceed the PodSet's count 4, got 6")
 
 
 REQUIRED_A = "kueue.x-k8s.io/podset-required-topology"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler import phase1
 from scheduler.assignment import DomainAssignment, TopologyAssignment
-from scheduler.phase1 import COUNTERS, Shape, compute, kept_counts, visited_leaves
+from scheduler.phase1 import Shape, compute, kept_counts, visited_leaves
 from scheduler.placement import match_nodes
 from scheduler.snapshot import JOURNAL_KEPT, TASFlavorSnapshot
 
@@ -46,6 +46,10 @@ def shapes(snap: TASFlavorSnapshot) -> list[Shape]:
         Shape(gpu, leader, slice_level=1, slice_size=2, slice_size_at_level={}),
         Shape(cpu, None, slice_level=0, slice_size=4, slice_size_at_level={1: 2, 2: 2}),
         Shape(gpu, None, slice_level=2, slice_size=1, slice_size_at_level={}, simulate_empty=True),
+        # with a partial slice (TASPartialSlices): its counters are kept too
+        Shape(cpu, None, slice_level=1, slice_size=4, slice_size_at_level={}, tail_size=3),
+        Shape(gpu, leader, slice_level=2, slice_size=2, slice_size_at_level={}, tail_size=1),
+        Shape(cpu, leader, slice_level=1, slice_size=3, slice_size_at_level={}, tail_size=2),
     ]
 
 
@@ -107,7 +111,7 @@ def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, f
     for shape in kinds:
         counts = kept_counts(snap, shape, match)
         if listed:  # the lists made for phase 2 are kept in step too
-            for name in COUNTERS:
+            for name in shape.counters:
                 counts.as_list(name)
     for op, assumed_cpu in ops:
         apply(snap, op)
@@ -117,7 +121,8 @@ def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, f
         for shape in kinds:
             kept = kept_counts(snap, shape, match, assumed)
             arrays, resources = from_scratch(snap, shape, match, assumed)
-            for name in COUNTERS:
+            assert set(kept.arrays) == set(shape.counters)
+            for name in shape.counters:
                 assert np.array_equal(kept.arrays[name], arrays[name]), (op, shape, name)
                 if name in kept.lists:
                     assert kept.lists[name] == arrays[name].tolist(), (op, shape, name)
