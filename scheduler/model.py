@@ -384,6 +384,29 @@ class TopologyRequest:
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+@dataclass(frozen=True, slots=True)
+class SliceSplit:
+    """How a PodSet's pods are cut into slices of its outermost slice layer: `whole` slices of
+    `size` pods and, with TASPartialSlices, one partial slice of `partial` pods (a single
+    layer only), each held by one domain at level `topology`."""
+
+    topology: str
+    size: int
+    whole: int
+    partial: int
+    layers: int
+
+
+def slice_split(request: TopologyRequest | None, count: int) -> SliceSplit | None:
+    """The PodSet's slices, or None when it asks for none (or for a slice size of 0)."""
+    layers = request.slice_layers() if request is not None else ()
+    if not layers or layers[0].size <= 0:
+        return None
+    outer = layers[0]
+    whole, partial = divmod(count, outer.size)
+    return SliceSplit(outer.topology, outer.size, whole, partial if len(layers) == 1 else 0, len(layers))
+
+
 def leader_of_pair(first_count: int, second_count: int) -> int:
     """In a PodSet group of two (LeaderWorkerSet's leader and workers), the index of the
     leader: the second, unless it has more pods than the first."""

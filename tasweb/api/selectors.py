@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,9 @@ from scheduler.explain import (
     WorkloadExplanation,
     explain_workload,
 )
+from scheduler.model import PodSet as EnginePodSet
 from scheduler.model import Workload as EngineWorkload
+from scheduler.model import leader_of_pair, slice_split
 from scheduler.parse import Where, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.queue_status import active_condition, local_queue_condition
@@ -274,9 +276,11 @@ def assignments_decoded(*, workload: cluster.Workload) -> list[dict[str, Any]]:
 def pod_sets_of(raw: Mapping) -> list[dict[str, Any]]:
     """The PodSets of a workload object: count, topology request and per-pod requests."""
     requests: dict[str, dict[str, str]] = {}
+    slices: dict[str, dict[str, Any]] = {}
     try:
         parsed = parse_workload(raw, Where(object_label(raw)), lambda data: None)
         requests = {ps.name: resources_text(ps.spec.requests) for ps in parsed.pod_sets}
+        slices = slices_of(parsed.pod_sets)
     except Exception:  # an invalid object still shows what it has; its invalid_reason says why
         parsed = None
     out = []
@@ -297,7 +301,26 @@ def pod_sets_of(raw: Mapping) -> list[dict[str, Any]]:
             "minCount": ps.get("minCount"),
             "topologyRequest": topology_request,
             "requests": requests.get(name, {}),
+            "slices": slices.get(name),
         })
+    return out
+
+
+def slices_of(pod_sets: Sequence[EnginePodSet]) -> dict[str, dict[str, Any]]:
+    """Per PodSet placed by its slices: how its pods are cut (the leader of a leader-and-workers
+    group is placed as one pod whatever its request says, so it has none)."""
+    groups: dict[str, list[EnginePodSet]] = defaultdict(list)
+    for ps in pod_sets:
+        if ps.topology_request is not None and ps.topology_request.pod_set_group_name:
+            groups[ps.topology_request.pod_set_group_name].append(ps)
+    leaders = {members[leader_of_pair(members[0].count, members[1].count)].name
+               for members in groups.values() if len(members) == 2}
+    out = {}
+    for ps in pod_sets:
+        split = slice_split(ps.topology_request, ps.count) if ps.name not in leaders else None
+        if split is not None:
+            out[ps.name] = {"topology": split.topology, "size": split.size, "whole": split.whole,
+                            "partial": split.partial, "layers": split.layers}
     return out
 
 

@@ -305,6 +305,16 @@ class WorkloadSummarySerializer(s.Serializer):
     predictedStart = predicted_start_field()
 
 
+class SliceSplitSerializer(s.Serializer):
+    topology = s.CharField(help_text="the level of the outermost slice layer: each slice is held by one domain there")
+    size = s.IntegerField(help_text="pods in a whole slice")
+    whole = s.IntegerField(help_text="whole slices: count / size")
+    partial = s.IntegerField(help_text="pods of the partial last slice (TASPartialSlices, a single layer only): "
+                             "count % size; 0 when the count divides")
+    layers = s.IntegerField(help_text="slice layers the request names (more than one: "
+                            "podsetSliceRequiredTopologyConstraints)")
+
+
 class PodSetSerializer(s.Serializer):
     name = s.CharField(help_text="the PodSet's name")
     count = s.IntegerField(allow_null=True, help_text="number of pods")
@@ -314,6 +324,8 @@ class PodSetSerializer(s.Serializer):
                                   "{\"fromAnnotations\": ...} for the pod template annotations Kueue translates; "
                                   "null when the PodSet asks for no topology")
     requests = quantity_map("requests of one pod")
+    slices = SliceSplitSerializer(allow_null=True, help_text="how the pods are cut into slices; null when the "
+                                  "PodSet is not placed by slices (none asked for, or a group's one-pod leader)")
 
 
 class DecodedDomainSerializer(s.Serializer):

@@ -304,3 +304,20 @@ def test_why_pending_of_an_evicted_workload_holding_its_quota_says_what_comes_ne
     assert (body["status"], body["pending"]) == ("Evicted", False)
     assert body["summary"] == ("evicted (AdmissionCheck: At least one admission check is false): it holds its quota "
                                "until its pods are gone; then it waits in its queue again")
+
+
+def test_a_pod_sets_slices_are_told_whole_and_partial(mirror, client):
+    """TASPartialSlices: 10 pods in slices of 4 on racks are 2 whole slices and a partial slice
+    of 2; the API says so, and so does the workload page."""
+    obj = workload_object("sliced", count=10)
+    obj["spec"]["podSets"][0]["topologyRequest"] = {
+        "required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 4}
+    upsert(obj)
+    detail = client.get("/api/v1/workloads/ml/sliced/").json()
+    assert detail["podSets"][0]["slices"] == {"topology": RACK, "size": 4, "whole": 2, "partial": 2, "layers": 1}
+    page = client.get("/workloads/ml/sliced/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "2 slices of 4 pods and a partial slice of 2 pods, each in one" in text
+    unsliced = client.get("/api/v1/workloads/ml/job-moe-too-big/").json()
+    assert unsliced["podSets"][0]["slices"] is None

@@ -98,7 +98,8 @@ JOB = st.fixed_dictionaries({
     "queue": st.sampled_from(["lq-a", "lq-a", "lq-b", "lq-c", "lq-missing"]),
     "count": st.integers(1, 4),
     "cpu": st.sampled_from(["1", "2", "3"]),
-    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host", "slices", "group", "two"]),
+    "shape": st.sampled_from(["required", "preferred", "unconstrained", "none", "host", "slices", "partial", "group",
+                              "two"]),
     "priority": st.sampled_from([0, 10, 100]),
     "created": st.integers(0, 50),
     # ConcurrentAdmission: a parent (kept off its queue while the gate is on), or a variant
@@ -321,6 +322,9 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         if shape == "slices":  # racks of a block hold slices of two pods
             kwargs = {"required": BLOCK, "slice_topology": RACK, "slice_size": 2}
             count *= 2
+        elif shape == "partial":  # slices of three pods and a partial slice of one or two (TASPartialSlices)
+            kwargs = {"required": BLOCK, "slice_topology": RACK, "slice_size": 3}
+            count = 3 * count + 1 + count % 2
         elif shape == "group":  # a leader and its workers, placed together in a rack
             kwargs = {"pod_sets": [pod_set("leader", cpu="1", required=RACK, group="g"),
                                    pod_set("workers", count=count, cpu=cpu, required=RACK, group="g")]}
