@@ -73,6 +73,10 @@ class LevelFit:
     domains: int
     domains_that_fit: int
     total_fits: int
+    # with a partial slice (TASPartialSlices), the slices above count it as one; these are the
+    # whole slices alone (the best domain's, all domains'), which fewer pods can be sure to use
+    whole_fits: int = -1
+    total_whole: int = -1
 
 
 @dataclass(slots=True)
@@ -195,14 +199,26 @@ def level_fits(placer: Placer, params: _Params) -> list[LevelFit]:
         domains = tree.level_domains(lvl)
         if not domains:
             continue
-        capacity = counters_of(c.slice if slices and lvl <= params.slice_level else c.state, domains)
+        partial = params.tail_size and lvl <= params.slice_level
+        if partial:
+            # the partial slice counts as a slice: a domain holds its whole slices beside it,
+            # and none at all where the partial slice does not fit
+            capacity = [t + 1 for t in counters_of(c.slice_t, domains)]
+            whole = counters_of(c.slice, domains)
+        else:
+            capacity = counters_of(c.slice if slices and lvl <= params.slice_level else c.state, domains)
+        level_needed = needed + 1 if partial else needed
         most = max(capacity)
         best = min((d for d, fits in zip(domains, capacity, strict=True) if fits == most),
                    key=placer.rank.__getitem__)
-        out.append(LevelFit(
-            level=tree.level_keys[lvl], needed=needed, unit="slice" if slices else "pod",
+        fit = LevelFit(
+            level=tree.level_keys[lvl], needed=level_needed, unit="slice" if slices else "pod",
             best_domain=list(tree.values_of[best]), best_fits=most, domains=len(domains),
-            domains_that_fit=sum(1 for fits in capacity if fits >= needed), total_fits=sum(capacity)))
+            domains_that_fit=sum(1 for fits in capacity if fits >= level_needed), total_fits=sum(capacity))
+        if partial:
+            fit.total_fits = sum(whole) + (1 if most > 0 else 0)
+            fit.whole_fits, fit.total_whole = c.slice[best], sum(whole)
+        out.append(fit)
     return out
 
 
@@ -278,7 +294,12 @@ def fewer_pods_suggestion(levels: list[LevelFit], params: _Params, mode: str) ->
         most = fit.total_fits
     if most <= 0 or most >= fit.needed:
         return None
-    pods = most * params.slice_size if fit.unit == "slice" else most
+    if fit.whole_fits >= 0:  # with a partial slice: the whole slices that surely fit
+        pods = (fit.whole_fits if mode == "required" else fit.total_whole) * params.slice_size
+        if pods <= 0:
+            return None
+    else:
+        pods = most * params.slice_size if fit.unit == "slice" else most
     return Suggestion("fewer-pods", f"{pods} pod(s) would fit now instead of {params.count}", {"count": pods})
 
 

@@ -223,3 +223,39 @@ def test_when_the_partial_slice_loses_every_pod_the_rack_now_last_takes_it_over(
     merged, reason = replace_node("n3")
     assert reason == ""
     assert [(d.values[0], d.count) for d in merged.domains] == [("n1", 4), ("n2", 4), ("n5", 2)]
+
+
+# ---------------------------------------------------------------- why pending
+
+
+def test_why_pending_counts_the_partial_slice_and_its_suggestions_hold():
+    """Each rack holds 2 whole slices of 4 but not the partial slice beside them: the rack level
+    says 2 of the 3 slices needed, and each suggestion is checked by placing what it says."""
+    from datetime import timedelta
+
+    from scheduler.engine import Engine
+
+    from .factories import NOW, grid, local_queue, parse, queue_with_policy, resource_flavor, topology
+
+    wl = workload("train", queue="lq", count=10, cpu="1", required=RACK, slice_topology=RACK, slice_size=4)
+    objects = [topology(), resource_flavor(), *grid(1, 2, 2, cpu="4"), queue_with_policy("cq", cpu=100),
+               local_queue("lq", cluster_queue_name="cq"), wl]
+    engine = Engine.from_parsed(parse(objects), gates())
+    why = engine.explain("default/train", NOW)
+    (pod_set_why,) = why.pod_sets
+    assert not pod_set_why.fits
+    rack = next(fit for fit in pod_set_why.levels if fit.level == RACK)
+    assert (rack.needed, rack.best_fits, rack.domains_that_fit) == (3, 2, 0)
+    found = {s.kind: s for s in pod_set_why.suggestions}
+    assert found["higher-level"].message == ("would fit with `required: cloud.example.com/block`: domain b1 "
+                                             "has room for 4 slice(s), 3 needed")
+    assert found["fewer-pods"].message == "8 pod(s) would fit now instead of 10"
+    # true: at the block level it is placed, and 8 pods fit a rack
+    cluster_objects = objects[:-1]
+    assert place(cluster_objects, workload("train", count=10, cpu="1", required=BLOCK, slice_topology=RACK,
+                                           slice_size=4))[1] == ""
+    assert place(cluster_objects, workload("train", count=8, cpu="1", required=RACK, slice_topology=RACK,
+                                           slice_size=4))[1] == ""
+    # and the pass does not admit it as it is
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert not engine.state.workload("default/train").has_quota_reservation
