@@ -259,3 +259,77 @@ def test_why_pending_counts_the_partial_slice_and_its_suggestions_hold():
     # and the pass does not admit it as it is
     engine.run_pass(NOW + timedelta(seconds=1))
     assert not engine.state.workload("default/train").has_quota_reservation
+
+
+# ---------------------------------------------------------------- any cluster, any request
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cpus=st.lists(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=3), min_size=1, max_size=3),
+                  min_size=1, max_size=2),
+    whole=st.integers(1, 3),
+    tail=st.integers(0, 4),
+    size=st.integers(2, 5),
+    mode=st.sampled_from(["required-block", "required-rack", "preferred-rack", "preferred-block"]),
+    slice_level=st.sampled_from([RACK, HOSTNAME]),
+    with_leader=st.booleans(),
+)
+def test_a_placement_keeps_every_pod_whole_slices_and_the_capacity(cpus, whole, tail, size, mode, slice_level,
+                                                                   with_leader):
+    """Whatever the cluster: a placement that succeeds places every pod, on nodes with room for
+    them (the leader's pod included), each slice-level domain holding whole slices but the last,
+    which holds the partial slice; the required level is kept. And a rack with room for every
+    pod (the leader's too) is always found for a block-required PodSet sliced by racks."""
+    count = whole * size + tail % size
+    nodes, rack_of, block_of, room = [], {}, {}, {}
+    for b, racks in enumerate(cpus):
+        for r, hosts in enumerate(racks):
+            for n, cpu in enumerate(hosts):
+                name = f"b{b}-r{r}-n{n}"
+                nodes.append(node(name, block=f"b{b}", rack=f"b{b}-r{r}", cpu=str(cpu), pods="50"))
+                rack_of[name], block_of[name], room[name] = f"b{b}-r{r}", f"b{b}", cpu
+    kind, level = mode.split("-")
+    request = {kind: BLOCK if level == "block" else RACK, "podSetSliceRequiredTopology": slice_level,
+               "podSetSliceSize": size}
+    if with_leader:
+        request["podSetGroupName"] = "g"
+        wl = workload("train", pod_sets=[pod_set("leader", count=1, cpu="1", raw_topology_request=request),
+                                         pod_set("workers", count=count, cpu="1", raw_topology_request=request)])
+    else:
+        wl = workload("train", pod_sets=[pod_set("workers", count=count, cpu="1", raw_topology_request=request)])
+    snap = flavor_snapshot(cluster(*nodes))
+    requests = tas_requests(wl)
+    leader, workers = (requests[0], requests[1]) if with_leader else (None, requests[0])
+    assignments, reason = find_topology_assignment(snap, workers, leader, gates=gates())
+    event("placed" if not reason else "not placed")
+    rack_room: dict[str, int] = {}
+    for name, cpu in room.items():
+        rack_room[rack_of[name]] = rack_room.get(rack_of[name], 0) + cpu
+    if mode == "required-block" and slice_level == RACK and max(rack_room.values()) >= count + with_leader:
+        assert not reason, (reason, rack_room, count, size)  # one rack holds every pod: it is found
+    if reason:
+        return
+    event("with a partial slice" if count % size else "whole slices only")
+    placed = assignments["workers"]
+    assert placed.pod_count == count
+    used: dict[str, int] = {}
+    for a in assignments.values():
+        for dom in a.domains:
+            used[dom.values[-1]] = used.get(dom.values[-1], 0) + dom.count
+    assert all(n <= room[name] for name, n in used.items()), (used, room)
+    if with_leader:
+        assert assignments["leader"].pod_count == 1
+    group_of = rack_of if slice_level == RACK else {name: name for name in rack_of}
+    slice_domains: dict[str, int] = {}
+    for dom in placed.domains:
+        slice_domains[group_of[dom.values[-1]]] = slice_domains.get(group_of[dom.values[-1]], 0) + dom.count
+    counts = list(slice_domains.values())
+    assert all(n % size == 0 for n in counts[:-1]) and counts[-1] % size == count % size, (slice_domains, size)
+    if kind == "required":
+        holder = block_of if level == "block" else rack_of
+        everything = [d.values[-1] for a in assignments.values() for d in a.domains]
+        assert len({holder[name] for name in everything}) == 1
