@@ -22,6 +22,7 @@ again finds the quota short; and a PodSet's reason is its own.
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -93,6 +94,8 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
         if group is not None:  # LeaderWorkerSet's shape: a leader of one pod and its workers, one level
             pod_sets[0]["count"] = 1
             pod_sets[1]["topologyRequest"] = dict(pod_sets[0]["topologyRequest"])
+            if "podSetSliceSize" in pod_sets[1]["topologyRequest"]:  # the workers hold a slice at least
+                pod_sets[1]["count"] = max(pod_sets[1]["count"], 2)
         objects.append(workload(f"wl-{j}", queue=f"lq-{cq}", pod_sets=pod_sets, priority=draw(st.integers(0, 3)),
                                 created=draw(st.integers(-300, 0))))
         pending.append(f"default/wl-{j}")
@@ -103,9 +106,14 @@ def clusters(draw) -> tuple[list[dict], list[str]]:
 def pod_sets_of(draw, name: str, group: str | None = None) -> dict:
     """A PodSet of 1-3 pods of 1-3 CPUs, with one of the topology requests (a PodSet of a
     group asks for a level: Kueue's job webhooks require one)."""
-    topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied"]))
+    topo = draw(st.sampled_from(["required-rack", "required-block", "preferred", "unconstrained", "implied",
+                                 "sliced"]))
     kwargs: dict = {}
-    if topo == "required-rack":
+    count = draw(st.integers(1, 3))
+    if topo == "sliced":  # slices of two pods on racks, with a partial slice when the count is odd
+        kwargs = {"required": "cloud.example.com/block", "slice_topology": "cloud.example.com/rack", "slice_size": 2}
+        count = draw(st.integers(2, 5))
+    elif topo == "required-rack":
         kwargs["required"] = "cloud.example.com/rack"
     elif topo == "required-block":
         kwargs["required"] = "cloud.example.com/block"
@@ -115,7 +123,7 @@ def pod_sets_of(draw, name: str, group: str | None = None) -> dict:
         kwargs["unconstrained"] = True
     if group is not None and not (kwargs.get("required") or kwargs.get("preferred")):
         kwargs = {"required": "cloud.example.com/rack"}
-    return pod_set(name, count=draw(st.integers(1, 3)), cpu=str(draw(st.integers(1, 3))), group=group, **kwargs)
+    return pod_set(name, count=count, cpu=str(draw(st.integers(1, 3))), group=group, **kwargs)
 
 
 def waiting(engine: Engine) -> list[str]:
@@ -190,7 +198,15 @@ def check_room_claims(objects: list[dict], key: str, why) -> None:
             if suggestion.kind == "free-capacity":
                 after = explained_without(objects, key, set(suggestion.details["workloads"]))
                 [same] = [p for p in after.pod_sets if p.name == told.name]
-                assert same.fits, (key, suggestion.message, same.reason)
+                # the topology holds it; the quota may still be short, which the explanation tells apart
+                assert same.fits or "insufficient unused quota" in (same.reason or ""), (key, suggestion.message,
+                                                                                          same.reason)
+            elif suggestion.kind in ("higher-level", "fewer-pods") and not suggestion.details.get("idle"):
+                after = explained_changed(objects, key, told.name, suggestion)
+                [same] = [p for p in after.pod_sets if p.name == told.name]
+                # the topology holds it; the quota may still be short, which the explanation tells apart
+                assert same.fits or "insufficient unused quota" in (same.reason or ""), (key, suggestion.message,
+                                                                                          same.reason)
             elif suggestion.kind in ("quota-only", "topology-full"):  # what more quota alone would do
                 after = explained_with_quota(objects, key)
                 [same] = [p for p in after.pod_sets if p.name == told.name]
@@ -202,6 +218,22 @@ def explained_without(objects: list[dict], key: str, gone: set[str]):
     kept = [o for o in objects
             if o["kind"] != "Workload" or f"{o['metadata']['namespace']}/{o['metadata']['name']}" not in gone]
     engine = Engine.from_parsed(parse(kept), gates())
+    return compute_explanation(engine.state, engine.state.workload(key))
+
+
+def explained_changed(objects: list[dict], key: str, pod_set_name: str, suggestion):
+    """The workload `key` explained from scratch with its PodSet changed as the suggestion says:
+    the higher level required, or the fewer pods."""
+    changed = copy.deepcopy(objects)
+    for obj in changed:
+        if obj["kind"] == "Workload" and f"{obj['metadata']['namespace']}/{obj['metadata']['name']}" == key:
+            for ps in obj["spec"]["podSets"]:
+                if ps["name"] == pod_set_name:
+                    if suggestion.kind == "higher-level":
+                        ps["topologyRequest"]["required"] = suggestion.details["level"]
+                    else:
+                        ps["count"] = suggestion.details["count"]
+    engine = Engine.from_parsed(parse(changed), gates())
     return compute_explanation(engine.state, engine.state.workload(key))
 
 
