@@ -17,7 +17,7 @@ import numpy as np
 from scheduler import balanced
 from scheduler.assignment import DomainAssignment, TopologyAssignment
 from scheduler.features import FeatureGates
-from scheduler.model import TopologyRequest, leader_of_pair
+from scheduler.model import TopologyRequest, leader_of_pair, slice_split
 from scheduler.phase1 import Shape
 from scheduler.placement import (
     NodeMatch,
@@ -191,7 +191,7 @@ def prepare_placement(
         if bad:
             return None, None, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
         match = node_match_for(snap, workers, gates)
-    tail = partial_slice_size(tr, workers.count, slice_size)
+    tail = partial_slice_size(tr, workers.count)
     if tail and not gates.TASPartialSlices:
         return None, None, (f"the count {workers.count} of PodSet {workers.name} is not a multiple of its slice size "
                             f"{slice_size}, which needs the TASPartialSlices feature gate")
@@ -261,12 +261,10 @@ def find_topology_assignment(
     return assignments, ""
 
 
-def partial_slice_size(tr: TopologyRequest | None, count: int, slice_size: int) -> int:
-    """The pods of a PodSet's partial slice: the count modulo a single layer's slice size (more
-    layers must divide the count, as Kueue's validation has it)."""
-    if tr is None or slice_size <= 1 or len(tr.slice_layers()) != 1:
-        return 0
-    return count % slice_size
+def partial_slice_size(tr: TopologyRequest | None, count: int) -> int:
+    """The pods of a PodSet's partial slice (`slice_split`: a single layer only)."""
+    split = slice_split(tr, count)
+    return split.partial if split is not None else 0
 
 
 def slice_level_counts(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int) -> dict[int, int]:

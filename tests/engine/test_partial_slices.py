@@ -174,9 +174,13 @@ def test_the_leader_and_the_partial_slice_are_costed_together():
 def test_only_a_single_layer_has_a_partial_slice():
     wl = workload("train", count=10, cpu="1", required=BLOCK, slice_topology=RACK, slice_size=4)
     (request,) = tas_requests(wl)
-    assert partial_slice_size(request.topology_request, 10, 4) == 2
-    assert partial_slice_size(request.topology_request, 8, 4) == 0
-    assert partial_slice_size(None, 10, 4) == 0
+    assert partial_slice_size(request.topology_request, 10) == 2
+    assert partial_slice_size(request.topology_request, 8) == 0
+    assert partial_slice_size(None, 10) == 0
+    layers = {"required": BLOCK, "podsetSliceRequiredTopologyConstraints": [
+        {"topology": RACK, "size": 4}, {"topology": HOSTNAME, "size": 2}]}
+    (two,) = tas_requests(workload("train", count=8, raw_topology_request=layers))
+    assert partial_slice_size(two.topology_request, 10) == 0  # more layers: never a partial slice
 
 
 def test_tail_last_and_alignment_read_the_slice_level_domains():
