@@ -267,17 +267,26 @@ def partial_slice_size(tr: TopologyRequest | None, count: int) -> int:
     return split.partial if split is not None else 0
 
 
-def slice_level_counts(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int) -> dict[int, int]:
-    """Pods per domain at `slice_level` (global index), in the order the assignment names them."""
+def slice_level_owners(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int) -> list[int | None]:
+    """Per domain of the assignment, its ancestor at `slice_level` (global index); None for a
+    domain the snapshot does not hold."""
     tree = snap.tree
     lowest = tree.depth - 1
-    counts: dict[int, int] = {}
+    owners: list[int | None] = []
     for dom in assignment.domains:
         leaf = tree.leaf_for_values(dom.values)
-        if leaf is None:
-            continue
-        domain = tree.offsets[slice_level] + tree.ancestor(lowest, leaf, slice_level)
-        counts[domain] = counts.get(domain, 0) + dom.count
+        owners.append(None if leaf is None else tree.offsets[slice_level] + tree.ancestor(lowest, leaf, slice_level))
+    return owners
+
+
+def slice_level_counts(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int,
+                       owners: list[int | None] | None = None) -> dict[int, int]:
+    """Pods per domain at `slice_level` (global index), in the order the assignment names them."""
+    counts: dict[int, int] = {}
+    for dom, owner in zip(assignment.domains, owners or slice_level_owners(snap, assignment, slice_level),
+                          strict=True):
+        if owner is not None:
+            counts[owner] = counts.get(owner, 0) + dom.count
     return counts
 
 
@@ -288,18 +297,14 @@ def tail_last(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_lev
     remainder = assignment.pod_count % slice_size
     if slice_size <= 1 or remainder == 0:
         return assignment
-    per_domain = slice_level_counts(snap, assignment, slice_level)
+    owners = slice_level_owners(snap, assignment, slice_level)
+    per_domain = slice_level_counts(snap, assignment, slice_level, owners)
     holder = next((d for d, n in per_domain.items() if n % slice_size == remainder), None)
     if holder is None or holder == list(per_domain)[-1]:
         return assignment
-    tree, lowest = snap.tree, snap.tree.depth - 1
-
-    def holds_tail(dom: DomainAssignment) -> bool:
-        leaf = tree.leaf_for_values(dom.values)
-        return leaf is not None and tree.offsets[slice_level] + tree.ancestor(lowest, leaf, slice_level) == holder
-
-    head = tuple(dom for dom in assignment.domains if not holds_tail(dom))
-    return TopologyAssignment(assignment.levels, head + tuple(dom for dom in assignment.domains if holds_tail(dom)))
+    pairs = list(zip(assignment.domains, owners, strict=True))
+    head = tuple(dom for dom, owner in pairs if owner != holder)
+    return TopologyAssignment(assignment.levels, head + tuple(dom for dom, owner in pairs if owner == holder))
 
 
 def slice_aligned(snap: TASFlavorSnapshot, assignment: TopologyAssignment, slice_level: int, slice_size: int) -> bool:
