@@ -1073,6 +1073,15 @@ def pod_set_groups(pod_sets: list[PodSet]) -> dict[str, list[int]]:
     return groups
 
 
+def group_leaders(pod_sets: list[PodSet], groups: dict[str, list[int]] | None = None) -> set[int]:
+    """The indexes of the leaders of the leader-and-workers groups (`pod_set_groups`, or the
+    `groups` given): the PodSet with fewer pods of each pair, placed as one pod whatever its
+    request says. A group that is not a pair has no leader."""
+    groups = pod_set_groups(pod_sets) if groups is None else groups
+    return {members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)]
+            for members in groups.values() if len(members) == 2}
+
+
 def in_annotations(raw_pod_set: Any) -> bool:
     """Whether a PodSet's topology request is written in its pod template's annotations, as
     the job integrations write it, rather than in its topologyRequest."""
@@ -1126,9 +1135,7 @@ def check_slices(pod_sets: list[PodSet], raw_pod_sets: list, where: Where) -> No
     (`where`: spec.podSets) that are placed by their slices: every PodSet but the leader of a
     leader-and-workers group (the one with fewer pods), which is placed as one pod whatever
     its request says."""
-    groups = check_pod_set_groups(pod_sets, raw_pod_sets, where)
-    leaders = {members[leader_of_pair(pod_sets[members[0]].count, pod_sets[members[1]].count)]
-               for members in groups.values()}
+    leaders = group_leaders(pod_sets, check_pod_set_groups(pod_sets, raw_pod_sets, where))
     for i, ps in enumerate(pod_sets):
         request = ps.topology_request
         if request is None or i in leaders or (request.slice_size is None and not request.slice_constraints):

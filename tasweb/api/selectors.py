@@ -29,8 +29,8 @@ from scheduler.explain import (
 )
 from scheduler.model import PodSet as EnginePodSet
 from scheduler.model import Workload as EngineWorkload
-from scheduler.model import leader_of_pair, slice_split
-from scheduler.parse import Where, object_label, parse_workload
+from scheduler.model import slice_split
+from scheduler.parse import Where, group_leaders, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.queue_status import active_condition, local_queue_condition
 from scheduler.snapshot import TASFlavorSnapshot
@@ -309,15 +309,10 @@ def pod_sets_of(raw: Mapping) -> list[dict[str, Any]]:
 def slices_of(pod_sets: Sequence[EnginePodSet]) -> dict[str, dict[str, Any]]:
     """Per PodSet placed by its slices: how its pods are cut (the leader of a leader-and-workers
     group is placed as one pod whatever its request says, so it has none)."""
-    groups: dict[str, list[EnginePodSet]] = defaultdict(list)
-    for ps in pod_sets:
-        if ps.topology_request is not None and ps.topology_request.pod_set_group_name:
-            groups[ps.topology_request.pod_set_group_name].append(ps)
-    leaders = {members[leader_of_pair(members[0].count, members[1].count)].name
-               for members in groups.values() if len(members) == 2}
+    leaders = group_leaders(list(pod_sets))
     out = {}
-    for ps in pod_sets:
-        split = slice_split(ps.topology_request, ps.count) if ps.name not in leaders else None
+    for i, ps in enumerate(pod_sets):
+        split = slice_split(ps.topology_request, ps.count) if i not in leaders else None
         if split is not None:
             out[ps.name] = {"topology": split.topology, "size": split.size, "whole": split.whole,
                             "partial": split.partial, "layers": split.layers}

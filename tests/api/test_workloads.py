@@ -321,3 +321,18 @@ def test_a_pod_sets_slices_are_told_whole_and_partial(mirror, client):
     assert "2 slices of 4 pods and a partial slice of 2 pods, each in one" in text
     unsliced = client.get("/api/v1/workloads/ml/job-moe-too-big/").json()
     assert unsliced["podSets"][0]["slices"] is None
+
+
+def test_the_leader_of_a_group_has_no_slices(mirror, client):
+    """A leader-and-workers group shares one sliced request; the one-pod leader is placed as one
+    pod, so only the workers are cut into slices."""
+    obj = workload_object("grouped", count=6)
+    request = {"required": BLOCK, "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 4, "podSetGroupName": "g"}
+    workers = obj["spec"]["podSets"][0]
+    workers["topologyRequest"] = dict(request)
+    leader = {**workers, "name": "leader", "count": 1, "topologyRequest": dict(request)}
+    obj["spec"]["podSets"] = [leader, workers]
+    upsert(obj)
+    pod_sets = {ps["name"]: ps for ps in client.get("/api/v1/workloads/ml/grouped/").json()["podSets"]}
+    assert pod_sets["leader"]["slices"] is None
+    assert pod_sets["workers"]["slices"] == {"topology": RACK, "size": 4, "whole": 1, "partial": 2, "layers": 1}
