@@ -26,10 +26,12 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 
+from scheduler.admission_fair_sharing import UsageEntry, add_into, entry_penalty, usage_order
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
-from scheduler.config import NO_CONFIGURATION, Configuration
+from scheduler.config import NO_CONFIGURATION, AdmissionFairSharing, Configuration
 from scheduler.features import FeatureGates
 from scheduler.model import (
     NO_EXECUTE,
@@ -55,6 +57,7 @@ from scheduler.parse import (
     USAGE_BASED_ADMISSION_FAIR_SHARING,
     ParsedObjects,
 )
+from scheduler.quantity import afs_amount
 from scheduler.queue_status import InactiveCause, inactive_causes
 from scheduler.quota import FlavorResource, QuotaTree
 from scheduler.snapshot import TASFlavorSnapshot, build_flavor_snapshot, updated_flavor_snapshot
@@ -184,10 +187,13 @@ class Changes:
     # workloads whose queue placement must be looked at again (added, changed, deleted)
     workloads: dict[str, Workload | None] = field(default_factory=dict)
     queues_changed: bool = False  # a LocalQueue or ClusterQueue came, went or moved
+    # LocalQueues whose admission fair sharing usage changed: their workloads move in the
+    # ClusterQueues that order by it
+    usage_changed: set[str] = field(default_factory=set)
 
     def any(self) -> bool:
         return bool(self.requeue_all or self.cluster_queues or self.flavors or self.tas_released or self.workloads
-                    or self.queues_changed)
+                    or self.queues_changed or self.usage_changed)
 
 
 @dataclass(slots=True)
@@ -255,6 +261,8 @@ class ClusterState:
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.local_queues: dict[str, LocalQueue] = {}
+        self.lq_usage: dict[str, UsageEntry] = {}  # LocalQueue -> its admission fair sharing usage
+        self.usage_sampled: set[str] = set()  # LocalQueues sampled since a writer last took them
         self.cohorts: dict[str, Cohort] = {}
         self.admission_checks: dict[str, AdmissionCheck] = {}
         self.priority_classes: dict[str, WorkloadPriorityClass] = {}
@@ -698,8 +706,7 @@ class ClusterState:
     def orders_by_local_queue_usage(self, cq: ClusterQueue) -> bool:
         """Kueue orders this ClusterQueue's workloads by their LocalQueues' usage (admission fair
         sharing: the gate, the Configuration's section and the ClusterQueue's admissionScope)."""
-        return (cq.admission_mode == USAGE_BASED_ADMISSION_FAIR_SHARING and self.gates.AdmissionFairSharing
-                and self.config.admission_fair_sharing is not None)
+        return cq.admission_mode == USAGE_BASED_ADMISSION_FAIR_SHARING and self.admission_fair_sharing is not None
 
     def apply_charge(self, charge: Charge, sign: int) -> None:
         """Add (1) or take back (-1) a charge's quota and TAS usage."""
@@ -1140,10 +1147,6 @@ class ClusterState:
         if old == cq:
             return
         self._inactive = None
-        if cq.admission_mode != (old.admission_mode if old else "") and self.orders_by_local_queue_usage(cq):
-            self.warn(f"ClusterQueue/{cq.name}: spec.admissionScope.admissionMode: {cq.admission_mode} is not "
-                      f"implemented: its workloads are ordered by priority and queue-order time, not by their "
-                      f"LocalQueues' usage as Kueue orders them with admissionFairSharing")
         self.cluster_queues[cq.name] = cq
         self._quota = None
         self._definitions_generation += 1
@@ -1163,14 +1166,113 @@ class ClusterState:
         self.changes.queues_changed = True
 
     def upsert_local_queue(self, lq: LocalQueue) -> None:
-        if self.local_queues.get(lq.key) == lq:
+        old = self.local_queues.get(lq.key)
+        if old == lq:
             return
         self.local_queues[lq.key] = lq
+        if old is None or (old.consumed, old.consumed_at) != (lq.consumed, lq.consumed_at):
+            self._take_usage_status(lq)
+        if old is not None and old.same_spec(lq):
+            return  # only its admission fair sharing status changed: its workloads stay where they are
         self.changes.queues_changed = True
 
     def delete_local_queue(self, key: str) -> None:
+        self.lq_usage.pop(key, None)
         if self.local_queues.pop(key, None) is not None:
             self.changes.queues_changed = True
+
+    # ------------------------------------------------------------ admission fair sharing
+
+    @property
+    def admission_fair_sharing(self) -> AdmissionFairSharing | None:
+        """The Configuration's admissionFairSharing while the gate is on (None: no LocalQueue
+        usage is kept, as Kueue keeps none)."""
+        afs = self.config.admission_fair_sharing
+        return afs if afs is not None and self.gates.AdmissionFairSharing else None
+
+    def _take_usage_status(self, lq: LocalQueue) -> None:
+        """The usage a LocalQueue's status reports (written by Kueue, or by an earlier pass):
+        the penalties of admissions not yet sampled stay on top of it."""
+        entry = self.lq_usage.get(lq.key)
+        if entry is None:
+            entry = self.lq_usage[lq.key] = UsageEntry()
+        entry.consumed = dict(lq.consumed)
+        entry.sampled_at = lq.consumed_at
+        self.changes.usage_changed.add(lq.key)
+
+    def local_queue_usage(self, lq_key: str) -> float:
+        """The LocalQueue's usage as admission fair sharing orders by it: consumed resources and
+        pending penalties, weighed, divided by the LocalQueue's weight."""
+        afs = self.admission_fair_sharing
+        entry = self.lq_usage.get(lq_key)
+        usage = entry.weighted(afs.resource_weights) if entry is not None and afs is not None else 0.0
+        lq = self.local_queues.get(lq_key)
+        return usage_order(usage, lq.fair_weight if lq is not None else 1.0)
+
+    def charge_penalty(self, wl: Workload, charge: Charge) -> None:
+        """A workload was admitted (its quota reserved): its LocalQueue's entry penalty."""
+        afs = self.admission_fair_sharing
+        if afs is None:
+            return
+        requests: dict[str, int] = defaultdict(int)
+        for fr, value in charge.quota.items():
+            requests[fr.resource] += value
+        key = f"{wl.namespace}/{wl.queue_name}"
+        entry = self.lq_usage.get(key)
+        if entry is None:
+            entry = self.lq_usage[key] = UsageEntry()
+        add_into(entry.penalty, entry_penalty(requests, afs))
+        entry.has_penalty = True
+        self.changes.usage_changed.add(key)
+
+    def sample_usage(self, now: datetime, *, penalties_only: bool = False) -> list[str]:
+        """Kueue's LocalQueue controller: every LocalQueue of an active ClusterQueue that was never
+        sampled, has penalties to take in, or (unless `penalties_only`) whose sampling interval
+        has passed, is sampled now. Returns the LocalQueues sampled."""
+        afs = self.admission_fair_sharing
+        if afs is None:
+            return []
+        inactive = self.inactive_cluster_queues
+        interval = afs.usage_sampling_interval_seconds
+        due: dict[str, UsageEntry] = {}
+        for key, lq in self.local_queues.items():
+            if lq.cluster_queue not in self.cluster_queues or lq.cluster_queue in inactive:
+                continue
+            entry = self.lq_usage.get(key)
+            if entry is None:
+                entry = self.lq_usage[key] = UsageEntry()
+            if (entry.sampled_at is None or entry.has_penalty
+                    or (not penalties_only and (now - entry.sampled_at).total_seconds() >= interval)):
+                due[key] = entry
+        if not due:
+            return []
+        admitted = self._admitted_usage(due.keys())
+        for key, entry in due.items():
+            entry.sample(now, admitted.get(key, {}), afs.usage_half_life_seconds)
+        self.changes.usage_changed.update(due)
+        self.usage_sampled.update(due)
+        return list(due)
+
+    def take_usage_sampled(self) -> dict[str, UsageEntry]:
+        """The LocalQueues sampled since the last call, with their usage (for their status)."""
+        keys, self.usage_sampled = self.usage_sampled, set()
+        return {key: self.lq_usage[key] for key in sorted(keys) if key in self.lq_usage}
+
+    def _admitted_usage(self, lq_keys: Iterable[str]) -> dict[str, dict[str, float]]:
+        """What the admitted workloads of each LocalQueue hold, per resource."""
+        wanted = set(lq_keys)
+        queues = {self.local_queues[k].cluster_queue for k in wanted}
+        out: dict[str, dict[str, float]] = {}
+        for cq in queues:
+            for key, wl in self.holding.get(cq, {}).items():
+                lq_key = f"{wl.namespace}/{wl.queue_name}"
+                charge = self.charges.get(key)
+                if lq_key not in wanted or charge is None or not wl.is_admitted:
+                    continue
+                usage = out.setdefault(lq_key, {})
+                for fr, value in charge.quota.items():
+                    usage[fr.resource] = usage.get(fr.resource, 0.0) + afs_amount(fr.resource, value)
+        return out
 
     def upsert_cohort(self, c: Cohort) -> None:
         if self.cohorts.get(c.name) == c:

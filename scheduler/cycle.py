@@ -746,6 +746,7 @@ class SchedulingCycle:
         charge = self.state.charges.get(wl.key)
         if charge is not None:
             self.takers.append((wl.key, cq_name, charge))
+            self.state.charge_penalty(wl, charge)
         return WorkloadResult(wl, cq_name, status, reserved, pod_sets, list(wl.unhealthy_nodes),
                               conditions=list(wl.conditions))
 

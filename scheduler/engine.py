@@ -168,6 +168,8 @@ class Engine:
         self.passes += 1
         outcome = PassOutcome(result if result is not None else PassResult())
         self.sync(now)  # changes made before the pass are not the pass's
+        if self.state.sample_usage(now):
+            self.sync(now)  # LocalQueues' usage sampled: their workloads' places in the heaps
         changed: set[str] = set()
         holds: list[Charge] = []
         try:
@@ -180,6 +182,8 @@ class Engine:
             self._node_failures(now, outcome, holds, changed)
             self._second_pass(now, outcome, changed)
             self._cycles(now, outcome, cycles, changed, bulk_results, stop)
+            # Kueue's LocalQueue controller takes the penalties of the admissions in right after
+            self.state.sample_usage(now, penalties_only=True)
             self._ungate(outcome)
         finally:
             for charge in reversed(holds):

@@ -291,10 +291,20 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: str = STOP_NONE  # spec.stopPolicy: None, Hold or HoldAndDrain
+    fair_weight: float = 1.0  # spec.fairSharing.weight: admission fair sharing divides its usage by it
+    # status.fairSharing.admissionFairSharingStatus as last written: the decayed usage per
+    # resource (as Kubernetes amounts: cores, bytes, units) and when it was last sampled
+    consumed: tuple[tuple[str, float], ...] = ()
+    consumed_at: datetime | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def same_spec(self, other: LocalQueue) -> bool:
+        """Whether only the admission fair sharing status tells the two apart."""
+        return (self.namespace, self.name, self.cluster_queue, self.stop_policy, self.fair_weight) == (
+            other.namespace, other.name, other.cluster_queue, other.stop_policy, other.fair_weight)
 
 
 @dataclass(frozen=True, slots=True)

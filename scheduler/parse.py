@@ -953,9 +953,34 @@ def parse_local_queue(obj: Mapping, where: Where) -> LocalQueue:
     sw = where.at("spec")
     if not string(spec, "clusterQueue", sw, required=True):
         raise sw.at("clusterQueue").error("must not be empty")
+    consumed, consumed_at = _admission_fair_sharing_status(obj, where)
     return LocalQueue(metadata_namespace(meta, where), name,
                       object_reference(spec, "clusterQueue", sw, "a ClusterQueue's name"),
-                      _choice(spec, "stopPolicy", sw, _STOP_POLICIES) or STOP_NONE)
+                      _choice(spec, "stopPolicy", sw, _STOP_POLICIES) or STOP_NONE,
+                      parse_fair_weight(spec, sw), consumed, consumed_at)
+
+
+def _admission_fair_sharing_status(obj: Mapping, where: Where) -> tuple[tuple[tuple[str, float], ...],
+                                                                         datetime | None]:
+    """status.fairSharing.admissionFairSharingStatus of a LocalQueue: its consumedResources
+    (as Kubernetes amounts: cores for cpu) and lastUpdate; nothing when Kueue wrote none."""
+    fsw = where.at("status").at("fairSharing")
+    status = mapping(mapping(obj, "status", where), "fairSharing", where.at("status"))
+    afs = mapping(status, "admissionFairSharingStatus", fsw)
+    if not afs:
+        return (), None
+    aw = fsw.at("admissionFairSharingStatus")
+    amounts = []
+    for name, raw in mapping(afs, "consumedResources", aw).items():
+        field = aw.at("consumedResources").at(str(name))
+        try:
+            amount = to_fraction(raw)
+        except QuantityError as exc:
+            raise field.error(str(exc)) from None
+        if amount < 0:
+            raise field.error(f"must not be negative, got {raw!r}")
+        amounts.append((str(name), float(amount)))
+    return tuple(sorted(amounts)), timestamp(afs, "lastUpdate", aw)
 
 
 def parse_cohort(obj: Mapping, where: Where) -> Cohort:

@@ -164,8 +164,15 @@ class Preemptor:
         return cond.last_transition_time
 
     def ordering_key(self, cand: _Candidate, cq_name: str) -> tuple:
+        """Kueue's CandidatesOrdering: evicted ones first, then those of other ClusterQueues,
+        those of LocalQueues that used more first (admission fair sharing, in the preemptor's
+        ClusterQueue), lower priority, admitted later."""
         wl = cand.workload
-        return (not wl.condition_true("Evicted"), cand.cluster_queue == cq_name, self.state.priority_of(wl),
+        same_queue = cand.cluster_queue == cq_name
+        usage = 0.0
+        if same_queue and self.state.orders_by_local_queue_usage(self.state.cluster_queues[cq_name]):
+            usage = -self.state.local_queue_usage(f"{wl.namespace}/{wl.queue_name}")
+        return (not wl.condition_true("Evicted"), same_queue, usage, self.state.priority_of(wl),
                 -self.quota_reservation_time(wl).timestamp(), wl.uid)
 
     # ------------------------------------------------------------ targets

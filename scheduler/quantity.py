@@ -142,3 +142,9 @@ def format_value(name: str, value: int) -> str:
             if value and value % factor == 0:
                 return f"{value // factor}{suffix}"
     return str(value)
+
+
+def afs_amount(name: str, value: int) -> float:
+    """An integer amount as the float Kubernetes' `AsApproximateFloat64` makes of it (cores for
+    cpu): the unit admission fair sharing adds usage in."""
+    return value / 1000 if name == CPU else float(value)

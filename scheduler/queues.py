@@ -174,6 +174,9 @@ class ClusterQueueQueue:
     preemptor: str | None = None
     preemptor_generation: int = 0
     sticky: str | None = None
+    # admission fair sharing: every entry starts with its LocalQueue's usage, compared before
+    # anything else, the sticky workload's place included
+    by_usage: bool = False
 
     def __len__(self) -> int:
         return len(self.class_of)
@@ -214,6 +217,8 @@ class ClusterQueueQueue:
     def entry(self, key: str, order: tuple) -> tuple:
         """A workload's heap entry: its queue order, or first of all when it is sticky."""
         if key == self.sticky:
+            if self.by_usage:
+                return (order[0], STICKY_FIRST, *order[2:], key)
             return (STICKY_FIRST, *order[1:], key)
         return (*order, key)
 
@@ -357,6 +362,9 @@ class QueueManager:
         self.queues: dict[str, ClusterQueueQueue] = {}
         self.assigned: dict[str, str] = {}  # pending workload -> ClusterQueue it waits in
         self.orders: dict[str, tuple] = {}  # pending workload -> its queue-order key
+        # pending workloads of ClusterQueues ordered by LocalQueue usage, by LocalQueue
+        self.by_local_queue: dict[str, set[str]] = {}
+        self.local_queue_of: dict[str, str] = {}
         self.orphans: dict[str, Orphan] = {}
         self.second_pass: dict[str, SecondPassEntry] = {}
         # per pending workload, where its flavor scan resumes (Kueue keeps it in the queue manager's
@@ -394,7 +402,19 @@ class QueueManager:
                 self.scan_progress.pop(key, None)
             self.place(key, wl)
         self._requeue(changes)
+        if changes.usage_changed:
+            self._reorder(changes.usage_changed)
         return changes.workloads
+
+    def _reorder(self, local_queues: Iterable[str]) -> None:
+        """LocalQueues' usage changed: their workloads take their new places in the ClusterQueues
+        ordered by it (Kueue rebuilds such a heap)."""
+        for lq_key in local_queues:
+            for key in list(self.by_local_queue.get(lq_key, ())):
+                q = self.queues.get(self.assigned.get(key, ""))
+                shape = q.class_of.get(key) if q is not None else None
+                if q is not None and shape is not None:
+                    q.push(key, self.queue_order(q, key), shape)
 
     def release_backoff(self, now: datetime) -> list[str]:
         """Queue the workloads whose requeue backoff ran out by `now`."""
@@ -412,9 +432,10 @@ class QueueManager:
         for name, cq in state.cluster_queues.items():
             q = self.queues.get(name)
             if q is None:
-                self.queues[name] = ClusterQueueQueue(name, cq.queueing_strategy)
+                q = self.queues[name] = ClusterQueueQueue(name, cq.queueing_strategy)
             else:
                 q.strategy = cq.queueing_strategy
+            q.by_usage = state.orders_by_local_queue_usage(cq)
         for name in [n for n in self.queues if n not in state.cluster_queues]:
             del self.queues[name]
         # keep the ClusterQueues' definition order
@@ -464,7 +485,45 @@ class QueueManager:
         order = queue_order_key(self.state, wl)
         self.assigned[key] = target
         self.orders[key] = order
-        self.queues[target].push(key, order, self.shape(wl))
+        q = self.queues[target]
+        if q.by_usage:
+            self._follow_local_queue(key, lq.key)
+            order = (self.state.local_queue_usage(lq.key), *order)
+        elif key in self.local_queue_of:
+            self._forget_local_queue(key)
+        q.push(key, order, self.shape(wl))
+
+    def queue_order(self, q: ClusterQueueQueue, key: str) -> tuple:
+        """The workload's order in its ClusterQueue's heap: its queue order, after its
+        LocalQueue's usage where admission fair sharing orders by it."""
+        order = self.orders[key]
+        if not q.by_usage:
+            return order
+        lq_key = self.local_queue_of.get(key)
+        if lq_key is None:
+            wl = self.state.workload(key)
+            lq_key = f"{wl.namespace}/{wl.queue_name}" if wl is not None else ""
+            self._follow_local_queue(key, lq_key)
+        return (self.state.local_queue_usage(lq_key), *order)
+
+    def _follow_local_queue(self, key: str, lq_key: str) -> None:
+        old = self.local_queue_of.get(key)
+        if old == lq_key:
+            return
+        if old is not None:
+            self._forget_local_queue(key)
+        self.local_queue_of[key] = lq_key
+        self.by_local_queue.setdefault(lq_key, set()).add(key)
+
+    def _forget_local_queue(self, key: str) -> None:
+        lq_key = self.local_queue_of.pop(key, None)
+        if lq_key is None:
+            return
+        members = self.by_local_queue.get(lq_key)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self.by_local_queue[lq_key]
 
     def shape(self, wl: Workload) -> Hashable:
         """The workload's equivalence class. One with a failed admission check is a class of its
@@ -477,6 +536,8 @@ class QueueManager:
     def remove(self, key: str) -> None:
         cq = self.assigned.pop(key, None)
         self.orders.pop(key, None)
+        if key in self.local_queue_of:
+            self._forget_local_queue(key)
         if cq is not None and cq in self.queues:
             self.queues[cq].forget(key)
         self.orphans.pop(key, None)
@@ -486,6 +547,8 @@ class QueueManager:
         if current is not None and current in self.queues:
             self.queues[current].forget(key)
         self.orders.pop(key, None)
+        if key in self.local_queue_of:
+            self._forget_local_queue(key)
         old = self.orphans.get(key)
         if old is None or old.message != message:
             self.orphans[key] = Orphan(cq, message)
@@ -591,10 +654,11 @@ class QueueManager:
         key = wl.key
         if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
             return True, set(), 0
-        order = self.orders.get(key) or queue_order_key(self.state, wl)
+        if key not in self.orders:
+            self.orders[key] = queue_order_key(self.state, wl)
         shape = self.shape(wl)
         self._follow_preemptor(q, wl, reason)
-        q.push(key, order, shape)
+        q.push(key, self.queue_order(q, key), shape)
         if q.is_parked(key) is not None:
             return False, set(), 0  # its class was parked meanwhile
         # Kueue's RequeueIfNotPresent: StrictFIFO keeps every head but a namespace mismatch
@@ -625,7 +689,7 @@ class QueueManager:
             q.preemptor, q.preemptor_generation = key, wl.generation
             q.sticky = key if q.strategy == BEST_EFFORT_FIFO else None
             if before is not None and before != key and before in q.class_of:
-                q.push(before, self.orders[before], q.class_of[before])
+                q.push(before, self.queue_order(q, before), q.class_of[before])
         elif q.preemptor == key:
             q.preemptor = q.sticky = None
 
@@ -648,7 +712,7 @@ class QueueManager:
             wl = self.state.workload(key)
             if q is not None and q.strategy == BEST_EFFORT_FIFO and self.assigned.get(key) == name and wl is not None:
                 self._follow_preemptor(q, wl, REQUEUE_PENDING_PREEMPTION)
-                q.push(key, self.orders[key], q.class_of[key])
+                q.push(key, self.queue_order(q, key), q.class_of[key])
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)

@@ -19,6 +19,7 @@ it; `preempting` that it is admitted once the workloads preempted for it are gon
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -357,15 +358,38 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
             f"{head} has not been evaluated yet"
         strict = " (StrictFIFO: its head blocks the queue)" if q.strategy == "StrictFIFO" else \
             " (kept at the head until its preemptions complete)" if head == q.sticky else ""
+        details: dict[str, object] = {"position": ahead + 1, "head": head,
+                                      "headStep": head_record.step if head_record is not None else None}
+        if q.by_usage:
+            strict += by_usage_text(state, queues, key, head, details)
         return StopRecord(NOT_HEAD, f"not a head: behind workload {head} in ClusterQueue {cq_name}{strict}, "
                           f"at position {ahead + 1}; {why}", verdict=verdict,
                           cluster_queue=cq_name or "", blocking=[head], computed_now=True, at=now,
-                          details={"position": ahead + 1, "head": head,
-                                   "headStep": head_record.step if head_record is not None else None})
+                          details=details)
     record = decisions.get(key)
     if record is not None and record.parked:
         return None  # requeued since it was parked: the next pass evaluates it again
     return record
+
+
+def by_usage_text(state: ClusterState, queues: QueueManager, key: str, head: str, details: dict[str, object]) -> str:
+    """What admission fair sharing has to do with a workload's place behind the head: the
+    usage of both LocalQueues, which the ClusterQueue orders by first."""
+    mine, theirs = queues.local_queue_of.get(key), queues.local_queue_of.get(head)
+    if mine is None or theirs is None:
+        return ""
+    usage, head_usage = state.local_queue_usage(mine), state.local_queue_usage(theirs)
+    details.update(localQueue=mine, localQueueUsage=_finite(usage), headLocalQueue=theirs,
+                   headLocalQueueUsage=_finite(head_usage))
+    if mine == theirs:
+        return f" (ordered by LocalQueue usage first: both are in LocalQueue {mine})"
+    return (f" (ordered by LocalQueue usage first: its LocalQueue {mine} used {usage:.4g}, "
+            f"the head's {theirs} {head_usage:.4g})")
+
+
+def _finite(value: float) -> float | None:
+    """A number JSON can hold (a LocalQueue of weight 0 has an infinite usage): None if not."""
+    return value if math.isfinite(value) else None
 
 
 __all__ = ["QuotaCheck", "StopRecord", "current_stop", "parent_stop", "quota_checks", "requeue_triggers"]

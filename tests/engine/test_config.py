@@ -419,9 +419,8 @@ AFS = {"usageHalfLifeTime": "168h", "usageSamplingInterval": "5m", "resourceWeig
 
 
 class TestAdmissionFairSharing:
-    """admissionFairSharing is read and checked as Kueue checks it; ordering by LocalQueue usage
-    is not implemented, and a ClusterQueue that would get it is warned about, not silently
-    ordered otherwise."""
+    """admissionFairSharing is read and checked as Kueue checks it (what it changes in the order
+    of the workloads: tests/engine/test_admission_fair_sharing.py)."""
 
     def test_reading_and_defaults(self):
         afs = parse_configuration(configuration(admissionFairSharing=AFS)).admission_fair_sharing
@@ -453,26 +452,11 @@ class TestAdmissionFairSharing:
             "ClusterQueue/cq: spec.admissionScope.admissionMode: must be one of UsageBasedAdmissionFairSharing, "
             "NoAdmissionFairSharing, got 'ByUsage'")
 
-    def test_a_clusterqueue_that_asks_for_it_is_warned_about(self):
+    def test_a_clusterqueue_that_asks_for_it_is_not_warned_about(self):
         config = parse_configuration(configuration(admissionFairSharing=AFS))
         warnings: list[str] = []
         result = run(afs_cluster(), config=config, warnings=warnings)
         assert result_of(result, "a").status == "Admitted"
-        assert warnings == [f"ClusterQueue/{CLUSTER_QUEUE}: spec.admissionScope.admissionMode: "
-                            "UsageBasedAdmissionFairSharing is not implemented: its workloads are ordered by priority "
-                            "and queue-order time, not by their LocalQueues' usage as Kueue orders them with "
-                            "admissionFairSharing"]
-
-    @pytest.mark.parametrize("mode, section, feature_gates", [
-        ("NoAdmissionFairSharing", AFS, gates()),
-        (None, AFS, gates()),
-        ("UsageBasedAdmissionFairSharing", None, gates()),  # Kueue needs the Configuration's section too
-        ("UsageBasedAdmissionFairSharing", AFS, gates(AdmissionFairSharing=False)),
-    ])
-    def test_no_warning_where_kueue_would_not_order_by_usage(self, mode, section, feature_gates):
-        config = parse_configuration(configuration(**({"admissionFairSharing": section} if section else {})))
-        warnings: list[str] = []
-        run(afs_cluster(mode), config=config, warnings=warnings, feature_gates=feature_gates)
         assert warnings == []
 
 

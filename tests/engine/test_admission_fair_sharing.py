@@ -1,0 +1,361 @@
+"""Admission fair sharing: a ClusterQueue with `admissionScope.admissionMode:
+UsageBasedAdmissionFairSharing` orders its workloads by their LocalQueues' usage first (Kueue's
+KEP-4136), the usage sampled with a half-life and an entry penalty per admission."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.admission_fair_sharing import UsageEntry, alpha, entry_penalty, status_json, usage_order
+from scheduler.config import Configuration, parse_configuration
+from scheduler.engine import Engine
+from scheduler.errors import InputError
+
+from .factories import (
+    CLUSTER_QUEUE,
+    FLAVOR,
+    NAMESPACE,
+    NOW,
+    V1BETA2,
+    admitted,
+    gates,
+    local_queue,
+    parse,
+    resource_flavor,
+    result_of,
+    run,
+    timestamp,
+    workload,
+)
+
+HALF_LIFE = "5m"  # with a 5m sampling interval: a penalty of half the request
+
+
+def afs_config(half_life: str = HALF_LIFE, weights: dict[str, float] | None = None) -> Configuration:
+    section: dict[str, Any] = {"usageHalfLifeTime": half_life, "usageSamplingInterval": "5m"}
+    if weights is not None:
+        section["resourceWeights"] = weights
+    return parse_configuration({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                "admissionFairSharing": section})
+
+
+AFS = afs_config()
+
+
+def clusterqueue(cpu: int, *, mode: str | None = "UsageBasedAdmissionFairSharing",
+                 within: str = "Never") -> dict:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "preemption": {"withinClusterQueue": within},
+        "resourceGroups": [{"coveredResources": ["cpu"],
+                            "flavors": [{"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": str(cpu)}]}]}],
+    }
+    if mode is not None:
+        spec["admissionScope"] = {"admissionMode": mode}
+    return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE}, "spec": spec}
+
+
+def lq(name: str, consumed: dict[str, str] | None = None, *, sampled: float = 0, weight: str | None = None) -> dict:
+    """A LocalQueue of the ClusterQueue; `consumed`: its status's consumedResources, sampled
+    `sampled` seconds from NOW."""
+    obj = local_queue(name)
+    if weight is not None:
+        obj["spec"]["fairSharing"] = {"weight": weight}
+    if consumed is not None:
+        obj["status"] = {"fairSharing": {"admissionFairSharingStatus": {
+            "consumedResources": consumed, "lastUpdate": timestamp(sampled)}}}
+    return obj
+
+
+def cluster(cpu: int, *queues: dict, mode: str | None = "UsageBasedAdmissionFairSharing",
+            within: str = "Never") -> list[dict]:
+    return [resource_flavor(topology_name=None), clusterqueue(cpu, mode=mode, within=within), *queues]
+
+
+def job(name: str, queue: str, *, cpu: str = "2", created: float = 0, priority: int | None = None) -> dict:
+    return workload(name, queue=queue, cpu=cpu, created=created, priority=priority)
+
+
+def statuses(result, *names: str) -> list[str]:
+    """Each workload's status, "Pending" for one waiting whether parked or not."""
+    return ["Pending" if (status := result_of(result, n).status) == "Inadmissible" else status for n in names]
+
+
+class TestOrder:
+    def test_the_local_queue_that_used_less_goes_first(self):
+        objects = cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                          job("older", "a", created=-60), job("newer", "b"))
+        assert statuses(run(objects, config=AFS), "older", "newer") == ["Pending", "Admitted"]
+
+    @pytest.mark.parametrize("mode, config, feature_gates", [
+        ("NoAdmissionFairSharing", AFS, gates()),
+        (None, AFS, gates()),
+        ("UsageBasedAdmissionFairSharing", None, gates()),  # Kueue needs the Configuration's section too
+        ("UsageBasedAdmissionFairSharing", AFS, gates(AdmissionFairSharing=False)),
+    ])
+    def test_queue_order_otherwise(self, mode, config, feature_gates):
+        objects = cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                          job("older", "a", created=-60), job("newer", "b"), mode=mode)
+        warnings: list[str] = []
+        result = run(objects, config=config, feature_gates=feature_gates, warnings=warnings)
+        assert statuses(result, "older", "newer") == ["Admitted", "Pending"]
+        assert warnings == []
+
+    def test_usage_comes_before_priority(self):
+        objects = cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                          job("urgent", "a", priority=1000, created=-60), job("routine", "b"))
+        assert statuses(run(objects, config=AFS), "urgent", "routine") == ["Pending", "Admitted"]
+
+    def test_within_a_local_queue_priority_then_time(self):
+        objects = cluster(2, lq("a", {"cpu": "1"}), lq("b", {"cpu": "5"}),
+                          job("first", "a", created=-60), job("urgent", "a", priority=10),
+                          job("other", "b", created=-90))
+        assert statuses(run(objects, config=AFS), "first", "urgent", "other") == ["Pending", "Admitted", "Pending"]
+
+    def test_the_local_queue_weight_divides_its_usage(self):
+        objects = cluster(2, lq("a", {"cpu": "10"}, weight="10"), lq("b", {"cpu": "2"}),
+                          job("heavy", "a"), job("light", "b", created=-60))
+        assert statuses(run(objects, config=AFS), "heavy", "light") == ["Admitted", "Pending"]
+
+    def test_resource_weights(self):
+        objects = cluster(2, lq("a", {"cpu": "10", "memory": "1"}), lq("b", {"cpu": "1", "memory": "2"}),
+                          job("older", "a", created=-60), job("newer", "b"))
+        # cpu weighs nothing: only memory tells the queues apart, and "a" used less of it
+        result = run(objects, config=afs_config(weights={"cpu": 0}))
+        assert statuses(result, "older", "newer") == ["Admitted", "Pending"]
+        result = run(objects, config=afs_config(weights={"memory": 0}))
+        assert statuses(result, "older", "newer") == ["Pending", "Admitted"]
+
+    def test_a_local_queue_of_weight_zero_goes_last_once_it_used_anything(self):
+        objects = cluster(2, lq("a", {"cpu": "1"}, weight="0"), lq("b", {"cpu": "50"}),
+                          job("older", "a", created=-60), job("newer", "b"))
+        assert statuses(run(objects, config=AFS), "older", "newer") == ["Pending", "Admitted"]
+        # without usage, Go's 0/0 is NaN, which its comparison puts before any number
+        objects = cluster(2, lq("a", weight="0"), lq("b", {"cpu": "1"}),
+                          job("older", "a"), job("newer", "b", created=-60))
+        assert statuses(run(objects, config=AFS), "older", "newer") == ["Admitted", "Pending"]
+
+
+class TestPenalty:
+    def test_each_admission_adds_its_penalty_within_the_pass(self):
+        # "a" starts lower (0 against 0.4 CPU); admitting a1 adds half its 1 CPU (a half-life of one
+        # sampling interval), so b1 goes next, then "a" again
+        objects = cluster(2, lq("a", {"cpu": "0"}), lq("b", {"cpu": "400m"}),
+                          job("a1", "a", cpu="1", created=-90), job("a2", "a", cpu="1", created=-80),
+                          job("b1", "b", cpu="1"))
+        result = run(objects, config=AFS)
+        assert statuses(result, "a1", "a2", "b1") == ["Admitted", "Pending", "Admitted"]
+
+    def test_without_a_penalty_the_queue_that_used_less_takes_everything(self):
+        objects = cluster(2, lq("a", {"cpu": "0"}), lq("b", {"cpu": "400m"}),
+                          job("a1", "a", cpu="1", created=-90), job("a2", "a", cpu="1", created=-80),
+                          job("b1", "b", cpu="1"))
+        # a half-life of 0: nothing is kept, no penalty, and both queues weigh 0: queue order
+        result = run(objects, config=afs_config(half_life="0s"))
+        assert statuses(result, "a1", "a2", "b1") == ["Admitted", "Admitted", "Pending"]
+
+    def test_entry_penalty_formula(self):
+        config = afs_config(half_life="10m").admission_fair_sharing
+        penalty = entry_penalty({"cpu": 3000, "memory": 1024}, config)
+        rate = 1 - 0.5 ** 0.5
+        assert penalty == pytest.approx({"cpu": 3 * rate, "memory": 1024 * rate})
+
+
+class TestSampling:
+    def test_usage_decays_with_its_half_life(self):
+        # "a" reported 8 CPUs one half-life ago and holds nothing now: 4 when sampled, below "b"'s 5
+        objects = cluster(2, lq("a", {"cpu": "8"}, sampled=-300), lq("b", {"cpu": "5"}),
+                          job("older", "b", created=-60), job("newer", "a"))
+        assert statuses(run(objects, config=AFS), "older", "newer") == ["Pending", "Admitted"]
+        # sampled less than an interval ago: not sampled again, 8 against 5
+        objects = cluster(2, lq("a", {"cpu": "8"}, sampled=-299), lq("b", {"cpu": "5"}),
+                          job("older", "b", created=-60), job("newer", "a"))
+        assert statuses(run(objects, config=AFS), "older", "newer") == ["Admitted", "Pending"]
+
+    def test_usage_decays_towards_what_the_queue_holds(self):
+        holder = admitted(job("holder", "a", cpu="4"), assignments={}, resources=("cpu",))
+        engine = Engine.from_parsed(parse(cluster(8, lq("a", {"cpu": "0"}, sampled=-600), lq("b"), holder)),
+                                    gates(), config=AFS)
+        engine.run_pass(NOW)
+        usage = engine.state.lq_usage[f"{NAMESPACE}/a"]
+        assert usage.consumed["cpu"] == pytest.approx(4 * 0.75)  # two half-lives towards 4
+        assert usage.sampled_at == NOW
+        assert engine.state.lq_usage[f"{NAMESPACE}/b"].consumed == {}
+
+    def test_admissions_are_sampled_at_the_end_of_the_pass_and_count_in_the_next(self):
+        engine = Engine.from_parsed(parse(cluster(4, lq("a", {"cpu": "0"}), lq("b", {"cpu": "500m"}),
+                                                  job("a1", "a", cpu="2"))), gates(), config=AFS)
+        engine.run_pass(NOW)
+        a = engine.state.lq_usage[f"{NAMESPACE}/a"]
+        assert a.consumed == pytest.approx({"cpu": 1.0})  # the penalty, taken in; no time has passed
+        assert (a.penalty, a.has_penalty, a.sampled_at) == ({}, False, NOW)
+        # "a" now used more than "b": b's workload goes first though it came later
+        engine.upsert(parse_one_workload(job("a2", "a", cpu="2", created=5)))
+        engine.upsert(parse_one_workload(job("b1", "b", cpu="2", created=6)))
+        engine.upsert(parse_one_workload(job("a3", "a", cpu="2", created=4)))
+        outcome = engine.run_pass(NOW + timedelta(seconds=10))
+        assert {k: r.status for k, r in outcome.decided.items() if r.status == "Admitted"} == {
+            f"{NAMESPACE}/b1": "Admitted"}
+
+    def test_an_inactive_cluster_queue_samples_nothing(self):
+        objects = cluster(2, lq("a", {"cpu": "8"}, sampled=-3600))
+        objects[1]["spec"]["stopPolicy"] = "Hold"
+        engine = Engine.from_parsed(parse(objects), gates(), config=AFS)
+        engine.run_pass(NOW)
+        assert engine.state.lq_usage[f"{NAMESPACE}/a"].consumed == {"cpu": 8.0}
+
+    def test_alpha(self):
+        assert alpha(300, 300) == 0.5
+        assert alpha(0, 300) == 0.0
+        assert alpha(300, 0) == 0.0
+        assert usage_order(3.0, 2.0) == 1.5
+        assert usage_order(3.0, 0.0) == math.inf
+        assert usage_order(0.0, 0.0) == -math.inf
+
+    def test_status_json(self):
+        entry = UsageEntry({"cpu": 31.9995, "memory": 2048.0}, NOW)
+        assert status_json(entry) == {"consumedResources": {"cpu": "31999m", "memory": "2048"},
+                                      "lastUpdate": "2025-06-01T12:00:00Z"}
+        assert status_json(UsageEntry()) == {"consumedResources": {}}
+
+    def test_status_written_reads_back(self):
+        entry = UsageEntry({"cpu": 1.5, "memory": 1536.25}, NOW)
+        obj = lq("a")
+        obj["status"] = {"fairSharing": {"admissionFairSharingStatus": status_json(entry)}}
+        queue = parse([obj]).local_queues[0]
+        assert dict(queue.consumed) == {"cpu": 1.5, "memory": 1536.25}
+        assert queue.consumed_at == NOW
+
+    def test_sample_takes_penalties_in(self):
+        entry = UsageEntry({"cpu": 4.0}, NOW, {"cpu": 1.0}, True)
+        entry.sample(NOW + timedelta(minutes=5), {"cpu": 2.0}, 300)
+        assert entry.consumed == {"cpu": 4.0}  # 2 + 1 decayed and grown, plus the penalty of 1
+        assert (entry.penalty, entry.has_penalty) == ({}, False)
+
+
+class TestPreemption:
+    def test_the_local_queue_that_used_more_is_preempted_first(self):
+        # both hold 2 CPUs at priority 0; "b" was admitted later, which alone would make it the
+        # first candidate, but "a" used more
+        a = admitted(job("a-held", "a"), assignments={}, resources=("cpu",))
+        b = admitted(job("b-held", "b"), assignments={}, resources=("cpu",))
+        for wl, at in ((a, -600), (b, -60)):
+            for cond in wl["status"]["conditions"]:
+                cond["lastTransitionTime"] = timestamp(at)
+        preemptor = job("urgent", "c", priority=100)
+        objects = cluster(4, lq("a", {"cpu": "9"}), lq("b", {"cpu": "1"}), lq("c", {"cpu": "0"}), a, b, preemptor,
+                          within="LowerPriority")
+        result = run(objects, config=AFS)
+        assert result_of(result, "a-held").status == "Preempted"
+        assert result_of(result, "b-held").status == "Admitted"
+        # without admission fair sharing, the one admitted later goes
+        result = run(cluster(4, lq("a", {"cpu": "9"}), lq("b", {"cpu": "1"}), lq("c", {"cpu": "0"}), a, b, preemptor,
+                             within="LowerPriority", mode=None), config=AFS)
+        assert result_of(result, "b-held").status == "Preempted"
+        assert result_of(result, "a-held").status == "Admitted"
+
+
+class TestInput:
+    @pytest.mark.parametrize("change, field, reason", [
+        (lambda o: o["spec"].update(fairSharing={"weight": "-1"}), "spec.fairSharing.weight",
+         "must be greater than or equal to 0"),
+        (lambda o: o["spec"].update(fairSharing={"weight": "heavy"}), "spec.fairSharing.weight",
+         "not a valid quantity"),
+        (lambda o: o.update(status={"fairSharing": {"admissionFairSharingStatus": {
+            "consumedResources": {"cpu": "-1"}, "lastUpdate": "2025-06-01T12:00:00Z"}}}),
+         "status.fairSharing.admissionFairSharingStatus.consumedResources.cpu", "must not be negative"),
+        (lambda o: o.update(status={"fairSharing": {"admissionFairSharingStatus": {
+            "consumedResources": {"cpu": "1"}, "lastUpdate": "yesterday"}}}),
+         "status.fairSharing.admissionFairSharingStatus.lastUpdate", "must be an RFC 3339 time"),
+    ])
+    def test_bad_values_name_the_field(self, change, field, reason):
+        obj = lq("a")
+        change(obj)
+        with pytest.raises(InputError) as err:
+            parse([obj])
+        assert err.value.field.endswith(field)
+        assert reason in err.value.reason
+
+    def test_status_change_alone_moves_no_workload_elsewhere(self):
+        engine = Engine.from_parsed(parse(cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                                                  job("older", "a", created=-60), job("newer", "b"))),
+                                    gates(), config=AFS)
+        # the status changes (Kueue sampled it): "a" now used less
+        engine.upsert(parse([lq("a", {"cpu": "0"})]).local_queues[0])
+        outcome = engine.run_pass(NOW)
+        assert outcome.decided[f"{NAMESPACE}/older"].status == "Admitted"
+        assert outcome.decided[f"{NAMESPACE}/newer"].status == "Inadmissible"
+
+
+def parse_one_workload(obj: dict):
+    return parse([obj]).workloads[0]
+
+
+class TestWhyPending:
+    def test_a_workload_behind_the_head_is_told_both_local_queues_usage(self):
+        engine = Engine.from_parsed(parse(cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                                                  job("older", "a", created=-60), job("newer", "b"))),
+                                    gates(), config=AFS)
+        engine.sync(NOW)
+        record = engine.stop_record(f"{NAMESPACE}/older", NOW)
+        assert record is not None and record.step == "not-head"
+        assert record.message.startswith(
+            f"not a head: behind workload {NAMESPACE}/newer in ClusterQueue {CLUSTER_QUEUE} (ordered by LocalQueue "
+            f"usage first: its LocalQueue {NAMESPACE}/a used 10, the head's {NAMESPACE}/b 1), at position 2")
+        assert (record.details["localQueueUsage"], record.details["headLocalQueueUsage"]) == (10.0, 1.0)
+
+    def test_the_order_the_record_gives_is_the_one_the_pass_takes(self):
+        objects = cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}),
+                          job("older", "a", created=-60), job("newer", "b"))
+        engine = Engine.from_parsed(parse(objects), gates(), config=AFS)
+        engine.sync(NOW)
+        head = engine.stop_record(f"{NAMESPACE}/older", NOW).details["head"]
+        outcome = engine.run_pass(NOW, cycles=1)
+        assert outcome.decided[head].status == "Admitted"
+
+
+class TestOrderProperty:
+    """Whatever the usage, weights and penalties, and however they change, the heap gives the
+    order a sort by (usage, priority, time) gives."""
+
+    @staticmethod
+    def expected(engine: Engine) -> list[str]:
+        state, queues = engine.state, engine.queues
+        keys = list(queues.queues[CLUSTER_QUEUE].class_of)
+        return sorted(keys, key=lambda k: (state.local_queue_usage(queues.local_queue_of[k]), *queues.orders[k]))
+
+    @staticmethod
+    def actual(engine: Engine) -> list[str]:
+        q = engine.queues.queues[CLUSTER_QUEUE]
+        return sorted(q.class_of, key=lambda k: q.position(k)[0])
+
+    @settings(max_examples=150, deadline=None)
+    @given(data=st.data())
+    def test_heap_order_is_usage_then_queue_order(self, data):
+        names = ["a", "b", "c"]
+        amounts = st.sampled_from(["0", "500m", "1", "2", "10"])
+        queues = [lq(n, {"cpu": data.draw(amounts)}, weight=data.draw(st.sampled_from([None, "1", "2", "0"])))
+                  for n in names]
+        jobs = [job(f"w{i}", data.draw(st.sampled_from(names)), cpu="100",  # too big: nothing admitted
+                    created=data.draw(st.integers(-100, 0)), priority=data.draw(st.sampled_from([None, 0, 5])))
+                for i in range(data.draw(st.integers(1, 8)))]
+        engine = Engine.from_parsed(parse(cluster(2, *queues, *jobs)), gates(), config=AFS)
+        engine.sync(NOW)
+        assert self.actual(engine) == self.expected(engine)
+        for _ in range(data.draw(st.integers(1, 4))):
+            name = data.draw(st.sampled_from(names))
+            if data.draw(st.booleans()):
+                engine.upsert(parse([lq(name, {"cpu": data.draw(amounts)})]).local_queues[0])
+            else:
+                entry = engine.state.lq_usage.setdefault(f"{NAMESPACE}/{name}", UsageEntry())
+                entry.penalty["cpu"] = entry.penalty.get("cpu", 0.0) + 0.5
+                entry.has_penalty = True
+                engine.state.changes.usage_changed.add(f"{NAMESPACE}/{name}")
+            engine.sync(NOW)
+            assert self.actual(engine) == self.expected(engine)
