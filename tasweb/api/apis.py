@@ -374,7 +374,7 @@ class NodeDetailApi(BaseApi):
 
 
 def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]],
-                       reader: AccessScope, activity: dict[str, dict[str, str]]) -> dict[str, Any]:
+                       reader: AccessScope, activity: dict[str, dict[str, str]], by_usage: set[str]) -> dict[str, Any]:
     spec = (row.raw or {}).get("spec") or {}
     groups = selectors.cluster_queue_quota(name=row.name) if not row.invalid_reason else None
     return {
@@ -383,6 +383,8 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
         "stopPolicy": stop_policy_of(row.raw),
         "active": activity.get(row.name),
+        "admissionMode": (spec.get("admissionScope") or {}).get("admissionMode") or None,
+        "ordersByLocalQueueUsage": row.name in by_usage,
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
         "resourceGroups": groups or [],
         "localQueues": sorted(reader.visible_keys(queues.get(row.name, []))),
@@ -416,8 +418,8 @@ class ClusterQueueListApi(ListApi):
 
     def rows_json(self, rows):
         counts, queues = selectors.cluster_queue_counts(), local_queues_by_cluster_queue()
-        activity = selectors.cluster_queue_activity()
-        return [cluster_queue_json(row, counts, queues, scope(self.request), activity) for row in rows]
+        activity, by_usage = selectors.cluster_queue_activity(), selectors.cluster_queues_by_usage()
+        return [cluster_queue_json(row, counts, queues, scope(self.request), activity, by_usage) for row in rows]
 
 
 @extend_schema(tags=["queues"])
@@ -434,14 +436,16 @@ class ClusterQueueDetailApi(BaseApi):
         if row is None:
             raise NotFound(f"ClusterQueue {name!r} not found")
         return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue(),
-                                           scope(request), selectors.cluster_queue_activity()))
+                                           scope(request), selectors.cluster_queue_activity(),
+                                           selectors.cluster_queues_by_usage()))
 
 
-def local_queue_json(row: cluster.LocalQueue, counts: dict, activity: dict[tuple[str, str], dict[str, str]]
-                     ) -> dict[str, Any]:
+def local_queue_json(row: cluster.LocalQueue, counts: dict, activity: dict[tuple[str, str], dict[str, str]],
+                     fair_sharing: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     return {"namespace": row.namespace, "name": row.name, "clusterQueue": row.cluster_queue,
             "stopPolicy": stop_policy_of(row.raw), "active": activity.get((row.namespace, row.name)),
             "counts": counts.get((row.namespace, row.name), selectors.QueueCounts()).as_json(),
+            "fairSharing": fair_sharing.get((row.namespace, row.name)),
             "invalidReason": invalid_or_none(row.invalid_reason)}
 
 
@@ -462,7 +466,8 @@ class LocalQueueListApi(ListApi):
 
     def rows_json(self, rows):
         counts, activity = selectors.local_queue_counts(), selectors.local_queue_activity()
-        return [local_queue_json(row, counts, activity) for row in rows]
+        fair_sharing = selectors.local_queue_fair_sharing()
+        return [local_queue_json(row, counts, activity, fair_sharing) for row in rows]
 
 
 @extend_schema(tags=["queues"])
@@ -477,7 +482,8 @@ class LocalQueueDetailApi(BaseApi):
         row = cluster.LocalQueue.objects.filter(namespace=namespace, name=name).first()
         if row is None or not scope(request).allows_namespace(namespace):
             raise NotFound(f"LocalQueue {namespace}/{name} not found")
-        return Response(local_queue_json(row, selectors.local_queue_counts(), selectors.local_queue_activity()))
+        return Response(local_queue_json(row, selectors.local_queue_counts(), selectors.local_queue_activity(),
+                                         selectors.local_queue_fair_sharing()))
 
 
 def cohort_json(row: cluster.Cohort, members: dict, children: dict) -> dict[str, Any]:

@@ -5,6 +5,7 @@ workload waits). Views call these and serialize what they return."""
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, F, Q, QuerySet
 
+from scheduler.admission_fair_sharing import UsageEntry
+from scheduler.admission_fair_sharing import status_json as afs_status_json
 from scheduler.admission_wait import admission_wait, eviction_wait
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
@@ -588,6 +591,49 @@ def local_queue_activity() -> dict[tuple[str, str], dict[str, str]]:
                 for lq in state.local_queues.values()}
 
 
+def local_queue_fair_sharing() -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) -> the LocalQueue's weight, and its usage as admission fair sharing
+    orders by it (None without admissionFairSharing, or for a usage past any number: a
+    LocalQueue of weight 0 that used anything)."""
+    view = engine_view()
+    with view.lock:
+        state = view.state
+        kept = state.admission_fair_sharing is not None
+        out = {}
+        for key, lq in state.local_queues.items():
+            usage = state.local_queue_usage(key) if kept else None
+            cq = state.cluster_queues.get(lq.cluster_queue)
+            written = lq.consumed or lq.consumed_at is not None
+            out[lq.namespace, lq.name] = {
+                "weight": lq.fair_weight,
+                "usage": usage if usage is not None and math.isfinite(usage) else None,
+                "ordersByUsage": cq is not None and state.orders_by_local_queue_usage(cq),
+                "admissionFairSharingStatus": afs_status_json(UsageEntry(dict(lq.consumed), lq.consumed_at))
+                if written else None}
+        return out
+
+
+def cluster_queues_by_usage() -> set[str]:
+    """The ClusterQueues that order their workloads by their LocalQueues' usage first."""
+    view = engine_view()
+    with view.lock:
+        state = view.state
+        return {name for name, cq in state.cluster_queues.items() if state.orders_by_local_queue_usage(cq)}
+
+
+def local_queue_usage_order(cluster_queue: str) -> dict[tuple[str, str], float] | None:
+    """(namespace, LocalQueue) -> the usage the ClusterQueue orders its workloads by, first;
+    None when it does not order by usage."""
+    view = engine_view()
+    with view.lock:
+        state = view.state
+        cq = state.cluster_queues.get(cluster_queue)
+        if cq is None or not state.orders_by_local_queue_usage(cq):
+            return None
+        return {(lq.namespace, lq.name): state.local_queue_usage(key)
+                for key, lq in state.local_queues.items() if lq.cluster_queue == cluster_queue}
+
+
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:
     view = engine_view()
     with view.lock:
@@ -612,10 +658,28 @@ class PendingWorkload:
     position_in_local_queue: int
 
 
-def _queue_rows(q: Q, *, stop: int | None = None, sticky: str | None = None) -> Iterator[tuple]:
+def _queue_rows(q: Q, *, stop: int | None = None, sticky: str | None = None,
+                usage: Mapping[tuple[str, str], float] | None = None) -> Iterator[tuple]:
     """The waiting workloads `q` selects in queue order; only the first `stop` when given.
     `sticky` ("namespace/name"): the workload the scheduler keeps at the head while its
-    preemptions complete, first whatever its priority (as Kueue's queue snapshot orders it)."""
+    preemptions complete, first whatever its priority (as Kueue's queue snapshot orders it).
+    `usage`: admission fair sharing's usage of each (namespace, LocalQueue), which orders the
+    workloads first (the sticky one first among those of the same usage)."""
+    if usage:
+        by_usage: dict[float, list[tuple[str, str]]] = defaultdict(list)
+        for pair, value in usage.items():
+            by_usage[value].append(pair)
+        # the groups in order of usage, then any workload of a LocalQueue the engine cannot read
+        groups = [local_queues_q(by_usage[value]) for value in sorted(by_usage)]
+        groups.append(~local_queues_q(list(usage)))
+        produced = 0
+        for group in groups:
+            if stop is not None and produced >= stop:
+                return
+            for row in _queue_rows(q & group, sticky=sticky, stop=None if stop is None else stop - produced):
+                produced += 1
+                yield row
+        return
     selected = cluster.Workload.objects.filter(q, queued_q())
 
     def listed(rows: QuerySet) -> QuerySet:
@@ -646,7 +710,7 @@ def pending_in_cluster_queue(*, name: str, offset: int, limit: int,
     positions: dict[tuple[str, str], int] = defaultdict(int)
     shown = 0
     rows = _queue_rows(local_queues_q(queues), stop=offset + limit if namespaces is None else None,
-                       sticky=sticky_heads_recorded().get(name))
+                       sticky=sticky_heads_recorded().get(name), usage=local_queue_usage_order(name))
     for index, (namespace, wl_name, queue, priority, created, owners) in enumerate(rows):
         if shown >= offset + limit:
             break
@@ -667,7 +731,8 @@ def pending_in_local_queue(*, namespace: str, name: str, cluster_queue: str, off
     queues = [key for key, cq in local_queue_targets().items() if cq == cluster_queue] or [(namespace, name)]
     out: list[PendingWorkload] = []
     skipped = 0
-    rows = _queue_rows(local_queues_q(queues), sticky=sticky_heads_recorded().get(cluster_queue))
+    rows = _queue_rows(local_queues_q(queues), sticky=sticky_heads_recorded().get(cluster_queue),
+                       usage=local_queue_usage_order(cluster_queue))
     for index, (wl_ns, wl_name, queue, priority, created, owners) in enumerate(rows):
         if len(out) >= limit:
             break

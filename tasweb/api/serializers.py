@@ -173,12 +173,35 @@ class ClusterQueueSerializer(s.Serializer):
                              "evicts its admitted workloads)")
     active = ActiveConditionSerializer(allow_null=True, help_text="Kueue's Active condition of the ClusterQueue: "
                                        "whether it admits, and if not why; null when the engine cannot read it")
+    admissionMode = s.CharField(allow_null=True, help_text="spec.admissionScope.admissionMode: "
+                                "UsageBasedAdmissionFairSharing or NoAdmissionFairSharing; null when unset")
+    ordersByLocalQueueUsage = s.BooleanField(help_text="whether its workloads are ordered by their LocalQueues' "
+                                             "usage first (admission fair sharing: the admissionMode above, Kueue's "
+                                             "admissionFairSharing configured and its gate on)")
     flavors = string_list("ResourceFlavors of its resource groups")
     resourceGroups = ResourceGroupSerializer(many=True, help_text="quota and current usage per flavor and "
                                              "resource, as the engine counts them")
     localQueues = string_list("LocalQueues (namespace/name) that point to it")
     counts = QueueCountsSerializer(help_text="Workloads per state")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
+
+
+class AdmissionFairSharingStatusSerializer(s.Serializer):
+    consumedResources = s.DictField(child=s.CharField(), help_text="the decayed usage per resource, as quantities")
+    lastUpdate = s.DateTimeField(required=False, help_text="when the usage was last sampled")
+
+
+class LocalQueueFairSharingSerializer(s.Serializer):
+    weight = s.FloatField(help_text="spec.fairSharing.weight (default 1): admission fair sharing divides the "
+                          "LocalQueue's usage by it")
+    usage = s.FloatField(allow_null=True, help_text="the number its ClusterQueue orders its workloads by, lowest "
+                         "first: consumed resources and the penalties of admissions not yet sampled, weighed by "
+                         "resourceWeights, divided by the weight; null without admissionFairSharing (or past any "
+                         "number: weight 0)")
+    ordersByUsage = s.BooleanField(help_text="whether its ClusterQueue orders by that usage")
+    admissionFairSharingStatus = AdmissionFairSharingStatusSerializer(
+        allow_null=True, help_text="status.fairSharing.admissionFairSharingStatus as last written (by Kueue, or by "
+        "this service's passes in control mode); null when none was")
 
 
 class LocalQueueSerializer(s.Serializer):
@@ -191,6 +214,8 @@ class LocalQueueSerializer(s.Serializer):
                                        "(reasons Ready, Stopped, ClusterQueueDoesNotExist, ClusterQueueIsInactive); "
                                        "null when the engine cannot read it")
     counts = QueueCountsSerializer(help_text="Workloads per state")
+    fairSharing = LocalQueueFairSharingSerializer(allow_null=True, help_text="admission fair sharing: its weight and "
+                                                  "usage; null when the engine cannot read it")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -758,6 +759,9 @@ class QueueCard:
     # its stopped LocalQueues (of the namespaces the reader may read): namespace, name and their
     # Active condition (a LocalQueue of an inactive ClusterQueue is said by the card's own line)
     inactive_local_queues: list[dict[str, str]] = field(default_factory=list)
+    # admission fair sharing: its LocalQueues (those the reader may read) with their weight and
+    # usage, lowest usage first; None when the ClusterQueue does not order by it
+    local_queue_usage: list[dict[str, Any]] | None = None
 
     @property
     def inactive_message(self) -> str:
@@ -787,6 +791,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
         if (active["status"] != "True" and active["reason"] != "ClusterQueueIsInactive" and target is not None
                 and scope.allows_namespace(namespace)):
             inactive_lqs.setdefault(target, []).append({"namespace": namespace, "name": name, **active})
+    usage_by_cq = local_queue_usage_by_cluster_queue(targets, scope)
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
@@ -807,8 +812,28 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                quota=api.cluster_queue_quota(name=row.name), pending=listed,
                                predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
                                stop_policy=stop_policy_of(row.raw), active=activity.get(row.name),
-                               inactive_local_queues=inactive_lqs.get(row.name, [])))
+                               inactive_local_queues=inactive_lqs.get(row.name, []),
+                               local_queue_usage=usage_by_cq.get(row.name)))
     return cards
+
+
+def local_queue_usage_by_cluster_queue(targets: dict[tuple[str, str], str], scope: AccessScope
+                                       ) -> dict[str, list[dict[str, Any]]]:
+    """ClusterQueue ordering by LocalQueue usage -> its LocalQueues the reader may read, with
+    weight, usage (None: past any number) and consumed resources, in the order they go first."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (namespace, name), fs in api.local_queue_fair_sharing().items():
+        target = targets.get((namespace, name))
+        if not fs["ordersByUsage"] or target is None or not scope.allows_namespace(namespace):
+            continue
+        status = fs["admissionFairSharingStatus"] or {}
+        out.setdefault(target, []).append({
+            "namespace": namespace, "name": name, "weight": fs["weight"], "usage": fs["usage"],
+            "consumed": ", ".join(f"{r} {q}" for r, q in (status.get("consumedResources") or {}).items()),
+            "lastUpdate": status.get("lastUpdate")})
+    for queues in out.values():
+        queues.sort(key=lambda q: (math.inf if q["usage"] is None else q["usage"], q["namespace"], q["name"]))
+    return out
 
 
 def waiting_counts() -> dict[str, dict[str, int]]:

@@ -150,6 +150,7 @@ class ClusterWrite(models.Model):
         WORKLOAD_STATUS = "WorkloadStatus"  # admission, topologyAssignment, unhealthyNodes, conditions
         POD_UNGATE = "PodUngate"  # remove the topology gate, add the node selector
         POD_FAIL = "PodFail"  # move a pending pod on an unusable node to Failed
+        LOCAL_QUEUE_STATUS = "LocalQueueStatus"  # admission fair sharing: the LocalQueue's sampled usage
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     namespace = models.CharField(max_length=253, blank=True, default="")

@@ -28,6 +28,8 @@ from django.db.models import CharField, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from scheduler.admission_fair_sharing import UsageEntry
+from scheduler.admission_fair_sharing import status_json as afs_status_json
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.codec import decode_assignment, encode_assignment
 from scheduler.compare import Comparison, compare_admissions
@@ -513,7 +515,8 @@ class PassRecorder:
                 logger.info("scheduling pass %s: %d workload(s) changed while it ran, left to the next pass: %s",
                             self.scheduling_pass.id, len(self.stale), ", ".join(sorted(self.stale)[:10]))
 
-    def record(self, result: PassResult) -> None:
+    def record(self, result: PassResult, usage: Mapping[str, UsageEntry] | None = None) -> None:
+        """`usage`: the LocalQueues the pass sampled (admission fair sharing), for their status."""
         self.load_rows(result)
         # its rows are apart from the workloads': written before the server gets busy with those
         self.record_stops(result)
@@ -527,7 +530,45 @@ class PassRecorder:
                 self.record_decision(decision)
             self.record_ungated(result)
             self.record_terminated(result)
+            if usage:
+                self.record_local_queue_usage(usage)
             self.flush()
+
+    def record_local_queue_usage(self, usage: Mapping[str, UsageEntry]) -> None:
+        """The LocalQueues' `status.fairSharing.admissionFairSharingStatus` after their sample,
+        as Kueue's LocalQueue controller writes it: on their rows (a restart reads it back) and,
+        in a real cluster, to the cluster."""
+        names: dict[str, set[str]] = defaultdict(set)
+        for key in usage:
+            namespace, _, name = key.partition("/")
+            names[namespace].add(name)
+        changed = []
+        now = timezone.now()
+        for namespace, in_namespace in sorted(names.items()):
+            for row in cluster.LocalQueue.objects.select_for_update().filter(namespace=namespace,
+                                                                            name__in=sorted(in_namespace)):
+                written = afs_status_json(usage[f"{row.namespace}/{row.name}"])
+                raw = dict(row.raw) if isinstance(row.raw, dict) else {}
+                status = dict(raw.get("status") or {})
+                fair_sharing = dict(status.get("fairSharing") or {})
+                before = fair_sharing.get("admissionFairSharingStatus")
+                if before == written:
+                    continue
+                # a merge patch keeps what it does not name: a resource no longer consumed is named null
+                gone = set((before or {}).get("consumedResources") or {}) - set(written["consumedResources"])
+                patch = {**written, "consumedResources": {**written["consumedResources"],
+                                                          **dict.fromkeys(sorted(gone))}}
+                fair_sharing["admissionFairSharingStatus"] = written
+                status["fairSharing"] = fair_sharing
+                raw["status"] = status
+                row.raw, row.updated_at = raw, now
+                changed.append(row)
+                if self.send_to_cluster:
+                    self.writes.append(ClusterWrite(
+                        kind=ClusterWrite.Kind.LOCAL_QUEUE_STATUS, namespace=row.namespace, name=row.name,
+                        payload={"status": {"fairSharing": {"admissionFairSharingStatus": patch}}}))
+        if changed:
+            cluster.LocalQueue.objects.bulk_update(changed, ["raw", "updated_at"])
 
     def reserve_assignment_ids(self, result: PassResult) -> None:
         """Take the ids of the PodSetAssignments the pass may write, while the connection is
@@ -874,7 +915,7 @@ def _control_pass_locked(*, now: datetime, trigger: str, send_to_cluster: bool, 
                                                            sticky_heads=engine.queues.sticky_heads())
                     recorder = PassRecorder(record, now, send_to_cluster, read_versions=runtime.versions)
                     recorder.paths.look_up_in(engine.state.node_for_hostname)
-                    recorder.record(result)
+                    recorder.record(result, usage=engine.state.take_usage_sampled())
                     if before_commit is not None:
                         before_commit(record)
                     _finish_record(record, recorder.written, started, pending=engine.queues.pending_count())

@@ -306,6 +306,10 @@ class KubeApi:
     # -------------------------------------------------------------- writes
 
     def patch_workload_status(self, resource: Resource, namespace: str, name: str, body: dict) -> dict:
+        return self.patch_status(resource, namespace, name, body)
+
+    def patch_status(self, resource: Resource, namespace: str, name: str, body: dict) -> dict:
+        """A merge patch of a namespaced Kueue object's status subresource."""
         response = self.custom.patch_namespaced_custom_object_status(
             resource.group, resource.version, namespace, resource.plural, name, body,
             field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH, _preload_content=False,

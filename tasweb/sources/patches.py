@@ -81,3 +81,12 @@ def pod_fail_patch(payload: Mapping[str, Any]) -> dict[str, Any]:
         "phase": status.get("phase") or "Failed",
         "conditions": [dict(c) for c in status.get("conditions") or []],
     }}
+
+
+def local_queue_status_patch(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge patch of a LocalQueue's status subresource: only its admission fair sharing
+    status (the rest is Kueue's LocalQueue controller's)."""
+    afs = ((payload.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
+    return {"status": {"fairSharing": {"admissionFairSharingStatus": {
+        "consumedResources": dict(afs.get("consumedResources") or {}),
+        "lastUpdate": afs.get("lastUpdate")}}}}

@@ -34,7 +34,7 @@ from tasweb.scheduling.services import workload_deleted, workload_observed
 from tasweb.sources.kubeapi import CONNECTION_ERRORS, Discovery, KubeApi, NotServed, describe_error
 from tasweb.sources.locks import CacheLock
 from tasweb.sources.models import ClusterWriteRetry, MirrorCheckpoint
-from tasweb.sources.patches import pod_fail_patch, pod_ungate_patch, workload_status_patch
+from tasweb.sources.patches import local_queue_status_patch, pod_fail_patch, pod_ungate_patch, workload_status_patch
 from tasweb.sources.selectors import cluster_writes_pending
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,9 @@ def _deliver(write: ClusterWrite, *, api: KubeApi, discovery: Discovery) -> Deli
                 api.patch_pod(write.namespace, write.name, pod_ungate_patch(write.payload))
             elif write.kind == ClusterWrite.Kind.POD_FAIL:
                 api.patch_pod_status(write.namespace, write.name, pod_fail_patch(write.payload))
+            elif write.kind == ClusterWrite.Kind.LOCAL_QUEUE_STATUS:
+                api.patch_status(discovery.resource("LocalQueue"), write.namespace, write.name,
+                                 local_queue_status_patch(write.payload))
             else:
                 return Delivery(False, 400, f"unknown write kind {write.kind!r}")
             return Delivery(True)
@@ -226,9 +229,11 @@ def _deliver(write: ClusterWrite, *, api: KubeApi, discovery: Discovery) -> Deli
     raise AssertionError("unreachable: the last attempt returns")
 
 
+WRITE_TARGETS = {ClusterWrite.Kind.WORKLOAD_STATUS: "Workload", ClusterWrite.Kind.LOCAL_QUEUE_STATUS: "LocalQueue"}
+
+
 def _target(write: ClusterWrite) -> tuple[str, str, str]:
-    kind = "Workload" if write.kind == ClusterWrite.Kind.WORKLOAD_STATUS else "Pod"
-    return kind, write.namespace, write.name
+    return WRITE_TARGETS.get(write.kind, "Pod"), write.namespace, write.name
 
 
 def _record(write: ClusterWrite, delivery: Delivery, now: datetime, summary: SendSummary) -> bool:

@@ -161,10 +161,15 @@ def test_control_grants_exactly_what_the_mirror_and_the_writer_use(kube: FakeKub
                  "message": "node b1-r1-n1 is unhealthy", "lastTransitionTime": "2025-06-01T12:00:00Z"}
     ClusterWrite.objects.create(kind=ClusterWrite.Kind.POD_FAIL, namespace="ml", name="train-0",
                                 payload={"status": {"phase": "Failed", "conditions": [condition]}})
+    # and a LocalQueue's admission fair sharing status, as a pass that sampled it writes it
+    ClusterWrite.objects.create(kind=ClusterWrite.Kind.LOCAL_QUEUE_STATUS, namespace="ml", name="team-a",
+                                payload={"status": {"fairSharing": {"admissionFairSharingStatus": {
+                                    "consumedResources": {"cpu": "1500m"}, "lastUpdate": "2025-06-01T12:00:00Z"}}}})
     summary = send_cluster_writes()
     assert summary["failed"] == summary["abandoned"] == summary["gone"] == 0, summary
     kinds = set(ClusterWrite.objects.filter(sent_at__isnull=False).values_list("kind", flat=True))
-    assert kinds == {ClusterWrite.Kind.WORKLOAD_STATUS, ClusterWrite.Kind.POD_UNGATE, ClusterWrite.Kind.POD_FAIL}
+    assert kinds == {ClusterWrite.Kind.WORKLOAD_STATUS, ClusterWrite.Kind.POD_UNGATE, ClusterWrite.Kind.POD_FAIL,
+                     ClusterWrite.Kind.LOCAL_QUEUE_STATUS}
     assert not ClusterWrite.objects.filter(sent_at__isnull=True).exists()
     assert_least_privilege("control", used(kube))
 

@@ -150,18 +150,6 @@ class TestQuotaCheckStrategyInTheService:
         settings.TAS_FEATURE_GATES = "QuotaCheckStrategy=false"  # Kueue ignores the field then
         assert not [e for e in run_checks() if e.id.startswith("scheduling.")]
 
-    def test_admission_fair_sharing_asked_for_is_logged(self, kueue_config, caplog):
-        kueue_config(configuration(admissionFairSharing={"usageHalfLifeTime": "1h"}))
-        objects = credits_cluster()
-        cq = next(o for o in objects if o["kind"] == "ClusterQueue")
-        cq["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
-        seed(*objects, workload("w", cpu="1", required=HOSTNAME))
-        with caplog.at_level("WARNING", logger="tasweb.scheduling.runtime"):
-            services.scheduling_pass_run()
-        assert stored("w").status == cluster.WorkloadStatus.ADMITTED
-        assert any("ClusterQueue/cq: spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing is not "
-                   "implemented" in r.getMessage() for r in caplog.records)
-
 
 def test_a_gate_taken_without_its_behaviour_is_a_start_up_warning(settings):
     settings.TAS_FEATURE_GATES = "ElasticJobsViaWorkloadSlicesWithPartialReplicaScaleUp=true"

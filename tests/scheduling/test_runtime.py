@@ -330,9 +330,9 @@ class TestGarbageCollection:
         alive_at_commit: list[bool] = []
         record, committed = services.PassRecorder.record, services.runtime_committed
 
-        def recording(self, result):
+        def recording(self, result, **kwargs):
             recorders.append(weakref.ref(self))
-            return record(self, result)
+            return record(self, result, **kwargs)
 
         def on_commit(*args, **kwargs):
             alive_at_commit.append(recorders[0]() is not None)
