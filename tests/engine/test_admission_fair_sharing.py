@@ -261,6 +261,17 @@ class TestPreemption:
         assert result_of(result, "a-held").status == "Admitted"
 
 
+    def test_usage_comes_before_priority_among_candidates(self):
+        # Kueue's "workloads with higher LQ usage first": the candidate of higher priority goes
+        # first when its LocalQueue used more
+        a = admitted(job("a-held", "a", priority=10), assignments={}, resources=("cpu",))
+        b = admitted(job("b-held", "b", priority=1), assignments={}, resources=("cpu",))
+        objects = cluster(4, lq("a", {"cpu": "5"}), lq("b", {"cpu": "1"}), lq("c", {"cpu": "0"}), a, b,
+                          job("urgent", "c", priority=100), within="LowerPriority")
+        result = run(objects, config=AFS)
+        assert (result_of(result, "a-held").status, result_of(result, "b-held").status) == ("Preempted", "Admitted")
+
+
 class TestInput:
     @pytest.mark.parametrize("change, field, reason", [
         (lambda o: o["spec"].update(fairSharing={"weight": "-1"}), "spec.fairSharing.weight",
@@ -359,3 +370,45 @@ class TestOrderProperty:
                 engine.state.changes.usage_changed.add(f"{NAMESPACE}/{name}")
             engine.sync(NOW)
             assert self.actual(engine) == self.expected(engine)
+
+
+class TestKueueScheduleForAFS:
+    """The cases of Kueue's TestScheduleForAFS (pkg/scheduler): a half-life of 10 s sampled
+    every second, a ClusterQueue of 8 CPUs, LocalQueues of weight 1 whose usage is set at the
+    start, and the scheduler run once per workload."""
+
+    @staticmethod
+    def run(usage: dict[str, str], jobs: list[dict], *, feature_gates=None):
+        config = parse_configuration({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                      "admissionFairSharing": {"usageHalfLifeTime": "10s",
+                                                               "usageSamplingInterval": "1s"}})
+        queues = [lq(n, {"cpu": usage[n]} if n in usage else None, weight="1") for n in ("a", "b", "c")]
+        return run(cluster(8, *queues, *jobs), config=config, cycles=len(jobs),
+                   feature_gates=feature_gates or gates())
+
+    def test_admits_the_workload_of_the_less_active_local_queue(self):
+        result = self.run({"a": "8", "b": "2"}, [job("wl-a1", "a", cpu="8"), job("wl-b1", "b", cpu="8", created=1)])
+        assert statuses(result, "wl-a1", "wl-b1") == ["Pending", "Admitted"]
+
+    def test_without_it_queue_order_decides(self):
+        result = self.run({"a": "8", "b": "2"}, [job("wl-a1", "a", cpu="8"), job("wl-b1", "b", cpu="8", created=1)],
+                          feature_gates=gates(AdmissionFairSharing=False))
+        assert statuses(result, "wl-a1", "wl-b1") == ["Admitted", "Pending"]
+
+    def test_admits_one_workload_from_each_local_queue_when_quota_is_limited(self):
+        result = self.run({"a": "4", "b": "4"}, [job("wl-a1", "a", cpu="4"), job("wl-a2", "a", cpu="4", created=1),
+                                                 job("wl-b1", "b", cpu="4", created=2),
+                                                 job("wl-b2", "b", cpu="4", created=3)])
+        assert statuses(result, "wl-a1", "wl-a2", "wl-b1", "wl-b2") == ["Admitted", "Pending", "Admitted", "Pending"]
+
+    def test_schedules_normally_when_queues_have_equal_usage(self):
+        result = self.run({"a": "2", "b": "2", "c": "2"},
+                          [job("wl-a1", "a", cpu="4"), job("wl-b1", "b", cpu="3"), job("wl-c1", "c", cpu="1")])
+        assert statuses(result, "wl-a1", "wl-b1", "wl-c1") == ["Admitted"] * 3
+
+    def test_admits_the_workload_of_a_local_queue_without_usage_yet(self):
+        result = self.run({"a": "8"}, [job("wl-a1", "a", cpu="8"), job("wl-b1", "b", cpu="8", created=1)])
+        assert statuses(result, "wl-a1", "wl-b1") == ["Pending", "Admitted"]
+        assert result_of(result, "wl-a1").message == (
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor tas-flavor, "
+            "8 more needed")
