@@ -1170,6 +1170,7 @@ class ClusterState:
         if old == lq:
             return
         self.local_queues[lq.key] = lq
+        self.changes.usage_changed.add(lq.key)  # its weight may have changed, or its status
         if old is None or (old.consumed, old.consumed_at) != (lq.consumed, lq.consumed_at):
             self._take_usage_status(lq)
         if old is not None and old.same_spec(lq):

@@ -26,7 +26,7 @@ and a requeue moves only the parked workloads of the ClusterQueues concerned.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -174,8 +174,7 @@ class ClusterQueueQueue:
     preemptor: str | None = None
     preemptor_generation: int = 0
     sticky: str | None = None
-    # admission fair sharing: every entry starts with its LocalQueue's usage, compared before
-    # anything else, the sticky workload's place included
+    # admission fair sharing orders it by LocalQueue usage first (UsageOrderedQueue)
     by_usage: bool = False
 
     def __len__(self) -> int:
@@ -217,8 +216,6 @@ class ClusterQueueQueue:
     def entry(self, key: str, order: tuple) -> tuple:
         """A workload's heap entry: its queue order, or first of all when it is sticky."""
         if key == self.sticky:
-            if self.by_usage:
-                return (order[0], STICKY_FIRST, *order[2:], key)
             return (STICKY_FIRST, *order[1:], key)
         return (*order, key)
 
@@ -338,6 +335,133 @@ class ClusterQueueQueue:
         return moved
 
 
+@dataclass
+class UsageOrderedQueue(ClusterQueueQueue):
+    """A ClusterQueue that admission fair sharing orders by its LocalQueues' usage first, then
+    as any other. Its classes are kept per LocalQueue (a shape is (equivalence hash, LocalQueue)),
+    each LocalQueue's classes in a heap of their own, and `heap` holds the LocalQueues by
+    (usage, their first workload): a LocalQueue's usage changes one entry, however many
+    workloads wait in it (Kueue rebuilds the whole heap). Equivalent workloads of different
+    LocalQueues are parked and requeued together, as Kueue's bulk moves go by hash alone."""
+
+    by_usage: bool = True
+    usage_of: Callable[[str], float] = lambda _lq: 0.0  # LocalQueue -> its usage now
+    local_heaps: dict[str, list[tuple]] = field(default_factory=dict)  # (*best member's entry, version, sid)
+    local_versions: dict[str, int] = field(default_factory=dict)
+    _local_ids: dict[str, int] = field(default_factory=dict)
+    _local_names: dict[int, str] = field(default_factory=dict)
+    siblings: dict[Hashable, set[Hashable]] = field(default_factory=dict)  # hash -> its classes' shapes
+
+    def _schedule(self, cls: EquivalenceClass) -> None:
+        self._versions += 1
+        cls.version = self._versions
+        if cls.parked is not None:
+            return
+        best = cls.best()
+        if best is not None:
+            local = cls.shape[1]
+            heapq.heappush(self.local_heaps.setdefault(local, []), (*best, cls.version, self._shape_id(cls.shape)))
+            self.usage_changed(local)
+
+    def _local_top(self, local: str) -> tuple | None:
+        """The LocalQueue's first class entry (stale ones dropped on the way)."""
+        heap = self.local_heaps.get(local)
+        while heap:
+            item = heap[0]
+            cls = self.classes.get(self._shapes[item[-1]])
+            if cls is not None and cls.parked is None and item[-2] == cls.version:
+                return item
+            heapq.heappop(heap)
+        return None
+
+    def usage_changed(self, local: str) -> None:
+        """(Re)enter the LocalQueue under its usage now and its first workload."""
+        self._versions += 1
+        self.local_versions[local] = self._versions
+        top = self._local_top(local)
+        if top is None:
+            return
+        lid = self._local_ids.get(local)
+        if lid is None:
+            lid = self._local_ids[local] = len(self._local_ids)
+            self._local_names[lid] = local
+        heapq.heappush(self.heap, (self.usage_of(local), *top, self._versions, lid))
+
+    def push(self, key: str, order: tuple, shape: Hashable) -> None:
+        if shape not in self.classes:
+            # a workload whose equivalents (of any LocalQueue) are parked is parked with them
+            parked = next((self.classes[s].parked for s in self.siblings.get(shape[0], ())
+                           if self.classes[s].parked is not None), None)
+            self.classes[shape] = EquivalenceClass(shape, parked=parked)
+            self.siblings.setdefault(shape[0], set()).add(shape)
+        super().push(key, order, shape)
+
+    def remove(self, key: str) -> None:
+        shape = self.class_of.get(key)
+        super().remove(key)
+        if shape is not None and shape not in self.classes:
+            self._forget_class(shape)
+
+    def _forget_class(self, shape: Hashable) -> None:
+        same = self.siblings.get(shape[0])
+        if same is not None:
+            same.discard(shape)
+            if not same:
+                del self.siblings[shape[0]]
+
+    def pop(self) -> str | None:
+        self.pop_cycle += 1
+        heap = self.heap
+        while heap:
+            item = heapq.heappop(heap)
+            local = self._local_names[item[-1]]
+            if item[-2] != self.local_versions.get(local):
+                continue
+            top = self._local_top(local)
+            if top is None:
+                continue
+            heapq.heappop(self.local_heaps[local])  # the class comes back with its next member
+            shape = self._shapes[top[-1]]
+            key = self.classes[shape].best()[-1]
+            self.remove(key)
+            if shape not in self.classes:
+                self.usage_changed(local)  # the LocalQueue's next class, if any
+            return key
+        return None
+
+    def position(self, key: str) -> tuple[int, str | None]:
+        head: tuple | None = None
+        ahead = 0
+        shape = self.class_of.get(key)
+        mine = (self.usage_of(shape[1]), self.classes[shape].members[key]) if shape is not None else None
+        usage: dict[str, float] = {}
+        for cls in self.classes.values():
+            if cls.parked is not None:
+                continue
+            local = cls.shape[1]
+            if local not in usage:
+                usage[local] = self.usage_of(local)
+            best = cls.best()
+            if best is not None and (head is None or (usage[local], best) < head):
+                head = (usage[local], best)
+            if mine is not None:
+                ahead += sum(1 for entry in cls.members.values() if (usage[local], entry) < mine)
+        return ahead, head[1][-1] if head is not None else None
+
+    def park_class(self, shape: Hashable, parked: Parked) -> int:
+        return sum(super(UsageOrderedQueue, self).park_class(s, parked) for s in list(self.siblings.get(shape[0], ())))
+
+    def members_of(self, shape: Hashable) -> set[str]:
+        out: set[str] = set()
+        for s in self.siblings.get(shape[0], ()):
+            out |= super().members_of(s)
+        return out
+
+    def local_queue_of(self, key: str) -> str | None:
+        shape = self.class_of.get(key)
+        return shape[1] if shape is not None else None
+
+
 @dataclass(slots=True)
 class SecondPassEntry:
     ready_at: datetime | None  # None: ready now (found needing a second pass at the cold start)
@@ -362,9 +486,6 @@ class QueueManager:
         self.queues: dict[str, ClusterQueueQueue] = {}
         self.assigned: dict[str, str] = {}  # pending workload -> ClusterQueue it waits in
         self.orders: dict[str, tuple] = {}  # pending workload -> its queue-order key
-        # pending workloads of ClusterQueues ordered by LocalQueue usage, by LocalQueue
-        self.by_local_queue: dict[str, set[str]] = {}
-        self.local_queue_of: dict[str, str] = {}
         self.orphans: dict[str, Orphan] = {}
         self.second_pass: dict[str, SecondPassEntry] = {}
         # per pending workload, where its flavor scan resumes (Kueue keeps it in the queue manager's
@@ -407,14 +528,12 @@ class QueueManager:
         return changes.workloads
 
     def _reorder(self, local_queues: Iterable[str]) -> None:
-        """LocalQueues' usage changed: their workloads take their new places in the ClusterQueues
-        ordered by it (Kueue rebuilds such a heap)."""
+        """LocalQueues' usage changed: each takes its new place in the ClusterQueues ordered by it."""
+        by_usage = [q for q in self.queues.values() if isinstance(q, UsageOrderedQueue)]
         for lq_key in local_queues:
-            for key in list(self.by_local_queue.get(lq_key, ())):
-                q = self.queues.get(self.assigned.get(key, ""))
-                shape = q.class_of.get(key) if q is not None else None
-                if q is not None and shape is not None:
-                    q.push(key, self.queue_order(q, key), shape)
+            for q in by_usage:
+                if lq_key in q.local_heaps:
+                    q.usage_changed(lq_key)
 
     def release_backoff(self, now: datetime) -> list[str]:
         """Queue the workloads whose requeue backoff ran out by `now`."""
@@ -431,11 +550,13 @@ class QueueManager:
         state = self.state
         for name, cq in state.cluster_queues.items():
             q = self.queues.get(name)
-            if q is None:
-                q = self.queues[name] = ClusterQueueQueue(name, cq.queueing_strategy)
+            by_usage = state.orders_by_local_queue_usage(cq)
+            if q is None or q.by_usage != by_usage:
+                # made afresh: every waiting workload is placed again below
+                self.queues[name] = (UsageOrderedQueue(name, cq.queueing_strategy, usage_of=state.local_queue_usage)
+                                     if by_usage else ClusterQueueQueue(name, cq.queueing_strategy))
             else:
                 q.strategy = cq.queueing_strategy
-            q.by_usage = state.orders_by_local_queue_usage(cq)
         for name in [n for n in self.queues if n not in state.cluster_queues]:
             del self.queues[name]
         # keep the ClusterQueues' definition order
@@ -486,44 +607,8 @@ class QueueManager:
         self.assigned[key] = target
         self.orders[key] = order
         q = self.queues[target]
-        if q.by_usage:
-            self._follow_local_queue(key, lq.key)
-            order = (self.state.local_queue_usage(lq.key), *order)
-        elif key in self.local_queue_of:
-            self._forget_local_queue(key)
-        q.push(key, order, self.shape(wl))
-
-    def queue_order(self, q: ClusterQueueQueue, key: str) -> tuple:
-        """The workload's order in its ClusterQueue's heap: its queue order, after its
-        LocalQueue's usage where admission fair sharing orders by it."""
-        order = self.orders[key]
-        if not q.by_usage:
-            return order
-        lq_key = self.local_queue_of.get(key)
-        if lq_key is None:
-            wl = self.state.workload(key)
-            lq_key = f"{wl.namespace}/{wl.queue_name}" if wl is not None else ""
-            self._follow_local_queue(key, lq_key)
-        return (self.state.local_queue_usage(lq_key), *order)
-
-    def _follow_local_queue(self, key: str, lq_key: str) -> None:
-        old = self.local_queue_of.get(key)
-        if old == lq_key:
-            return
-        if old is not None:
-            self._forget_local_queue(key)
-        self.local_queue_of[key] = lq_key
-        self.by_local_queue.setdefault(lq_key, set()).add(key)
-
-    def _forget_local_queue(self, key: str) -> None:
-        lq_key = self.local_queue_of.pop(key, None)
-        if lq_key is None:
-            return
-        members = self.by_local_queue.get(lq_key)
-        if members is not None:
-            members.discard(key)
-            if not members:
-                del self.by_local_queue[lq_key]
+        shape = self.shape(wl)
+        q.push(key, order, (shape, lq.key) if q.by_usage else shape)
 
     def shape(self, wl: Workload) -> Hashable:
         """The workload's equivalence class. One with a failed admission check is a class of its
@@ -536,8 +621,6 @@ class QueueManager:
     def remove(self, key: str) -> None:
         cq = self.assigned.pop(key, None)
         self.orders.pop(key, None)
-        if key in self.local_queue_of:
-            self._forget_local_queue(key)
         if cq is not None and cq in self.queues:
             self.queues[cq].forget(key)
         self.orphans.pop(key, None)
@@ -547,8 +630,6 @@ class QueueManager:
         if current is not None and current in self.queues:
             self.queues[current].forget(key)
         self.orders.pop(key, None)
-        if key in self.local_queue_of:
-            self._forget_local_queue(key)
         old = self.orphans.get(key)
         if old is None or old.message != message:
             self.orphans[key] = Orphan(cq, message)
@@ -654,11 +735,12 @@ class QueueManager:
         key = wl.key
         if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
             return True, set(), 0
-        if key not in self.orders:
-            self.orders[key] = queue_order_key(self.state, wl)
+        order = self.orders.get(key) or queue_order_key(self.state, wl)
         shape = self.shape(wl)
+        if q.by_usage:
+            shape = (shape, f"{wl.namespace}/{wl.queue_name}")
         self._follow_preemptor(q, wl, reason)
-        q.push(key, self.queue_order(q, key), shape)
+        q.push(key, order, shape)
         if q.is_parked(key) is not None:
             return False, set(), 0  # its class was parked meanwhile
         # Kueue's RequeueIfNotPresent: StrictFIFO keeps every head but a namespace mismatch
@@ -689,7 +771,7 @@ class QueueManager:
             q.preemptor, q.preemptor_generation = key, wl.generation
             q.sticky = key if q.strategy == BEST_EFFORT_FIFO else None
             if before is not None and before != key and before in q.class_of:
-                q.push(before, self.queue_order(q, before), q.class_of[before])
+                q.push(before, self.orders[before], q.class_of[before])
         elif q.preemptor == key:
             q.preemptor = q.sticky = None
 
@@ -712,7 +794,7 @@ class QueueManager:
             wl = self.state.workload(key)
             if q is not None and q.strategy == BEST_EFFORT_FIFO and self.assigned.get(key) == name and wl is not None:
                 self._follow_preemptor(q, wl, REQUEUE_PENDING_PREEMPTION)
-                q.push(key, self.queue_order(q, key), q.class_of[key])
+                q.push(key, self.orders[key], q.class_of[key])
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values()) + len(self.orphans) + len(self.backoff)

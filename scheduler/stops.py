@@ -32,7 +32,7 @@ from scheduler.quota import FlavorResource, QuotaNode, QuotaTree, available_in, 
 if TYPE_CHECKING:
     from scheduler.cluster import ClusterState
     from scheduler.model import ClusterQueue, Workload
-    from scheduler.queues import QueueManager
+    from scheduler.queues import QueueManager, UsageOrderedQueue
 
 # the step that stopped the workload
 NOT_HEAD = "not-head"
@@ -361,7 +361,7 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
         details: dict[str, object] = {"position": ahead + 1, "head": head,
                                       "headStep": head_record.step if head_record is not None else None}
         if q.by_usage:
-            strict += by_usage_text(state, queues, key, head, details)
+            strict += by_usage_text(state, q, key, head, details)  # type: ignore[arg-type]
         return StopRecord(NOT_HEAD, f"not a head: behind workload {head} in ClusterQueue {cq_name}{strict}, "
                           f"at position {ahead + 1}; {why}", verdict=verdict,
                           cluster_queue=cq_name or "", blocking=[head], computed_now=True, at=now,
@@ -372,10 +372,10 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     return record
 
 
-def by_usage_text(state: ClusterState, queues: QueueManager, key: str, head: str, details: dict[str, object]) -> str:
+def by_usage_text(state: ClusterState, q: UsageOrderedQueue, key: str, head: str, details: dict[str, object]) -> str:
     """What admission fair sharing has to do with a workload's place behind the head: the
     usage of both LocalQueues, which the ClusterQueue orders by first."""
-    mine, theirs = queues.local_queue_of.get(key), queues.local_queue_of.get(head)
+    mine, theirs = q.local_queue_of(key), q.local_queue_of(head)
     if mine is None or theirs is None:
         return ""
     usage, head_usage = state.local_queue_usage(mine), state.local_queue_usage(theirs)

@@ -201,7 +201,7 @@ class LocalQueueFairSharingSerializer(s.Serializer):
     ordersByUsage = s.BooleanField(help_text="whether its ClusterQueue orders by that usage")
     admissionFairSharingStatus = AdmissionFairSharingStatusSerializer(
         allow_null=True, help_text="status.fairSharing.admissionFairSharingStatus as last written (by Kueue, or by "
-        "this service's passes in control mode); null when none was")
+        "this service's passes where it admits); null when none was")
 
 
 class LocalQueueSerializer(s.Serializer):

@@ -4,6 +4,7 @@ KEP-4136), the usage sampled with a half-life and an entry penalty per admission
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import timedelta
 from typing import Any
@@ -13,9 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.admission_fair_sharing import UsageEntry, alpha, entry_penalty, status_json, usage_order
+from scheduler.cluster import Charge
 from scheduler.config import Configuration, parse_configuration
 from scheduler.engine import Engine
 from scheduler.errors import InputError
+from scheduler.model import Condition
+from scheduler.quota import FlavorResource
 
 from .factories import (
     CLUSTER_QUEUE,
@@ -332,21 +336,29 @@ class TestWhyPending:
 
 
 class TestOrderProperty:
-    """Whatever the usage, weights and penalties, and however they change, the heap gives the
-    order a sort by (usage, priority, time) gives."""
+    """Whatever the usage, weights and penalties, and however they change, the heaps give the
+    order a sort by (usage, priority, time) gives: the why-pending positions and the pops."""
 
     @staticmethod
     def expected(engine: Engine) -> list[str]:
         state, queues = engine.state, engine.queues
-        keys = list(queues.queues[CLUSTER_QUEUE].class_of)
-        return sorted(keys, key=lambda k: (state.local_queue_usage(queues.local_queue_of[k]), *queues.orders[k]))
+        q = queues.queues[CLUSTER_QUEUE]
+        return sorted(q.class_of, key=lambda k: (state.local_queue_usage(q.local_queue_of(k)), *queues.orders[k]))
 
     @staticmethod
     def actual(engine: Engine) -> list[str]:
         q = engine.queues.queues[CLUSTER_QUEUE]
         return sorted(q.class_of, key=lambda k: q.position(k)[0])
 
-    @settings(max_examples=150, deadline=None)
+    @staticmethod
+    def popped(engine: Engine) -> list[str]:
+        q = engine.queues.queues[CLUSTER_QUEUE]
+        out = []
+        while (key := q.pop()) is not None:
+            out.append(key)
+        return out
+
+    @settings(max_examples=300, deadline=None)
     @given(data=st.data())
     def test_heap_order_is_usage_then_queue_order(self, data):
         names = ["a", "b", "c"]
@@ -359,17 +371,22 @@ class TestOrderProperty:
         engine = Engine.from_parsed(parse(cluster(2, *queues, *jobs)), gates(), config=AFS)
         engine.sync(NOW)
         assert self.actual(engine) == self.expected(engine)
-        for _ in range(data.draw(st.integers(1, 4))):
+        steps = data.draw(st.integers(1, 5))
+        for step in range(steps):
             name = data.draw(st.sampled_from(names))
             if data.draw(st.booleans()):
-                engine.upsert(parse([lq(name, {"cpu": data.draw(amounts)})]).local_queues[0])
-            else:
-                entry = engine.state.lq_usage.setdefault(f"{NAMESPACE}/{name}", UsageEntry())
-                entry.penalty["cpu"] = entry.penalty.get("cpu", 0.0) + 0.5
-                entry.has_penalty = True
-                engine.state.changes.usage_changed.add(f"{NAMESPACE}/{name}")
+                weight = data.draw(st.sampled_from([None, "1", "2", "0"]))
+                engine.upsert(parse([lq(name, {"cpu": data.draw(amounts)}, weight=weight)]).local_queues[0])
+            else:  # an admission's penalty, as the cycle charges it
+                wl = engine.state.workload(f"{NAMESPACE}/w0")
+                charge = Charge(CLUSTER_QUEUE, {FlavorResource(FLAVOR, "cpu"): data.draw(st.sampled_from([500, 3000]))})
+                engine.state.charge_penalty(dataclasses.replace(wl, queue_name=name), charge)
             engine.sync(NOW)
-            assert self.actual(engine) == self.expected(engine)
+            if step < steps - 1 or data.draw(st.booleans()):
+                assert self.actual(engine) == self.expected(engine)
+        # the pops give the order whether or not the grown usage was put right before
+        expected = self.expected(engine)
+        assert self.popped(engine) == expected
 
 
 class TestKueueScheduleForAFS:
@@ -412,3 +429,28 @@ class TestKueueScheduleForAFS:
         assert result_of(result, "wl-a1").message == (
             "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor tas-flavor, "
             "8 more needed")
+
+
+class TestParking:
+    """Kueue parks equivalent workloads by their hash alone: those of every LocalQueue of the
+    ClusterQueue go together, and come back together."""
+
+    def test_equivalents_of_every_local_queue_are_parked_and_requeued_together(self):
+        objects = cluster(2, lq("a", {"cpu": "0"}), lq("b", {"cpu": "500m"}), lq("c", {"cpu": "2"}),
+                          job("a1", "a"), job("a2", "a", created=1), job("b1", "b", created=2))
+        engine = Engine.from_parsed(parse(objects), gates(), config=AFS)
+        outcome = engine.run_pass(NOW)
+        assert outcome.decided[f"{NAMESPACE}/a1"].status == "Admitted"
+        assert engine.queues.is_parked(f"{NAMESPACE}/a2") and engine.queues.is_parked(f"{NAMESPACE}/b1")
+        # an equivalent arriving in a third LocalQueue is parked on arrival
+        engine.upsert(parse([job("c1", "c", created=3)]).workloads[0])
+        engine.sync(NOW)
+        assert engine.queues.is_parked(f"{NAMESPACE}/c1")
+        # a1 finishes: its quota comes back, and every equivalent is tried again, by usage first
+        a1 = engine.state.workload(f"{NAMESPACE}/a1")
+        engine.upsert(dataclasses.replace(a1, conditions=[*a1.conditions, Condition(
+            "Finished", "True", "Succeeded", "done", NOW)]))
+        outcome = engine.run_pass(NOW + timedelta(seconds=1))
+        # a took 2 CPUs (a penalty of 1): b (0.5) goes before a (1) and c (2)
+        assert outcome.decided[f"{NAMESPACE}/b1"].status == "Admitted"
+        assert [k for k, r in outcome.decided.items() if r.status == "Admitted"] == [f"{NAMESPACE}/b1"]
