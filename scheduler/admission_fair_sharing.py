@@ -76,6 +76,29 @@ class UsageEntry:
         self.sampled_at = now
 
 
+@dataclass(frozen=True, slots=True)
+class LocalQueueUsage:
+    """What admission fair sharing knows of one LocalQueue, as shown to people."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    weight: float
+    usage: float | None  # what its ClusterQueue orders by; None past any number (weight 0)
+    orders_by_usage: bool  # whether its ClusterQueue orders by it
+    entry: UsageEntry  # its consumed resources and last sample (a copy)
+
+    def consumed_text(self) -> str:
+        consumed = sorted(self.entry.consumed.items())
+        return ", ".join(f"{name} {quantity_text(amount)}" for name, amount in consumed) or "-"
+
+    def json(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "clusterQueue": self.cluster_queue,
+                "weight": self.weight, "usage": self.usage, "ordersByUsage": self.orders_by_usage,
+                "admissionFairSharingStatus": status_json(self.entry) if self.entry.sampled_at or self.entry.consumed
+                else None}
+
+
 def quantity_text(amount: float) -> str:
     """An amount as Kueue writes it in a LocalQueue's status: a quantity to the milli-unit."""
     milli = int(amount * 1000)

@@ -22,6 +22,7 @@ the cold start: every object applied through the same verbs.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
-from scheduler.admission_fair_sharing import UsageEntry, add_into, entry_penalty, usage_order
+from scheduler.admission_fair_sharing import LocalQueueUsage, UsageEntry, add_into, entry_penalty, usage_order
 from scheduler.assignment import HOSTNAME_LABEL, TopologyAssignment
 from scheduler.config import NO_CONFIGURATION, AdmissionFairSharing, Configuration
 from scheduler.features import FeatureGates
@@ -1209,6 +1210,23 @@ class ClusterState:
         usage = entry.weighted(afs.resource_weights) if entry is not None and afs is not None else 0.0
         lq = self.local_queues.get(lq_key)
         return usage_order(usage, lq.fair_weight if lq is not None else 1.0)
+
+    def local_queue_usages(self) -> list[LocalQueueUsage]:
+        """Every LocalQueue's admission fair sharing usage, by namespace and name (none when
+        no usage is kept: no admissionFairSharing, or its gate off)."""
+        if self.admission_fair_sharing is None:
+            return []
+        out = []
+        for key in sorted(self.local_queues):
+            lq = self.local_queues[key]
+            cq = self.cluster_queues.get(lq.cluster_queue)
+            usage = self.local_queue_usage(key)
+            entry = self.lq_usage.get(key) or UsageEntry()
+            out.append(LocalQueueUsage(
+                lq.namespace, lq.name, lq.cluster_queue, lq.fair_weight, usage if math.isfinite(usage) else None,
+                cq is not None and self.orders_by_local_queue_usage(cq),
+                UsageEntry(dict(entry.consumed), entry.sampled_at, dict(entry.penalty), entry.has_penalty)))
+        return out
 
     def charge_penalty(self, wl: Workload, charge: Charge) -> None:
         """A workload was admitted (its quota reserved): its LocalQueue's entry penalty."""

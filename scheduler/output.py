@@ -70,6 +70,8 @@ def result_json(result: PassResult, *, by_hostname_prefix: bool = True) -> dict[
              "replacement": d.replacement, "podSet": d.pod_set}
             for d in result.decisions
         ],
+        # with admission fair sharing: each LocalQueue's usage after the pass
+        **({"localQueues": [lq.json() for lq in result.local_queues]} if result.local_queues else {}),
     }
 
 
@@ -118,9 +120,21 @@ def render_table(result: PassResult) -> str:
             rows.append((w.key if first else "", w.cluster_queue if first else "", w.status if first else "",
                          ps.name, str(ps.count), detail))
             first = False
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    text = _columns([header, *rows])
+    if result.local_queues:
+        ordered = sorted(result.local_queues, key=lambda q: (q.cluster_queue, q.usage is None, q.usage or 0.0,
+                                                             q.namespace, q.name))
+        usage_rows = [(f"{lq.namespace}/{lq.name}", lq.cluster_queue, "∞" if lq.usage is None else f"{lq.usage:.4g}",
+                       f"{lq.weight:g}", lq.consumed_text()) for lq in ordered]
+        text += "\n" + _columns([("LOCALQUEUE", "CLUSTERQUEUE", "USAGE", "WEIGHT", "CONSUMED"), *usage_rows])
+    return text
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    """Rows as aligned columns (the last one left as it is)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = []
-    for row in [header, *rows]:
+    for row in rows:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.admission_fair_sharing import LocalQueueUsage
 from scheduler.assignment import TopologyAssignment
 from scheduler.errors import InputError
 from scheduler.model import Condition, Workload
@@ -200,3 +201,5 @@ class PassResult:
     problems: list[InputError] = field(default_factory=list)
     # its scheduling cycles stopped early at the caller's request: more may be admissible now
     cut_short: bool = False
+    # admission fair sharing: every LocalQueue's usage after the pass (filled by `simulate`)
+    local_queues: list[LocalQueueUsage] = field(default_factory=list)

@@ -116,4 +116,5 @@ def engine_pass(engine: Engine, now: datetime, *, cycles: int | None = 1) -> Pas
     outcome = engine.run_pass(now, cycles=cycles, result=result)
     result.workloads = engine.results_for(engine.state.workload_map, outcome)
     annotate_failures(result.workloads, outcome.replacement_failures)
+    result.local_queues = engine.state.local_queue_usages()
     return result

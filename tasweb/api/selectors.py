@@ -5,7 +5,6 @@ workload waits). Views call these and serialize what they return."""
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -592,25 +591,26 @@ def local_queue_activity() -> dict[tuple[str, str], dict[str, str]]:
 
 
 def local_queue_fair_sharing() -> dict[tuple[str, str], dict[str, Any]]:
-    """(namespace, name) -> the LocalQueue's weight, and its usage as admission fair sharing
-    orders by it (None without admissionFairSharing, or for a usage past any number: a
-    LocalQueue of weight 0 that used anything)."""
+    """(namespace, name) -> the LocalQueue's weight, its usage as admission fair sharing orders
+    by it (None without admissionFairSharing, or past any number: a LocalQueue of weight 0 that
+    used anything), whether its ClusterQueue orders by it, and its status."""
     view = engine_view()
     with view.lock:
         state = view.state
-        kept = state.admission_fair_sharing is not None
+        kept = {(u.namespace, u.name): u.json() for u in state.local_queue_usages()}
         out = {}
-        for key, lq in state.local_queues.items():
-            usage = state.local_queue_usage(key) if kept else None
-            cq = state.cluster_queues.get(lq.cluster_queue)
-            written = lq.consumed or lq.consumed_at is not None
-            out[lq.namespace, lq.name] = {
-                "weight": lq.fair_weight,
-                "usage": usage if usage is not None and math.isfinite(usage) else None,
-                "ordersByUsage": cq is not None and state.orders_by_local_queue_usage(cq),
-                "admissionFairSharingStatus": afs_status_json(UsageEntry(dict(lq.consumed), lq.consumed_at))
-                if written else None}
+        for lq in state.local_queues.values():
+            shown = kept.get((lq.namespace, lq.name))
+            if shown is None:  # no usage kept: the status as written
+                written = lq.consumed or lq.consumed_at is not None
+                shown = {"weight": lq.fair_weight, "usage": None, "ordersByUsage": False,
+                         "admissionFairSharingStatus": afs_status_json(UsageEntry(dict(lq.consumed), lq.consumed_at))
+                         if written else None}
+            out[lq.namespace, lq.name] = {field: shown[field] for field in FAIR_SHARING_FIELDS}
         return out
+
+
+FAIR_SHARING_FIELDS = ("weight", "usage", "ordersByUsage", "admissionFairSharingStatus")
 
 
 def cluster_queues_by_usage() -> set[str]:

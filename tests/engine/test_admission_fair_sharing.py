@@ -5,15 +5,18 @@ KEP-4136), the usage sampled with a half-life and an entry penalty per admission
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from datetime import timedelta
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.admission_fair_sharing import UsageEntry, alpha, entry_penalty, status_json, usage_order
+from scheduler.cli import main
 from scheduler.cluster import Charge
 from scheduler.config import Configuration, parse_configuration
 from scheduler.engine import Engine
@@ -454,3 +457,43 @@ class TestParking:
         # a took 2 CPUs (a penalty of 1): b (0.5) goes before a (1) and c (2)
         assert outcome.decided[f"{NAMESPACE}/b1"].status == "Admitted"
         assert [k for k, r in outcome.decided.items() if r.status == "Admitted"] == [f"{NAMESPACE}/b1"]
+
+
+class TestCommandLine:
+    """`simulate` prints each LocalQueue's usage after the pass when it keeps any."""
+
+    def write(self, tmp_path, config: bool) -> list[str]:
+        cluster_file = tmp_path / "cluster.yaml"
+        cluster_file.write_text(yaml.safe_dump_all(cluster(2, lq("a", {"cpu": "10"}), lq("b", {"cpu": "1"}, weight="2"),
+                                                           job("older", "a", created=-60), job("newer", "b"))))
+        args = ["simulate", str(cluster_file), "--cycles", "all", "--now", "2025-06-01T12:00:00Z"]
+        if config:
+            config_file = tmp_path / "kueue.yaml"
+            config_file.write_text(yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                                                   "kind": "Configuration", "admissionFairSharing": {
+                                                       "usageHalfLifeTime": "5m", "usageSamplingInterval": "5m"}}))
+            args += ["--config", str(config_file)]
+        return args
+
+    def test_json(self, tmp_path, capsys):
+        assert main([*self.write(tmp_path, config=True), "-o", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert [w["name"] for w in out["workloads"] if w["status"] == "Admitted"] == ["newer"]
+        assert out["localQueues"] == [
+            {"namespace": NAMESPACE, "name": "a", "clusterQueue": CLUSTER_QUEUE, "weight": 1.0, "usage": 10.0,
+             "ordersByUsage": True, "admissionFairSharingStatus": {"consumedResources": {"cpu": "10"},
+                                                                   "lastUpdate": "2025-06-01T12:00:00Z"}},
+            # b's 1 CPU and its admission's penalty (half of 2 CPUs), divided by its weight of 2
+            {"namespace": NAMESPACE, "name": "b", "clusterQueue": CLUSTER_QUEUE, "weight": 2.0, "usage": 1.0,
+             "ordersByUsage": True, "admissionFairSharingStatus": {"consumedResources": {"cpu": "2"},
+                                                                   "lastUpdate": "2025-06-01T12:00:00Z"}}]
+
+    def test_table_and_none_without_it(self, tmp_path, capsys):
+        assert main([*self.write(tmp_path, config=True), "-o", "table"]) == 0
+        table = capsys.readouterr().out
+        assert table.split("\n\n")[1].splitlines() == [
+            "LOCALQUEUE  CLUSTERQUEUE  USAGE  WEIGHT  CONSUMED",
+            f"{NAMESPACE}/b   {CLUSTER_QUEUE}            1      2       cpu 2",
+            f"{NAMESPACE}/a   {CLUSTER_QUEUE}            10     1       cpu 10"]
+        assert main([*self.write(tmp_path, config=False), "-o", "json"]) == 0
+        assert "localQueues" not in json.loads(capsys.readouterr().out)
