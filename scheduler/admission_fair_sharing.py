@@ -90,7 +90,7 @@ class LocalQueueUsage:
 
     def consumed_text(self) -> str:
         consumed = sorted(self.entry.consumed.items())
-        return ", ".join(f"{name} {quantity_text(amount)}" for name, amount in consumed) or "-"
+        return ", ".join(f"{name} {display_text(amount)}" for name, amount in consumed) or "-"
 
     def json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name, "clusterQueue": self.cluster_queue,
@@ -100,8 +100,18 @@ class LocalQueueUsage:
 
 
 def quantity_text(amount: float) -> str:
-    """An amount as Kueue writes it in a LocalQueue's status: a quantity to the milli-unit."""
-    milli = int(amount * 1000)
+    """An amount as Kueue writes it in a LocalQueue's status: a quantity to the nano-unit,
+    rounded down (Kueue scales usage with 9 decimal digits)."""
+    nano = math.floor(amount * 1_000_000_000)
+    for factor, suffix in ((1_000_000_000, ""), (1_000_000, "m"), (1_000, "u")):
+        if nano % factor == 0:
+            return f"{nano // factor}{suffix}"
+    return f"{nano}n"
+
+
+def display_text(amount: float) -> str:
+    """An amount for people: to the milli-unit."""
+    milli = round(amount * 1000)
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 

@@ -28,10 +28,11 @@ from django.db.models.functions import Concat
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 
+from scheduler.admission_fair_sharing import display_text
 from scheduler.capacity import level_totals
 from scheduler.cluster import ClusterState, counts_as_non_tas_usage
 from scheduler.model import STOP_NONE, Node, Pod, ResourceFlavor, Topology
-from scheduler.quantity import CPU, MEMORY, PODS, resource_value
+from scheduler.quantity import CPU, MEMORY, PODS, parse_quantity, resource_value
 from scheduler.queue_status import STOPPED_ONLY_MESSAGE
 from scheduler.results import message_shape
 from scheduler.snapshot import TASFlavorSnapshot
@@ -829,7 +830,8 @@ def local_queue_usage_by_cluster_queue(targets: dict[tuple[str, str], str], scop
         status = fs["admissionFairSharingStatus"] or {}
         out.setdefault(target, []).append({
             "namespace": namespace, "name": name, "weight": fs["weight"], "usage": fs["usage"],
-            "consumed": ", ".join(f"{r} {q}" for r, q in (status.get("consumedResources") or {}).items()),
+            "consumed": ", ".join(f"{r} {display_text(float(parse_quantity(q)))}"
+                                  for r, q in (status.get("consumedResources") or {}).items()),
             "lastUpdate": status.get("lastUpdate")})
     for queues in out.values():
         queues.sort(key=lambda q: (math.inf if q["usage"] is None else q["usage"], q["namespace"], q["name"]))

@@ -226,8 +226,9 @@ class TestSampling:
         assert usage_order(0.0, 0.0) == -math.inf
 
     def test_status_json(self):
-        entry = UsageEntry({"cpu": 31.9995, "memory": 2048.0}, NOW)
-        assert status_json(entry) == {"consumedResources": {"cpu": "31999m", "memory": "2048"},
+        entry = UsageEntry({"cpu": 31.9995, "memory": 2048.0, "example.com/gpu": 1.25e-7}, NOW)
+        assert status_json(entry) == {"consumedResources": {"cpu": "31999500u", "example.com/gpu": "125n",
+                                                            "memory": "2048"},
                                       "lastUpdate": "2025-06-01T12:00:00Z"}
         assert status_json(UsageEntry()) == {"consumedResources": {}}
 
