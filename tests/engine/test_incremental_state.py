@@ -27,6 +27,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from scheduler.admission_fair_sharing import status_json
 from scheduler.cluster import (
     ALLOWED_RESOURCE_FLAVOR_ANNOTATION,
     CONCURRENT_ADMISSION_PARENT_LABEL,
@@ -38,8 +39,9 @@ from scheduler.config import Configuration, parse_configuration
 from scheduler.cycle import SchedulingCycle, nomination_problem
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
-from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, Workload
+from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, LocalQueue, Workload
 from scheduler.parse import ParsedObjects
+from scheduler.quantity import parse_quantity
 from scheduler.results import Answers, PassResult
 
 from .factories import (
@@ -71,7 +73,11 @@ NODE_NAMES = [f"b{b}-r{r}-n{n}" for b in (1, 2) for r in (1, 2) for n in (1, 2, 
 
 
 def cluster_queue_object(name: str, *, nominal: int, **policy) -> dict:
-    return queue_with_policy(name, cpu=nominal, **policy)
+    """Ordered by LocalQueue usage too when admission fair sharing is configured (it changes
+    nothing otherwise)."""
+    obj = queue_with_policy(name, cpu=nominal, **policy)
+    obj["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    return obj
 
 
 QUEUE_SETUP = {
@@ -91,6 +97,9 @@ CONFIGURATIONS: dict[str | None, Configuration | None] = {
     None: None,
     "fairSharing": configuration(fairSharing={}),
     "waitForPodsReady": configuration(waitForPodsReady={"timeout": "30s"}),
+    # sampled every 5 s, halved every minute: the passes' clock moves 0 to 40 s at a time
+    "admissionFairSharing": configuration(admissionFairSharing={"usageHalfLifeTime": "60s",
+                                                                "usageSamplingInterval": "5s"}),
 }
 
 
@@ -133,7 +142,7 @@ def rebuild(engine: Engine) -> Engine:
     parsed = ParsedObjects(
         nodes=list(s.nodes.values()), pods=s.pods, topologies=list(s.topologies.values()),
         flavors=list(s.flavors.values()), cluster_queues=list(s.cluster_queues.values()),
-        local_queues=list(s.local_queues.values()), cohorts=list(s.cohorts.values()),
+        local_queues=[with_written_usage(s, lq) for lq in s.local_queues.values()], cohorts=list(s.cohorts.values()),
         admission_checks=list(s.admission_checks.values()), priority_classes=list(s.priority_classes.values()),
         workloads=[copy_workload(w) for w in s.workloads])
     fresh = Engine.from_parsed(parsed, s.gates, config=s.config)
@@ -162,6 +171,18 @@ def rebuild(engine: Engine) -> Engine:
     return fresh
 
 
+def with_written_usage(state: ClusterState, lq: LocalQueue) -> LocalQueue:
+    """The LocalQueue as the service leaves it: with the admission fair sharing usage its
+    passes sampled written to its status (and read back, to the quantity written)."""
+    entry = state.lq_usage.get(lq.key)
+    if entry is None or (entry.sampled_at is None and not entry.consumed):
+        return lq
+    assert not entry.has_penalty, "a penalty outlived its pass"
+    written = status_json(entry)["consumedResources"]
+    consumed = tuple(sorted((name, float(parse_quantity(text))) for name, text in written.items()))
+    return dataclasses.replace(lq, consumed=consumed, consumed_at=entry.sampled_at)
+
+
 # ---------------------------------------------------------------- what must be equal
 
 
@@ -175,6 +196,12 @@ def snapshot_view(state: ClusterState) -> dict:
                 columns[res] = values
         out[name] = (list(snap.tree.leaves.ids) if snap.tree.levels else [], columns)
     return out
+
+
+def usage_view(state: ClusterState) -> dict:
+    """Each LocalQueue's usage as admission fair sharing orders by it (to the nano-unit the
+    status keeps)."""
+    return {key: round(state.local_queue_usage(key), 6) for key in state.local_queues}
 
 
 def quota_view(state: ClusterState) -> dict:
@@ -239,7 +266,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
                                                gates(TASBalancedPlacement=True),
                                                gates(TASFailedNodeReplacementFailFast=False)]),
                 jobs=st.lists(JOB, min_size=2, max_size=10),
-                config=st.sampled_from([None, "fairSharing", "waitForPodsReady"]))
+                config=st.sampled_from([None, "fairSharing", "waitForPodsReady", "admissionFairSharing"]))
     def start(self, feature_gates, jobs, config=None) -> None:
         objects = [topology(levels=(BLOCK, RACK, HOSTNAME)), resource_flavor()]
         for name, setup in QUEUE_SETUP.items():
@@ -549,6 +576,9 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         self.passes += 1
         event(f"decided in a pass: {min(len(ours['decided']), 5)}+")
         event(f"pods failed in a pass: {min(len(ours['terminated']), 2)}+")
+        if self.state.admission_fair_sharing is not None:
+            used = sum(1 for key in self.state.local_queues if self.state.local_queue_usage(key) > 0)
+            event(f"LocalQueues with usage after a pass (admission fair sharing): {min(used, 2)}+")
 
     # ------------------------------------------------------------ checks
 
@@ -563,6 +593,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         assert snapshot_view(self.state) == snapshot_view(fresh.state)
         assert quota_view(self.state) == quota_view(fresh.state)
         assert index_view(self.state) == index_view(fresh.state)
+        assert usage_view(self.state) == usage_view(fresh.state)
         queues = self.engine.queues
         waiting = {k for k, w in fresh.state.workload_map.items() if is_pending(w)}
         assert set(queues.assigned) | set(queues.orphans) | set(queues.backoff) | queues.kept_off == waiting
