@@ -209,7 +209,10 @@ class ClusterQueueQueue:
             return
         best = cls.best()
         if best is not None:
-            heapq.heappush(self.heap, (*best, cls.version, self._shape_id(cls.shape)))
+            self._enter(cls, (*best, cls.version, self._shape_id(cls.shape)))
+
+    def _enter(self, cls: EquivalenceClass, entry: tuple) -> None:
+        heapq.heappush(self.heap, entry)
 
     # ------------------------------------------------------------ members
 
@@ -352,16 +355,11 @@ class UsageOrderedQueue(ClusterQueueQueue):
     _local_names: dict[int, str] = field(default_factory=dict)
     siblings: dict[Hashable, set[Hashable]] = field(default_factory=dict)  # hash -> its classes' shapes
 
-    def _schedule(self, cls: EquivalenceClass) -> None:
-        self._versions += 1
-        cls.version = self._versions
-        if cls.parked is not None:
-            return
-        best = cls.best()
-        if best is not None:
-            local = cls.shape[1]
-            heapq.heappush(self.local_heaps.setdefault(local, []), (*best, cls.version, self._shape_id(cls.shape)))
-            self.usage_changed(local)
+    def _enter(self, cls: EquivalenceClass, entry: tuple) -> None:
+        """Into its LocalQueue's heap, and the LocalQueue into the ClusterQueue's anew."""
+        local = cls.shape[1]
+        heapq.heappush(self.local_heaps.setdefault(local, []), entry)
+        self.usage_changed(local)
 
     def _local_top(self, local: str) -> tuple | None:
         """The LocalQueue's first class entry (stale ones dropped on the way)."""
