@@ -418,6 +418,11 @@ class UsageOrderedQueue(ClusterQueueQueue):
             top = self._local_top(local)
             if top is None:
                 continue
+            if item[1:-2] != top:
+                # its first class was parked or left since: it sorted too early, never too late;
+                # back under the one first now, it comes up again in its turn
+                self.usage_changed(local)
+                continue
             heapq.heappop(self.local_heaps[local])  # the class comes back with its next member
             shape = self._shapes[top[-1]]
             key = self.classes[shape].best()[-1]

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from scheduler.config import Configuration, parse_configuration
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.model import Condition
+from scheduler.queues import Parked
 from scheduler.quota import FlavorResource
 
 from .factories import (
@@ -347,12 +349,12 @@ class TestOrderProperty:
     def expected(engine: Engine) -> list[str]:
         state, queues = engine.state, engine.queues
         q = queues.queues[CLUSTER_QUEUE]
-        return sorted(q.class_of, key=lambda k: (state.local_queue_usage(q.local_queue_of(k)), *queues.orders[k]))
+        return sorted(q.active, key=lambda k: (state.local_queue_usage(q.local_queue_of(k)), *queues.orders[k]))
 
     @staticmethod
     def actual(engine: Engine) -> list[str]:
         q = engine.queues.queues[CLUSTER_QUEUE]
-        return sorted(q.class_of, key=lambda k: q.position(k)[0])
+        return sorted(q.active, key=lambda k: q.position(k)[0])
 
     @staticmethod
     def popped(engine: Engine) -> list[str]:
@@ -370,25 +372,34 @@ class TestOrderProperty:
         queues = [lq(n, {"cpu": data.draw(amounts)}, weight=data.draw(st.sampled_from([None, "1", "2", "0"])))
                   for n in names]
         jobs = [job(f"w{i}", data.draw(st.sampled_from(names)), cpu="100",  # too big: nothing admitted
-                    created=data.draw(st.integers(-100, 0)), priority=data.draw(st.sampled_from([None, 0, 5])))
-                for i in range(data.draw(st.integers(1, 8)))]
+                    created=data.draw(st.integers(-100, 0)), priority=data.draw(st.sampled_from([None, 0, 5, 7])))
+                for i in range(data.draw(st.integers(1, 10)))]
         engine = Engine.from_parsed(parse(cluster(2, *queues, *jobs)), gates(), config=AFS)
         engine.sync(NOW)
         assert self.actual(engine) == self.expected(engine)
         steps = data.draw(st.integers(1, 5))
         for step in range(steps):
             name = data.draw(st.sampled_from(names))
-            if data.draw(st.booleans()):
+            q = engine.queues.queues[CLUSTER_QUEUE]
+            what = data.draw(st.sampled_from(["status", "penalty", "park", "leave", "unpark"]))
+            if what == "status":
                 weight = data.draw(st.sampled_from([None, "1", "2", "0"]))
                 engine.upsert(parse([lq(name, {"cpu": data.draw(amounts)}, weight=weight)]).local_queues[0])
-            else:  # an admission's penalty, as the cycle charges it
-                wl = engine.state.workload(f"{NAMESPACE}/w0")
+            elif what == "park" and q.active:  # found inadmissible: its equivalents with it
+                key = data.draw(st.sampled_from(sorted(q.active)))
+                q.park_class(q.class_of[key], Parked(key))
+            elif what == "leave" and q.class_of:  # admitted elsewhere or deleted
+                engine.delete("Workload", data.draw(st.sampled_from(sorted(q.class_of))))
+            elif what == "unpark":
+                q.unpark_all()
+            elif what == "penalty":  # an admission's penalty, as the cycle charges it
+                admitted_one = SimpleNamespace(namespace=NAMESPACE, queue_name=name)
                 charge = Charge(CLUSTER_QUEUE, {FlavorResource(FLAVOR, "cpu"): data.draw(st.sampled_from([500, 3000]))})
-                engine.state.charge_penalty(dataclasses.replace(wl, queue_name=name), charge)
+                engine.state.charge_penalty(admitted_one, charge)
             engine.sync(NOW)
             if step < steps - 1 or data.draw(st.booleans()):
                 assert self.actual(engine) == self.expected(engine)
-        # the pops give the order whether or not the grown usage was put right before
+        # the pops take them in that order too, whatever moved since the heaps were last right
         expected = self.expected(engine)
         assert self.popped(engine) == expected
 
@@ -498,3 +509,21 @@ class TestCommandLine:
             f"{NAMESPACE}/a   {CLUSTER_QUEUE}            10     1       cpu 10"]
         assert main([*self.write(tmp_path, config=False), "-o", "json"]) == 0
         assert "localQueues" not in json.loads(capsys.readouterr().out)
+
+    def test_a_local_queue_whose_first_workload_is_parked_takes_its_place_by_the_next(self):
+        # equal usage: priority decides across LocalQueues; x1 (10) does not fit and is parked,
+        # then y1 (5) goes before x2 (0), though x2 is in the LocalQueue that had the first place
+        objects = cluster(2, lq("x", {"cpu": "1"}), lq("y", {"cpu": "1"}),
+                          job("x1", "x", cpu="4", priority=10), job("x2", "x", priority=0),
+                          job("y1", "y", priority=5, created=5))
+        result = run(objects, config=AFS, cycles=2)
+        assert statuses(result, "x1", "x2", "y1") == ["Pending", "Pending", "Admitted"]
+
+    def test_a_local_queue_whose_first_workload_left_takes_its_place_by_the_next(self):
+        objects = cluster(2, lq("x", {"cpu": "1"}), lq("y", {"cpu": "1"}),
+                          job("x1", "x", priority=10), job("x2", "x", priority=0), job("y1", "y", priority=5))
+        engine = Engine.from_parsed(parse(objects), gates(), config=AFS)
+        engine.sync(NOW)
+        engine.delete("Workload", f"{NAMESPACE}/x1")
+        outcome = engine.run_pass(NOW, cycles=1)
+        assert [k for k, r in outcome.decided.items() if r.status == "Admitted"] == [f"{NAMESPACE}/y1"]
