@@ -52,6 +52,9 @@ REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"  # parked even in a StrictFIFO 
 REQUEUE_PREEMPTION_GATED = "PreemptionGated"
 BULK_REASONS = frozenset({REQUEUE_NO_FIT, REQUEUE_NO_CANDIDATES})
 
+# stale entries a heap may hold beyond twice its live ones before it is compacted
+COMPACT_SLACK = 256
+
 # in place of the negated priority, the first field of a sticky workload's heap entry: before
 # every priority (an int32)
 STICKY_FIRST = -(2**63)
@@ -213,6 +216,20 @@ class ClusterQueueQueue:
 
     def _enter(self, cls: EquivalenceClass, entry: tuple) -> None:
         heapq.heappush(self.heap, entry)
+        if len(self.heap) > 2 * len(self.classes) + COMPACT_SLACK:
+            self.heap = self._compacted(self.heap)
+
+    def _valid(self, item: tuple) -> bool:
+        """Whether a class entry stands for its class as it is (not parked, not rescheduled)."""
+        cls = self.classes.get(self._shapes[item[-1]])
+        return cls is not None and cls.parked is None and item[-2] == cls.version
+
+    def _compacted(self, heap: list[tuple]) -> list[tuple]:
+        """The heap without its stale entries: a pop drops those it meets, but a class parked and
+        requeued again and again would otherwise leave one behind each time, deep in the heap."""
+        kept = [item for item in heap if self._valid(item)]
+        heapq.heapify(kept)
+        return kept
 
     # ------------------------------------------------------------ members
 
@@ -358,7 +375,10 @@ class UsageOrderedQueue(ClusterQueueQueue):
     def _enter(self, cls: EquivalenceClass, entry: tuple) -> None:
         """Into its LocalQueue's heap, and the LocalQueue into the ClusterQueue's anew."""
         local = cls.shape[1]
-        heapq.heappush(self.local_heaps.setdefault(local, []), entry)
+        heap = self.local_heaps.setdefault(local, [])
+        heapq.heappush(heap, entry)
+        if len(heap) > 2 * len(self.classes) + COMPACT_SLACK:
+            self.local_heaps[local] = self._compacted(heap)
         self.usage_changed(local)
 
     def _local_top(self, local: str) -> tuple | None:
@@ -366,8 +386,7 @@ class UsageOrderedQueue(ClusterQueueQueue):
         heap = self.local_heaps.get(local)
         while heap:
             item = heap[0]
-            cls = self.classes.get(self._shapes[item[-1]])
-            if cls is not None and cls.parked is None and item[-2] == cls.version:
+            if self._valid(item):
                 return item
             heapq.heappop(heap)
         return None
@@ -384,6 +403,9 @@ class UsageOrderedQueue(ClusterQueueQueue):
             lid = self._local_ids[local] = len(self._local_ids)
             self._local_names[lid] = local
         heapq.heappush(self.heap, (self.usage_of(local), *top, self._versions, lid))
+        if len(self.heap) > 2 * len(self.local_versions) + COMPACT_SLACK:
+            self.heap = [item for item in self.heap if item[-2] == self.local_versions[self._local_names[item[-1]]]]
+            heapq.heapify(self.heap)
 
     def push(self, key: str, order: tuple, shape: Hashable) -> None:
         if shape not in self.classes:

@@ -23,7 +23,7 @@ from scheduler.config import Configuration, parse_configuration
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.model import Condition
-from scheduler.queues import Parked
+from scheduler.queues import COMPACT_SLACK, Parked
 from scheduler.quota import FlavorResource
 
 from .factories import (
@@ -527,3 +527,18 @@ class TestCommandLine:
         engine.delete("Workload", f"{NAMESPACE}/x1")
         outcome = engine.run_pass(NOW, cycles=1)
         assert [k for k, r in outcome.decided.items() if r.status == "Admitted"] == [f"{NAMESPACE}/y1"]
+
+    @pytest.mark.parametrize("mode", ["UsageBasedAdmissionFairSharing", None])
+    def test_the_heaps_stay_bounded_however_often_parked_workloads_are_requeued(self, mode):
+        objects = cluster(2, lq("a"), lq("b"), *[job(f"w{i}", "ab"[i % 2], cpu="4", priority=i % 50)
+                                                 for i in range(300)], mode=mode)
+        engine = Engine.from_parsed(parse(objects), gates(), config=AFS)
+        engine.run_pass(NOW)
+        q = engine.queues.queues[CLUSTER_QUEUE]
+        for k in range(1000):  # a release of quota requeues them all, and a cycle parks them again
+            engine.queues.requeue_inadmissible()
+            engine.run_pass(NOW + timedelta(seconds=k + 1), cycles=1)
+        bound = 2 * len(q.classes) + COMPACT_SLACK
+        assert len(q.heap) <= bound
+        assert all(len(heap) <= bound for heap in getattr(q, "local_heaps", {}).values())
+        assert len(q) == 300  # nothing lost on the way
