@@ -164,7 +164,8 @@ class ClusterQueueQueue:
     classes: dict[Hashable, EquivalenceClass] = field(default_factory=dict)
     class_of: dict[str, Hashable] = field(default_factory=dict)  # member key -> its class's shape
     heap: list[tuple] = field(default_factory=list)  # (*best member's entry, class version, shape id)
-    _ids: dict[Hashable, int] = field(default_factory=dict)
+    _ids: dict[Hashable, int] = field(default_factory=dict)  # the live classes' shapes, by id in the heap
+    _next_id: int = 0
     _shapes: dict[int, Hashable] = field(default_factory=dict)
     pop_cycle: int = 0
     queue_inadmissible_cycle: int = -1
@@ -200,9 +201,17 @@ class ClusterQueueQueue:
     def _shape_id(self, shape: Hashable) -> int:
         sid = self._ids.get(shape)
         if sid is None:
-            sid = self._ids[shape] = len(self._ids)
+            sid = self._ids[shape] = self._next_id
+            self._next_id += 1
             self._shapes[sid] = shape
         return sid
+
+    def _forget_shape(self, shape: Hashable) -> None:
+        """A class gone: its id too (without hashing, each workload is a class of its own, and a
+        long-lived queue would otherwise keep the shape of every workload it ever held)."""
+        sid = self._ids.pop(shape, None)
+        if sid is not None:
+            del self._shapes[sid]
 
     def _schedule(self, cls: EquivalenceClass) -> None:
         """(Re)enter the class in the heap under its current first member."""
@@ -221,7 +230,8 @@ class ClusterQueueQueue:
 
     def _valid(self, item: tuple) -> bool:
         """Whether a class entry stands for its class as it is (not parked, not rescheduled)."""
-        cls = self.classes.get(self._shapes[item[-1]])
+        shape = self._shapes.get(item[-1])
+        cls = self.classes.get(shape) if shape is not None else None
         return cls is not None and cls.parked is None and item[-2] == cls.version
 
     def _compacted(self, heap: list[tuple]) -> list[tuple]:
@@ -274,6 +284,7 @@ class ClusterQueueQueue:
         cls.discard(key)
         if not cls.members:
             del self.classes[shape]
+            self._forget_shape(shape)
             return
         if was_best is not None and was_best[-1] == key:
             self._schedule(cls)
@@ -283,10 +294,10 @@ class ClusterQueueQueue:
         heap = self.heap
         while heap:
             item = heapq.heappop(heap)
-            shape = self._shapes[item[-1]]
-            cls = self.classes.get(shape)
-            if cls is None or cls.parked is not None or item[-2] != cls.version:
+            if not self._valid(item):
                 continue
+            shape = self._shapes[item[-1]]
+            cls = self.classes[shape]
             best = cls.best()
             if best is None:
                 continue

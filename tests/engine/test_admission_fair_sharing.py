@@ -542,3 +542,16 @@ class TestCommandLine:
         assert len(q.heap) <= bound
         assert all(len(heap) <= bound for heap in getattr(q, "local_heaps", {}).values())
         assert len(q) == 300  # nothing lost on the way
+
+    @pytest.mark.parametrize("mode", ["UsageBasedAdmissionFairSharing", None])
+    def test_a_queue_forgets_the_classes_that_left(self, mode):
+        # without hashing every workload is a class of its own: what is admitted or deleted goes
+        objects = cluster(4, lq("a"), lq("b"), *[job(f"w{i}", "ab"[i % 2], cpu="1", created=i) for i in range(40)],
+                          mode=mode)
+        engine = Engine.from_parsed(parse(objects), gates(SchedulingEquivalenceHashing=False), config=AFS)
+        engine.run_pass(NOW)
+        for i in range(40):
+            engine.delete("Workload", f"{NAMESPACE}/w{i}")
+        engine.run_pass(NOW + timedelta(seconds=1))
+        q = engine.queues.queues[CLUSTER_QUEUE]
+        assert (len(q), q.classes, q._ids, q._shapes) == (0, {}, {}, {})
