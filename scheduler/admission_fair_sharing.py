@@ -29,16 +29,32 @@ def alpha(elapsed_seconds: float, half_life_seconds: float) -> float:
     return 1.0 - 0.5 ** (elapsed_seconds / half_life_seconds)
 
 
+NANO = 1_000_000_000
+
+
+def scaled(amount: float, factor: float) -> float:
+    """`amount` x `factor` to the nano-unit, rounded down, as Kueue scales a quantity by a float
+    (to 9 decimal digits): what Kueue keeps, what the status holds and what a state built
+    again from it reads back, to the same float."""
+    return math.floor(amount * factor * NANO) / NANO
+
+
+def summed(a: float, b: float) -> float:
+    """The sum of two nano-unit amounts, exact as Kueue's decimal sum (the float sum of two
+    such amounts can miss by a hair)."""
+    return round((a + b) * NANO) / NANO
+
+
 def entry_penalty(requests: Mapping[str, int], config: AdmissionFairSharing) -> dict[str, float]:
     """What admitting a workload asking for `requests` adds to its LocalQueue's usage until the
     next sample: the share of it one sampling interval would add."""
     rate = alpha(config.usage_sampling_interval_seconds, config.usage_half_life_seconds)
-    return {name: afs_amount(name, value) * rate for name, value in requests.items()}
+    return {name: scaled(afs_amount(name, value), rate) for name, value in requests.items()}
 
 
-def add_into(total: dict[str, float], more: Mapping[str, float], sign: float = 1.0) -> None:
+def add_into(total: dict[str, float], more: Mapping[str, float]) -> None:
     for name, amount in more.items():
-        total[name] = total.get(name, 0.0) + sign * amount
+        total[name] = summed(total.get(name, 0.0), amount)
 
 
 @dataclass(slots=True)
@@ -54,8 +70,8 @@ class UsageEntry:
     def weighted(self, weights: Mapping[str, float]) -> float:
         """The usage with resources weighed (1 for a resource without a weight)."""
         total = 0.0
-        for name in self.consumed.keys() | self.penalty.keys():
-            amount = self.consumed.get(name, 0.0) + self.penalty.get(name, 0.0)
+        for name in sorted(self.consumed.keys() | self.penalty.keys()):  # one order: one float sum
+            amount = summed(self.consumed.get(name, 0.0), self.penalty.get(name, 0.0))
             total += weights.get(name, 1.0) * amount
         return total
 
@@ -67,8 +83,8 @@ class UsageEntry:
         else:
             elapsed = max(0.0, (now - self.sampled_at).total_seconds()) if self.sampled_at is not None else 0.0
             rate = alpha(elapsed, half_life_seconds)
-            consumed = {name: amount * (1.0 - rate) for name, amount in self.consumed.items()}
-            add_into(consumed, {name: amount * rate for name, amount in admitted.items()})
+            consumed = {name: scaled(amount, 1.0 - rate) for name, amount in self.consumed.items()}
+            add_into(consumed, {name: scaled(amount, rate) for name, amount in admitted.items()})
             add_into(consumed, self.penalty)
             self.consumed = consumed
             self.penalty = {}
@@ -100,9 +116,8 @@ class LocalQueueUsage:
 
 
 def quantity_text(amount: float) -> str:
-    """An amount as Kueue writes it in a LocalQueue's status: a quantity to the nano-unit,
-    rounded down (Kueue scales usage with 9 decimal digits)."""
-    nano = math.floor(amount * 1_000_000_000)
+    """An amount as Kueue writes it in a LocalQueue's status: a quantity to the nano-unit."""
+    nano = round(amount * NANO)  # amounts are kept to the nano-unit (`scaled`)
     for factor, suffix in ((1_000_000_000, ""), (1_000_000, "m"), (1_000, "u")):
         if nano % factor == 0:
             return f"{nano // factor}{suffix}"
