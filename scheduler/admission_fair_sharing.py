@@ -111,8 +111,7 @@ class LocalQueueUsage:
     def json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name, "clusterQueue": self.cluster_queue,
                 "weight": self.weight, "usage": self.usage, "ordersByUsage": self.orders_by_usage,
-                "admissionFairSharingStatus": status_json(self.entry) if self.entry.sampled_at or self.entry.consumed
-                else None}
+                "admissionFairSharingStatus": written_status_json(self.entry)}
 
 
 def quantity_text(amount: float) -> str:
@@ -137,6 +136,11 @@ def status_json(entry: UsageEntry) -> dict[str, Any]:
     if entry.sampled_at is not None:
         out["lastUpdate"] = entry.sampled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return out
+
+
+def written_status_json(entry: UsageEntry) -> dict[str, Any] | None:
+    """`status_json`, or None when there is nothing to say: never sampled, nothing consumed."""
+    return status_json(entry) if entry.sampled_at is not None or entry.consumed else None
 
 
 def usage_order(usage: float, lq_weight: float) -> float:

@@ -579,7 +579,7 @@ class ClusterState:
     def cluster_queue_for(self, wl: Workload) -> ClusterQueue | None:
         if wl.admission is not None:
             return self.cluster_queues.get(wl.admission.cluster_queue)
-        lq = self.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        lq = self.local_queues.get(wl.local_queue_key)
         return self.cluster_queues.get(lq.cluster_queue) if lq else None
 
     def priority_of(self, wl: Workload) -> int:
@@ -1200,7 +1200,6 @@ class ClusterState:
             entry = self.lq_usage[lq.key] = UsageEntry()
         entry.consumed = dict(lq.consumed)
         entry.sampled_at = lq.consumed_at
-        self.changes.usage_changed.add(lq.key)
 
     def local_queue_usage(self, lq_key: str) -> float:
         """The LocalQueue's usage as admission fair sharing orders by it: consumed resources and
@@ -1236,7 +1235,7 @@ class ClusterState:
         requests: dict[str, int] = defaultdict(int)
         for fr, value in charge.quota.items():
             requests[fr.resource] += value
-        key = f"{wl.namespace}/{wl.queue_name}"
+        key = wl.local_queue_key
         entry = self.lq_usage.get(key)
         if entry is None:
             entry = self.lq_usage[key] = UsageEntry()
@@ -1284,7 +1283,7 @@ class ClusterState:
         out: dict[str, dict[str, float]] = {}
         for cq in queues:
             for key, wl in self.holding.get(cq, {}).items():
-                lq_key = f"{wl.namespace}/{wl.queue_name}"
+                lq_key = wl.local_queue_key
                 charge = self.charges.get(key)
                 if lq_key not in wanted or charge is None or not wl.is_admitted:
                     continue

@@ -808,7 +808,7 @@ def compute_explanation(state: ClusterState, wl: Workload, shared: Shared | None
     (`fits` when quota and topology have room for it as they are)."""
     blocked = waiting_summary(state, wl)
     if blocked:  # no queue to wait in, or one that admits nothing, whatever room there is
-        lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+        lq = state.local_queues.get(wl.local_queue_key)
         return WorkloadExplanation(wl.key, lq.cluster_queue if lq is not None else "", False, blocked)
     cq = state.cluster_queue_for(wl)
     assert cq is not None  # waiting_summary found its LocalQueue and ClusterQueue

@@ -535,6 +535,11 @@ class Workload:
     def __post_init__(self) -> None:
         self.key = f"{self.namespace}/{self.name}"
 
+    @property
+    def local_queue_key(self) -> str:
+        """namespace/name of the LocalQueue it is submitted to."""
+        return f"{self.namespace}/{self.queue_name}"
+
     def condition(self, type_: str) -> Condition | None:
         for c in self.conditions:
             if c.type == type_:

@@ -171,7 +171,7 @@ class Preemptor:
         same_queue = cand.cluster_queue == cq_name
         usage = 0.0
         if same_queue and self.state.orders_by_local_queue_usage(self.state.cluster_queues[cq_name]):
-            usage = -self.state.local_queue_usage(f"{wl.namespace}/{wl.queue_name}")
+            usage = -self.state.local_queue_usage(wl.local_queue_key)
         return (not wl.condition_true("Evicted"), same_queue, usage, self.state.priority_of(wl),
                 -self.quota_reservation_time(wl).timestamp(), wl.uid)
 

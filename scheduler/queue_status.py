@@ -118,7 +118,7 @@ def waiting_block(state: ClusterState, wl: Workload) -> tuple[str, str] | None:
     """(ClusterQueue, Kueue's message) when the workload's queues keep it from being queued at
     all, in the order of Kueue's workload controller: its LocalQueue missing or stopped, then
     its ClusterQueue missing or inactive. None when it can wait in its ClusterQueue."""
-    lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+    lq = state.local_queues.get(wl.local_queue_key)
     if lq is None:
         return "", f"LocalQueue {wl.queue_name or chr(34) * 2} doesn't exist"
     if lq.stop_policy != STOP_NONE:
@@ -137,7 +137,7 @@ def waiting_summary(state: ClusterState, wl: Workload) -> str:
     if blocked is None:
         return ""
     cq_name, message = blocked
-    lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+    lq = state.local_queues.get(wl.local_queue_key)
     if lq is not None and lq.stop_policy != STOP_NONE:
         return f"{message}: it is stopped (stopPolicy {lq.stop_policy})"
     causes = state.inactive_cluster_queues.get(cq_name)

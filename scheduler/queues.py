@@ -626,7 +626,7 @@ class QueueManager:
             # controller marks it inadmissible, and the scheduler takes no head from there
             self._orphan(key, *blocked)
             return
-        lq = self.state.local_queues[f"{wl.namespace}/{wl.queue_name}"]
+        lq = self.state.local_queues[wl.local_queue_key]
         if lq.cluster_queue not in self.queues:
             self._orphan(key, lq.cluster_queue, f"ClusterQueue {lq.cluster_queue} doesn't exist")
             return
@@ -643,8 +643,13 @@ class QueueManager:
         self.assigned[key] = target
         self.orders[key] = order
         q = self.queues[target]
+        q.push(key, order, self.queue_shape(q, wl))
+
+    def queue_shape(self, q: ClusterQueueQueue, wl: Workload) -> Hashable:
+        """The workload's class in `q`: its equivalence class, of its LocalQueue in a queue ordered
+        by LocalQueue usage."""
         shape = self.shape(wl)
-        q.push(key, order, (shape, lq.key) if q.by_usage else shape)
+        return (shape, wl.local_queue_key) if q.by_usage else shape
 
     def shape(self, wl: Workload) -> Hashable:
         """The workload's equivalence class. One with a failed admission check is a class of its
@@ -772,9 +777,7 @@ class QueueManager:
         if q is None or not is_pending(wl) or self.assigned.get(key) != cq_name:
             return True, set(), 0
         order = self.orders.get(key) or queue_order_key(self.state, wl)
-        shape = self.shape(wl)
-        if q.by_usage:
-            shape = (shape, f"{wl.namespace}/{wl.queue_name}")
+        shape = self.queue_shape(q, wl)
         self._follow_preemptor(q, wl, reason)
         q.push(key, order, shape)
         if q.is_parked(key) is not None:

@@ -202,7 +202,7 @@ def size_class(pods: int) -> str:
 
 def runtime_class(wl: Workload) -> RuntimeClass:
     pods = sum(ps.count for ps in wl.pod_sets)
-    return RuntimeClass(owner_kind(wl), f"{wl.namespace}/{wl.queue_name}", size_class(pods))
+    return RuntimeClass(owner_kind(wl), wl.local_queue_key, size_class(pods))
 
 
 def quantile(ordered: Sequence[float], q: float, first: int = 0) -> float:

@@ -34,7 +34,7 @@ def drain_reason(wl: Workload, cqs: set[str], lqs: set[str]) -> tuple[str, str] 
     reconciles it); None when neither of its queues is being drained."""
     if wl.admission is None or not wl.is_admitted or is_evicted(wl):
         return None
-    if f"{wl.namespace}/{wl.queue_name}" in lqs:
+    if wl.local_queue_key in lqs:
         return LOCAL_QUEUE_STOPPED
     if wl.admission.cluster_queue in cqs:
         return CLUSTER_QUEUE_STOPPED
@@ -68,7 +68,7 @@ def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:
     such reservation."""
     if wl.admission is None or wl.is_admitted or not wl.has_quota_reservation:
         return None
-    lq = state.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+    lq = state.local_queues.get(wl.local_queue_key)
     if lq is None:
         return f"LocalQueue {wl.queue_name} is terminating or missing"
     if lq.stop_policy != STOP_NONE:

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 from django.db.models import Count, F, Q, QuerySet
 
-from scheduler.admission_fair_sharing import UsageEntry
-from scheduler.admission_fair_sharing import status_json as afs_status_json
+from scheduler.admission_fair_sharing import UsageEntry, written_status_json
 from scheduler.admission_wait import admission_wait, eviction_wait
 from scheduler.capacity import level_totals
 from scheduler.cluster import Charge, ClusterState
@@ -602,10 +601,9 @@ def local_queue_fair_sharing() -> dict[tuple[str, str], dict[str, Any]]:
         for lq in state.local_queues.values():
             shown = kept.get((lq.namespace, lq.name))
             if shown is None:  # no usage kept: the status as written
-                written = lq.consumed or lq.consumed_at is not None
                 shown = {"weight": lq.fair_weight, "usage": None, "ordersByUsage": False,
-                         "admissionFairSharingStatus": afs_status_json(UsageEntry(dict(lq.consumed), lq.consumed_at))
-                         if written else None}
+                         "admissionFairSharingStatus": written_status_json(UsageEntry(dict(lq.consumed),
+                                                                                      lq.consumed_at))}
             out[lq.namespace, lq.name] = {field: shown[field] for field in FAIR_SHARING_FIELDS}
         return out
 

@@ -393,7 +393,7 @@ class TestOrderProperty:
             elif what == "unpark":
                 q.unpark_all()
             elif what == "penalty":  # an admission's penalty, as the cycle charges it
-                admitted_one = SimpleNamespace(namespace=NAMESPACE, queue_name=name)
+                admitted_one = SimpleNamespace(local_queue_key=f"{NAMESPACE}/{name}")
                 charge = Charge(CLUSTER_QUEUE, {FlavorResource(FLAVOR, "cpu"): data.draw(st.sampled_from([500, 3000]))})
                 engine.state.charge_penalty(admitted_one, charge)
             engine.sync(NOW)
