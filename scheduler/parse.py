@@ -747,15 +747,15 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
     for label, value in node_labels.items():
         validate_label_key(label, sw.at("nodeLabels").at(label))
         validate_label_value(value, sw.at("nodeLabels").at(label))
-    for key in ("nodeLabels", "nodeTaints", "tolerations"):  # Kueue's API: up to 8 of each
-        if len(spec.get(key) or ()) > MAX_FLAVOR_ENTRIES:
-            raise sw.at(key).error(f"must have at most {MAX_FLAVOR_ENTRIES} entries, got {len(spec[key])}")
+    taints, tolerations = sequence(spec, "nodeTaints", sw), sequence(spec, "tolerations", sw)
+    for key, entries in (("nodeLabels", node_labels), ("nodeTaints", taints), ("tolerations", tolerations)):
+        if len(entries) > MAX_FLAVOR_ENTRIES:  # Kueue's API: up to 8 of each
+            raise sw.at(key).error(f"must have at most {MAX_FLAVOR_ENTRIES} entries, got {len(entries)}")
     topology_name = object_reference(spec, "topologyName", sw, "a Topology's name") or None
     return ResourceFlavor(
         name=name,
         node_labels=node_labels,
-        node_taints=tuple(parse_taint(t, sw.at("nodeTaints").at(i))
-                          for i, t in enumerate(sequence(spec, "nodeTaints", sw))),
+        node_taints=tuple(parse_taint(t, sw.at("nodeTaints").at(i)) for i, t in enumerate(taints)),
         tolerations=parse_tolerations(spec, "tolerations", sw, ("Equal", "Exists")),
         topology_name=topology_name,
     )
@@ -1071,8 +1071,10 @@ def parse_topology_request(d: Any, where: Where) -> TopologyRequest | None:
         cw = where.at("podsetSliceRequiredTopologyConstraints").at(i)
         if not _is_mapping(c):
             raise cw.error(f"must be a mapping, got {_type_name(c)}")
-        constraints.append(SliceConstraint(string(c, "topology", cw, required=True),
-                                           count(c, "size", cw, default=0, minimum=1)))
+        size = count(c, "size", cw, minimum=1)
+        if size is None:  # Kueue's API: size is required
+            raise cw.at("size").error("is required")
+        constraints.append(SliceConstraint(string(c, "topology", cw, required=True), size))
     slice_topology = optional_string(d, "podSetSliceRequiredTopology", where)
     slice_size = count(d, "podSetSliceSize", where, minimum=1)
     return TopologyRequest(

@@ -23,13 +23,22 @@ from .factories import (
     HOSTNAME,
     RACK,
     V1BETA2,
+    admission_check,
     admitted,
+    cluster_queue,
     domains_json,
     grid,
+    local_queue,
     node,
     pod_set,
+    resource_flavor,
+    taint,
     tas_setup,
+    timestamp,
+    toleration,
+    topology,
     workload,
+    workload_pod,
 )
 
 
@@ -368,6 +377,10 @@ def _tolerating(*tolerations: dict) -> list[dict]:
     (lambda: _flavor(nodeLabels={f"l{i}": "v" for i in range(9)}), "spec.nodeLabels",
      "must have at most 8 entries, got 9"),
     (lambda: _flavor(nodeTaints=[{"key": "spot", "value": "true"}]), "spec.nodeTaints[0].effect", "is required"),
+    (lambda: _flavor(nodeTaints=True), "spec.nodeTaints", "must be a list, got"),
+    (lambda: _flavor(tolerations=1.5), "spec.tolerations", "must be a list, got"),
+    (lambda: _flavor(nodeTaints=[{"key": f"k{i}", "effect": "NoSchedule"} for i in range(9)]), "spec.nodeTaints",
+     "must have at most 8 entries, got 9"),
     (lambda: _flavor(nodeTaints=[{"key": "a b", "effect": "NoSchedule"}]), "spec.nodeTaints[0].key",
      "is not a valid label key"),
     (lambda: _flavor(tolerations=[{"key": "spot", "operator": "Gt", "value": "1"}]), "spec.tolerations[0].operator",
@@ -422,6 +435,11 @@ def _layers(*layers: tuple[str, int]) -> list[dict]:
      "must evenly divide the PodSet's count 4 when more than one layer is specified, got 3"),
     ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (HOSTNAME, 3))}, 8,
      "podsetSliceRequiredTopologyConstraints[1].size", "must evenly divide the size 4 of the layer above, got 3"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": [{"topology": RACK, "size": 4},
+                                                                     {"topology": HOSTNAME}]}, 8,
+     "podsetSliceRequiredTopologyConstraints[1].size", "is required"),
+    ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": [{"topology": RACK}]}, 8,
+     "podsetSliceRequiredTopologyConstraints[0].size", "is required"),
     ({"required": BLOCK, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 4), (RACK, 2))}, 8,
      "podsetSliceRequiredTopologyConstraints[1].topology", "named by an earlier constraint"),
     ({"required": BLOCK, "podSetSliceSize": 2, "podsetSliceRequiredTopologyConstraints": _layers((RACK, 2))}, 4,
@@ -751,6 +769,46 @@ def _valid_cluster() -> list[dict]:
 
 VALID = _valid_cluster()
 
+
+def _rich_cluster() -> list[dict]:
+    """A cluster that sets most of the fields the engine reads: a tainted flavor and its
+    tolerations, a Cohort, a ClusterQueue with preemption, fair sharing, admission fair sharing
+    and an admission check, a LocalQueue with its usage status, a priority class, a NotReady
+    and a tainted node, an admitted workload with its pods, multi-layer slices, a PodSet group
+    and a partial admission."""
+    spot = taint("spot", "true")
+    flavor = resource_flavor(node_taints=[spot], tolerations=[toleration("spot", "true", effect="NoSchedule")])
+    cq = cluster_queue(cohort="org", admission_checks=["prov"])
+    cq["spec"].update(preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                                  "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}},
+                      fairSharing={"weight": "2"}, queueingStrategy="StrictFIFO",
+                      admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"})
+    lq = local_queue()
+    lq["spec"]["fairSharing"] = {"weight": "1"}
+    lq["status"] = {"fairSharing": {"weightedShare": 0, "admissionFairSharingStatus": {
+        "consumedResources": {"cpu": "1500m"}, "lastUpdate": timestamp(-30)}}}
+    nodes = grid(1, 2, 2)
+    nodes[0]["status"]["conditions"][0].update(status="False", lastTransitionTime=timestamp(-10))
+    nodes[1]["spec"]["taints"] = [taint("maintenance", effect="NoExecute", time_added=-5)]
+    held = admitted(workload("held", count=2, cpu="1", required=RACK),
+                    assignments={"main": domains_json([HOSTNAME], [("x1", 1), ("x2", 1)])})
+    sliced = workload("sliced", count=4, cpu="1", raw_topology_request={
+        "required": BLOCK, "podsetSliceRequiredTopologyConstraints": [{"topology": RACK, "size": 2},
+                                                                      {"topology": HOSTNAME, "size": 1}]})
+    sliced["spec"]["priorityClassName"] = "high"
+    group = workload("group", pod_sets=[pod_set("leader", count=1, required=RACK, group="g"),
+                                        pod_set("workers", count=3, required=RACK, group="g", min_count=2)])
+    return [
+        topology(), flavor, {"apiVersion": V1BETA2, "kind": "Cohort", "metadata": {"name": "org"}, "spec": {}},
+        cq, lq, admission_check("prov"),
+        {"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}, "value": 1000},
+        *nodes, held, workload_pod("held-0", "held", node="x1"), workload_pod("held-1", "held", node="x2"),
+        sliced, group, workload("small", cpu="500m", unconstrained=True, priority=5),
+    ]
+
+
+RICH = _rich_cluster()
+
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
     st.text(max_size=12), st.sampled_from(["", "1", "-1", "1e999", "9" * 60, "1Gi", "x" * 70]),
@@ -783,6 +841,14 @@ def _replace(doc: Any, path: tuple, value: Any) -> Any:
     for key in path[:-1]:
         parent = parent[key]
     parent[path[-1]] = value
+    return doc
+
+
+def _delete(doc: Any, path: tuple) -> Any:
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    del parent[path[-1]]
     return doc
 
 
@@ -833,14 +899,26 @@ def test_random_documents_never_crash_the_cli(tmp_path, capsys, doc, as_yaml, co
     check_cli_run(capsys, command, write(tmp_path / "doc.txt", _render(doc, as_yaml)))
 
 
+_DELETE = object()  # a mutation that takes the field away
+
+
 @FUZZ
-@given(data=st.data(), as_yaml=st.booleans())
-def test_mutated_clusters_never_crash_the_cli(tmp_path, capsys, data, as_yaml):
-    cluster = copy.deepcopy(VALID)
+@given(data=st.data(), as_yaml=st.booleans(), rich=st.booleans())
+def test_mutated_clusters_never_crash_the_cli(tmp_path, capsys, data, as_yaml, rich):
+    cluster = copy.deepcopy(RICH if rich else VALID)
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
         path = data.draw(st.sampled_from(_paths(cluster)))
-        cluster = _replace(cluster, path, data.draw(_mutations))
+        value = data.draw(st.one_of(_mutations, st.just(_DELETE)) if path else _mutations)
+        cluster = _delete(cluster, path) if value is _DELETE else _replace(cluster, path, value)
     check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", _render(cluster, as_yaml)))
+
+
+def test_the_rich_cluster_is_read_and_scheduled(tmp_path, capsys):
+    """The mutations start from a cluster the engine takes: each one tests the field it breaks."""
+    code = main(["simulate", write(tmp_path / "rich.yaml", dump(RICH)), "-o", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {w["name"] for w in out["workloads"]} >= {"held", "sliced", "group", "small"}
 
 
 @FUZZ
