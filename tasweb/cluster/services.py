@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from scheduler.parse import (
 )
 from scheduler.validate import assignment_level_error, cohort_cycle
 from tasweb.cluster.models import KINDS, Cohort, MirroredObject, ResourceFlavor, Topology, WorkloadStatus
+
+logger = logging.getLogger(__name__)
 
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
@@ -260,11 +263,19 @@ EXTRACTORS = {
 
 
 def extract_fields(kind: str, obj: Mapping) -> tuple[dict[str, Any], str]:
-    """The typed columns of an object, and why the engine cannot read it ("" when it can)."""
+    """The typed columns of an object, and why the engine cannot read it ("" when it can).
+    An object the engine fails on in a way it does not foresee is kept out of the passes the
+    same way, with the failure in the log, so that one object cannot stop the mirror."""
     try:
         return EXTRACTORS[kind](obj), ""
     except InputError as exc:
         return {}, str(exc)
+    except Exception as exc:  # a bug of the engine's reading, logged whole
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        logger.exception("the engine failed to read %s %r; it is kept out of the scheduling passes", kind, name)
+        return {}, (f"the engine failed to read this object ({type(exc).__name__}: {exc}); it is kept out of the "
+                    "scheduling passes, and the service's log has the details")
 
 
 # ---------------------------------------------------------------- writes

@@ -157,3 +157,27 @@ def test_a_listing_reads_the_flavors_topology_levels_once():
     assert (counts["created"], counts["updated"]) == (4, 4)
     assert len(flavor_queries(queries.captured_queries)) == 1
     assert [reason(cluster.Workload, f"w{i}") == "" for i in range(8)] == [True] * 5 + [False] + [True] * 2
+
+
+def test_an_object_the_engine_fails_to_read_is_kept_out_of_the_passes_and_logged(monkeypatch, caplog):
+    """A failure the engine's reading does not foresee (a bug) marks that one object invalid and
+    logs it whole; the mirror goes on with the objects after it."""
+    from tasweb.cluster import services
+
+    real = services.EXTRACTORS["Workload"]
+
+    def failing(obj):
+        if obj["metadata"]["name"] == "odd":
+            raise ZeroDivisionError("integer modulo by zero")
+        return real(obj)
+
+    monkeypatch.setitem(services.EXTRACTORS, "Workload", failing)
+    with caplog.at_level("ERROR", logger="tasweb.cluster.services"):
+        store("Workload", objects.workload("odd"))
+    store("Workload", objects.workload("plain"))
+    why = reason(cluster.Workload, "odd")
+    assert "the engine failed to read this object (ZeroDivisionError: integer modulo by zero)" in why
+    assert any("Workload 'odd'" in r.getMessage() and r.exc_info for r in caplog.records)
+    assert reason(cluster.Workload, "plain") == ""
+    assert not selectors.active_workload_rows().filter(name="odd").exists()
+    assert selectors.active_workload_rows().filter(name="plain").exists()
