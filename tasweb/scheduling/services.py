@@ -642,16 +642,21 @@ class PassRecorder:
 
     @staticmethod
     def _keep_unchanged_stops(stops: dict[str, dict[str, Any]]) -> None:
-        """Leave out of `stops` the records whose stored row already says the same (step and
-        message): a head decided again and again keeps the record of when it was first
-        stopped so (its `since`), and a pass writes only what changed."""
+        """Leave out of `stops` the records whose stored row already says the same (step,
+        message and Kueue's condition message): a head decided again and again keeps the record
+        of when it was first stopped so (its `since`), and a pass writes only what changed. A
+        record whose message stays while the condition's changes (one that never fits, first
+        short of room and then of quota) is written again, so that it never shows a reason the
+        workload no longer has."""
         keys = list(stops)
         for start in range(0, len(keys), ROW_CHUNK):
             stored = WorkloadStop.objects.filter(workload_key__in=keys[start:start + ROW_CHUNK]).annotate(
-                stored_message=json_key("record", "message")).values_list("workload_key", "step", "stored_message")
-            for key, step, message in stored:
-                wanted = stops[key]
-                if wanted["step"] == step and wanted["record"].get("message") == message:
+                stored_message=json_key("record", "message"), stored_reason=json_key("record", "reason"),
+            ).values_list("workload_key", "step", "stored_message", "stored_reason")
+            for key, step, message, reason in stored:
+                record = stops[key]["record"]
+                if stops[key]["step"] == step and record.get("message") == message and \
+                        (record.get("reason") or "") == (reason or ""):
                     del stops[key]
 
     def record_workload(self, row: cluster.Workload, wr: WorkloadResult) -> None:

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler.cycle import unchanged_result
+from scheduler.stops import StopRecord
 from tasweb.cluster.models import ClusterQueue, Workload, WorkloadStatus
 from tasweb.cluster.services import object_upsert
 from tasweb.scheduling import services
@@ -278,3 +279,41 @@ def set_checks(row: Workload, checks: list[dict]) -> None:
     obj["status"]["admissionChecks"] = checks
     obj["metadata"]["resourceVersion"] = str(row.rv_number + 1000)
     object_upsert(kind="Workload", obj=obj)
+
+
+def test_a_stop_record_whose_condition_message_changes_is_written_again(monkeypatch):
+    """A workload that never fits keeps its stop's message (no room made would do) while
+    Kueue's condition message moves from the placement to the quota it is short of: the stored
+    record follows the condition, never showing a reason the workload no longer has; a record
+    that says the same as the stored one keeps its pass (when it was first stopped so)."""
+    import dataclasses
+
+    from tasweb.scheduling.models import WorkloadStop
+
+    import_example_cluster()
+    first = services.scheduling_pass_run()
+    never = WorkloadStop.objects.filter(step="topology", record__details__withNoWorkloads=True).first()
+    assert never is not None, "the example cluster has a workload that never fits"
+    key = never.workload_key
+    assert never.scheduling_pass_id == first.pk
+    real = services.engine_pass_run
+
+    def with_reason(reason: str):
+        def run(engine, now, **kwargs):
+            result = real(engine, now, **kwargs)
+            result.workloads = [wr for wr in result.workloads if wr.key != key]
+            evaluated = unchanged_result(engine.state, engine.state.workload(key))
+            stop = dataclasses.replace(StopRecord.from_json(never.record), reason=reason)
+            evaluated.status, evaluated.message, evaluated.decided, evaluated.stop = "Inadmissible", reason, True, stop
+            result.workloads.append(evaluated)
+            return result
+        return run
+
+    short = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu, 8 more needed"
+    monkeypatch.setattr(services, "engine_pass_run", with_reason(short))
+    second = services.scheduling_pass_run()
+    stored = WorkloadStop.objects.get(workload_key=key)
+    assert stored.record["reason"] == short and stored.record["message"] == never.record["message"]
+    assert stored.scheduling_pass_id == second.pk
+    services.scheduling_pass_run()  # the same again: the stored record stays, with its pass
+    assert WorkloadStop.objects.get(workload_key=key).scheduling_pass_id == second.pk
