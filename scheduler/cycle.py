@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler import stops
+from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import FAILED_CHECK_STATES, FAILED_CHECKS, Charge, ClusterState, TASCharge, has_failed_checks
 from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
@@ -45,7 +46,6 @@ from scheduler.model import (
     Requirement,
     Workload,
 )
-from scheduler.placement import PodSetPlacement
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
 from scheduler.queues import (
@@ -77,7 +77,7 @@ from scheduler.results import (
     WorkloadResult,
     message_shape,
 )
-from scheduler.snapshot import assignment_room
+from scheduler.snapshot import assignments_fit
 from scheduler.stops import StopRecord, never_fits_text, quota_checks, requeue_triggers, shortfall_text
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
@@ -584,17 +584,21 @@ class SchedulingCycle:
                 for fr, value in e.assignment.usage().items():
                     if value > self.state.quota.available(e.cq.name, fr):
                         return _NO_QUOTA
-            if not all(self.assignment_fits(e, name, p) for name, p in e.assignment.placements.items()):
+            if not self.assignments_fit(e):
                 return _NO_TOPOLOGY
         return _FITS
 
-    def assignment_fits(self, e: Entry, pod_set: str, placement: PodSetPlacement) -> bool:
-        psf = e.assignment.pod_set(pod_set)
-        flavor = next((f for f in psf.flavors.values() if f in self.state.tas_snapshots), None)
-        if flavor is None or placement.assignment is None:
-            return True
-        rooms = assignment_room(self.state.tas_snapshots[flavor], psf.pod_set.spec.requests, placement.assignment)
-        return all(room >= dom.count for room, dom in zip(rooms, placement.assignment.domains, strict=True))
+    def assignments_fit(self, e: Entry) -> bool:
+        """The entry's TopologyAssignments fit what the nodes have left, its PodSets' pods on one
+        node counted together."""
+        by_flavor: dict[str, list[tuple[Mapping[str, int], TopologyAssignment]]] = {}
+        snapshots = self.state.tas_snapshots
+        for name, placement in e.assignment.placements.items():
+            psf = e.assignment.pod_set(name)
+            flavor = next((f for f in psf.flavors.values() if f in snapshots), None)
+            if flavor is not None and placement.assignment is not None:
+                by_flavor.setdefault(flavor, []).append((psf.pod_set.spec.requests, placement.assignment))
+        return all(assignments_fit(snapshots[flavor], placed) for flavor, placed in by_flavor.items())
 
     # ------------------------------------------------------------ usage held for this cycle
 
