@@ -415,32 +415,6 @@ def _same_nodes(a: Sequence[Node], b: Sequence[Node]) -> bool:
 ROOM_UNBOUNDED = 2**31 - 1  # a request of nothing: any number of pods fit
 
 
-def assignments_fit(snap: TASFlavorSnapshot,
-                    placed: Iterable[tuple[Mapping[str, int], TopologyAssignment]]) -> bool:
-    """Whether TopologyAssignments of one workload (each with its pods' requests) fit
-    together in what the leaves have left: pods of two PodSets on one node count together.
-    (Kueue checks each PodSet's domains on their own, so a leaf with room for either PodSet
-    but not for both takes both; the engine does not over-commit a node so.)"""
-    needed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per leaf: what is asked, of which resources
-    for requests, assignment in placed:
-        vector = snap.request_vector(requests)
-        used = vector != 0
-        if not used.any():
-            continue  # a request of nothing fits anywhere
-        for dom in assignment.domains:
-            leaf = snap.tree.leaf_for_values(dom.values)
-            if leaf is None:
-                if dom.count:
-                    return False  # a node not Ready, cordoned or gone has room for no pod
-                continue
-            total, columns = needed.get(leaf, (0, False))
-            needed[leaf] = (total + vector * dom.count, columns | used)
-    if not needed:
-        return True
-    remaining = snap.remaining()
-    return all(bool((total[columns] <= remaining[leaf][columns]).all()) for leaf, (total, columns) in needed.items())
-
-
 def assignment_room(snap: TASFlavorSnapshot, requests: Mapping[str, int], assignment: TopologyAssignment
                     ) -> list[int]:
     """Per domain of `assignment`, how many pods of `requests` (per pod, plus one pod slot) fit
@@ -460,3 +434,34 @@ def assignment_room(snap: TASFlavorSnapshot, requests: Mapping[str, int], assign
         else:
             out.append(int((remaining[leaf][cols] // vector[cols]).min()))
     return out
+
+
+def assignments_fit(snap: TASFlavorSnapshot,
+                    placed: Iterable[tuple[Mapping[str, int], TopologyAssignment]]) -> bool:
+    """Whether TopologyAssignments of one workload (each with its pods' requests) fit
+    together in what the leaves have left: pods of two PodSets on one node count together.
+    (Kueue checks each PodSet's domains on their own, so a leaf with room for either PodSet
+    but not for both takes both; the engine does not over-commit a node so.)"""
+    placed = list(placed)
+    if len(placed) == 1:  # one PodSet: its domains are distinct leaves
+        requests, assignment = placed[0]
+        rooms = assignment_room(snap, requests, assignment)
+        return all(room >= dom.count for room, dom in zip(rooms, assignment.domains, strict=True))
+    needed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per leaf: what is asked, of which resources
+    for requests, assignment in placed:
+        vector = snap.request_vector(requests)
+        used = vector != 0
+        if not used.any():
+            continue  # a request of nothing fits anywhere
+        for dom in assignment.domains:
+            leaf = snap.tree.leaf_for_values(dom.values)
+            if leaf is None:
+                if dom.count:
+                    return False  # a node not Ready, cordoned or gone has room for no pod
+                continue
+            total, columns = needed.get(leaf, (0, False))
+            needed[leaf] = (total + vector * dom.count, columns | used)
+    if not needed:
+        return True
+    remaining = snap.remaining()
+    return all(bool((total[columns] <= remaining[leaf][columns]).all()) for leaf, (total, columns) in needed.items())
