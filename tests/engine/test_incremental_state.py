@@ -596,6 +596,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         assert ours == theirs
         after = overcommitted_view(self.state)
         self.check_no_new_overcommit(before, after)
+        self.check_assignments_hold_the_pods(ours["decided"])
         event(f"overcommitted after a pass: {sorted({where[0] for where in after})}")
         self.passes += 1
         event(f"decided in a pass: {min(len(ours['decided']), 5)}+")
@@ -629,6 +630,16 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         what it admits or places (the objects may come overcommitted; a pass adds nothing to it)."""
         for where, short in after.items():
             assert where in before and short >= before[where], (where, before.get(where), short)
+
+    @staticmethod
+    def check_assignments_hold_the_pods(decided: dict) -> None:
+        """Every TopologyAssignment a pass gives places exactly its PodSet's admitted pods."""
+        for key, (status, _message, pod_sets) in decided.items():
+            if status not in ("Admitted", "QuotaReserved"):
+                continue
+            for name, count, _flavors, assignment, _failure in pod_sets:
+                if assignment is not None:
+                    assert sum(d.count for d in assignment.domains) == count, (key, name, count, assignment)
 
     def check_parked(self, fresh: Engine) -> None:
         """A workload parked as inadmissible (not under another head's hold) still does not fit."""
