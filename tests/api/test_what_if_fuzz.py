@@ -3,7 +3,6 @@ a 400 that names what is wrong, never a 500 or a body that is not JSON."""
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
@@ -11,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.api.conftest import BLOCK, RACK, workload_object
-from tests.engine.test_fuzz_input import _DELETE, _delete, _mutations, _paths, _render, _replace
+from tests.mutations import mutated, render
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
@@ -37,7 +36,7 @@ FUZZ = settings(max_examples=int(os.environ.get("TAS_FUZZ_EXAMPLES", "40")), dea
 
 
 def test_the_objects_the_mutations_start_from_are_taken(scheduled, token_client):
-    response = token_client.post(URL, data=_render(POSTED, False), content_type="application/json")
+    response = token_client.post(URL, data=render(POSTED, False), content_type="application/json")
     assert response.status_code == 200, response.content
     assert {w["name"] for w in response.json()["workloads"]} >= {"fuzzed", "sliced"}
 
@@ -54,12 +53,8 @@ def unthrottled(monkeypatch):
 @given(data=st.data(), as_yaml=st.booleans())
 def test_mutated_objects_get_an_answer_or_a_400_naming_the_field(scheduled, token_client, unthrottled, data,
                                                                   as_yaml):
-    posted = copy.deepcopy(POSTED)
-    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
-        path = data.draw(st.sampled_from(_paths(posted)))
-        value = data.draw(st.one_of(_mutations, st.just(_DELETE)) if path else _mutations)
-        posted = _delete(posted, path) if value is _DELETE else _replace(posted, path, value)
-    response = token_client.post(URL, data=_render(posted, as_yaml),
+    posted = mutated(data, POSTED)
+    response = token_client.post(URL, data=render(posted, as_yaml),
                                  content_type="application/yaml" if as_yaml else "application/json")
     assert response.status_code in (200, 400, 413), response.content[:2000]
     assert response["Content-Type"].startswith("application/json")

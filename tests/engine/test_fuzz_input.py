@@ -4,10 +4,8 @@ objects Kueue's validation rejects, and random documents and mutations of a vali
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.cli import main
+from tests.mutations import documents, mutated, render
 
 from .factories import (
     BLOCK,
@@ -809,64 +808,6 @@ def _rich_cluster() -> list[dict]:
 
 RICH = _rich_cluster()
 
-_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
-    st.text(max_size=12), st.sampled_from(["", "1", "-1", "1e999", "9" * 60, "1Gi", "x" * 70]),
-)
-_documents = st.recursive(
-    _scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.sampled_from(["kind", "apiVersion", "metadata", "spec", "status",
-                                                             "name", "count", "levels", "slices", "domains",
-                                                             "podSets", "items", "x"]), inner, max_size=5)),
-    max_leaves=20,
-)
-
-
-def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out.extend(_paths(v, (*prefix, k)))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            out.extend(_paths(v, (*prefix, i)))
-    return out
-
-
-def _replace(doc: Any, path: tuple, value: Any) -> Any:
-    if not path:
-        return value
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return doc
-
-
-def _delete(doc: Any, path: tuple) -> Any:
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    del parent[path[-1]]
-    return doc
-
-
-def _deep(depth: int) -> Any:
-    doc: list = []
-    for _ in range(depth - 1):
-        doc = [doc]
-    return doc
-
-
-_mutations = st.one_of(
-    _scalars,
-    _documents,
-    st.integers(min_value=95, max_value=300).map(_deep),
-    st.integers(min_value=4301, max_value=6000).map(lambda n: "HUGE" + str(n)),
-)
-
-
 def check_cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> None:
     """`main(argv)` returns 0, 1 or 2 and, failing, prints a single error line (besides
     one-line warnings about objects it skips)."""
@@ -878,39 +819,22 @@ def check_cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: "), err
 
 
-_HUGE = re.compile(r"[\"']?HUGE(\d+)[\"']?")
-
-
-def _render(doc: Any, as_yaml: bool) -> str:
-    text = yaml.safe_dump(doc) if as_yaml else json.dumps(doc)
-    # a huge integer literal cannot be made by json/yaml dumps (Python refuses to print it)
-    text = _HUGE.sub(lambda m: "9" * int(m[1]), text)
-    return text
-
-
 # more examples for a longer hunt: TAS_FUZZ_EXAMPLES=5000
 FUZZ = settings(max_examples=int(os.environ.get("TAS_FUZZ_EXAMPLES", "120")), deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @FUZZ
-@given(doc=_documents, as_yaml=st.booleans(), command=st.sampled_from(["simulate", "decode", "encode"]))
+@given(doc=documents, as_yaml=st.booleans(), command=st.sampled_from(["simulate", "decode", "encode"]))
 def test_random_documents_never_crash_the_cli(tmp_path, capsys, doc, as_yaml, command):
-    check_cli_run(capsys, command, write(tmp_path / "doc.txt", _render(doc, as_yaml)))
-
-
-_DELETE = object()  # a mutation that takes the field away
+    check_cli_run(capsys, command, write(tmp_path / "doc.txt", render(doc, as_yaml)))
 
 
 @FUZZ
 @given(data=st.data(), as_yaml=st.booleans(), rich=st.booleans())
 def test_mutated_clusters_never_crash_the_cli(tmp_path, capsys, data, as_yaml, rich):
-    cluster = copy.deepcopy(RICH if rich else VALID)
-    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
-        path = data.draw(st.sampled_from(_paths(cluster)))
-        value = data.draw(st.one_of(_mutations, st.just(_DELETE)) if path else _mutations)
-        cluster = _delete(cluster, path) if value is _DELETE else _replace(cluster, path, value)
-    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", _render(cluster, as_yaml)))
+    cluster = mutated(data, RICH if rich else VALID)
+    check_cli_run(capsys, "simulate", write(tmp_path / "cluster.txt", render(cluster, as_yaml)))
 
 
 def test_the_rich_cluster_is_read_and_scheduled(tmp_path, capsys):
@@ -938,13 +862,13 @@ def test_truncated_and_spliced_cluster_files_never_crash_the_cli(tmp_path, capsy
 
 
 @FUZZ
-@given(doc=_documents, as_yaml=st.booleans())
+@given(doc=documents, as_yaml=st.booleans())
 def test_random_configurations_never_crash_the_cli(tmp_path, capsys, doc, as_yaml):
     config = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "x": doc}
     if isinstance(doc, dict):
         config.update(doc)
     cluster = write(tmp_path / "cluster.yaml", dump(VALID))
-    check_cli_run(capsys, "simulate", cluster, "--config", write(tmp_path / "config.txt", _render(config, as_yaml)))
+    check_cli_run(capsys, "simulate", cluster, "--config", write(tmp_path / "config.txt", render(config, as_yaml)))
 
 
 def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
