@@ -19,6 +19,7 @@ from scheduler.engine import Engine, PassOutcome
 from scheduler.features import DEFAULT_GATES, FeatureGates
 from scheduler.parse import ParsedObjects, parse_objects
 from scheduler.placement import TASPodSetRequest
+from scheduler.quota import available_in
 from scheduler.replacement import annotate_failures
 from scheduler.results import PassResult, WorkloadResult
 from scheduler.simulate import simulate
@@ -579,3 +580,30 @@ def result_of(result: PassResult, name: str, namespace: str = NAMESPACE) -> Work
         if w.workload.name == name and w.workload.namespace == namespace:
             return w
     raise AssertionError(f"workload {namespace}/{name} missing from the result")
+
+
+def overcommitted_view(state: ClusterState) -> dict:
+    """Where more is held than there is: a TAS leaf's free room less its TAS usage, per
+    resource, and a ClusterQueue's available quota (its cohorts' limits included), where
+    either is below zero."""
+    out: dict[tuple, int] = {}
+    for name, snap in state.tas_snapshots.items():
+        if not snap.tree.levels:
+            continue
+        remaining = snap.free - snap.tas_usage
+        for leaf, col in zip(*(remaining < 0).nonzero(), strict=True):
+            out[("tas", name, snap.tree.leaves.ids[leaf], snap.resources.names[col])] = int(remaining[leaf, col])
+    for name, quota_node in state.quota.queues.items():
+        for fr in set(quota_node.usage) | set(quota_node.subtree):
+            available = available_in(quota_node, fr)
+            if available < 0:
+                out[("quota", name, fr.flavor, fr.resource)] = available
+    return out
+
+
+def assert_no_new_overcommit(before: dict, after: dict) -> None:
+    """A pass never takes more than there is: no node's room and no quota goes below zero by
+    what it admits or places (the objects may come over-committed; a pass adds nothing to it).
+    `before` and `after`: `overcommitted_view` around the pass."""
+    for where, short in after.items():
+        assert where in before and short >= before[where], (where, before.get(where), short)

@@ -42,7 +42,6 @@ from scheduler.flavorassigner import FIT
 from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, LocalQueue, Workload
 from scheduler.parse import ParsedObjects
 from scheduler.quantity import parse_quantity
-from scheduler.quota import available_in
 from scheduler.results import Answers, PassResult
 
 from .factories import (
@@ -54,9 +53,11 @@ from .factories import (
     TOPOLOGY,
     V1BETA2,
     admission_check,
+    assert_no_new_overcommit,
     gates,
     local_queue,
     node,
+    overcommitted_view,
     owner_reference,
     parse,
     parse_one,
@@ -231,25 +232,6 @@ def index_view(state: ClusterState) -> dict:
         "with_failed_checks": set(state.with_failed_checks),
         "with_retry_delay": set(state.with_retry_delay),
     }
-
-
-def overcommitted_view(state: ClusterState) -> dict:
-    """Where more is held than there is: a TAS leaf's free room less its TAS usage, per
-    resource, and a ClusterQueue's available quota (its cohorts' limits included), where
-    either is below zero."""
-    out: dict[tuple, int] = {}
-    for name, snap in state.tas_snapshots.items():
-        if not snap.tree.levels:
-            continue
-        remaining = snap.free - snap.tas_usage
-        for leaf, col in zip(*(remaining < 0).nonzero(), strict=True):
-            out[("tas", name, snap.tree.leaves.ids[leaf], snap.resources.names[col])] = int(remaining[leaf, col])
-    for name, quota_node in state.quota.queues.items():
-        for fr in set(quota_node.usage) | set(quota_node.subtree):
-            available = available_in(quota_node, fr)
-            if available < 0:
-                out[("quota", name, fr.flavor, fr.resource)] = available
-    return out
 
 
 def decisions_view(engine: Engine, now) -> dict:
@@ -595,7 +577,7 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         ours, theirs = decisions_view(self.engine, self.now), decisions_view(fresh, self.now)
         assert ours == theirs
         after = overcommitted_view(self.state)
-        self.check_no_new_overcommit(before, after)
+        assert_no_new_overcommit(before, after)
         self.check_assignments_hold_the_pods(ours["decided"])
         event(f"overcommitted after a pass: {sorted({where[0] for where in after})}")
         self.passes += 1
@@ -623,13 +605,6 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         waiting = {k for k, w in fresh.state.workload_map.items() if is_pending(w)}
         assert set(queues.assigned) | set(queues.orphans) | set(queues.backoff) | queues.kept_off == waiting
         assert all(fresh.state.waits_as_parent(fresh.state.workload(k)) for k in queues.kept_off)
-
-    @staticmethod
-    def check_no_new_overcommit(before: dict, after: dict) -> None:
-        """A pass never takes more than there is: no node's room and no quota goes below zero by
-        what it admits or places (the objects may come overcommitted; a pass adds nothing to it)."""
-        for where, short in after.items():
-            assert where in before and short >= before[where], (where, before.get(where), short)
 
     @staticmethod
     def check_assignments_hold_the_pods(decided: dict) -> None:

@@ -37,10 +37,12 @@ from .factories import (
     HOSTNAME,
     NOW,
     admitted,
+    assert_no_new_overcommit,
     domains_json,
     gates,
     grid,
     local_queue,
+    overcommitted_view,
     parse,
     parse_one,
     pod_set,
@@ -139,7 +141,9 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
         why = engine.explain(key, NOW)
         assert why is not None and why.verdict == NOT_EVALUATED and not why.fits
         check_room_claims(objects, key, why)
+    before = overcommitted_view(engine.state)  # the running workloads may exceed a quota already
     engine.run_pass(NOW)
+    assert_no_new_overcommit(before, after := overcommitted_view(engine.state))
     verdicts = {}
     never_fits = []
     quota_used_since = []
@@ -169,6 +173,7 @@ def test_why_pending_verdict_is_what_the_next_pass_does(case):
             head = stop.details["head"]
             assert head != key and head in stop.message
     outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert_no_new_overcommit(after, overcommitted_view(engine.state))
     for key, verdict in verdicts.items():
         wl = engine.state.workload(key)
         now_admitted = wl is not None and wl.has_quota_reservation
