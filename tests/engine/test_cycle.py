@@ -11,9 +11,11 @@ from .factories import (
     cluster_queue,
     domains,
     domains_json,
+    gates,
     local_queue,
     node,
     pod,
+    pod_set,
     resource_flavor,
     result_of,
     run,
@@ -278,17 +280,15 @@ def test_a_scaled_down_pod_set_holds_quota_only_for_its_remaining_pods():
     assert "insufficient unused quota for cpu" in result_of(result, "next").message
 
 
-def _two_heads_on_one_node() -> list[dict]:
-    """One 4-CPU node; ClusterQueue a's head takes 2 CPUs of it first in the cycle, then b's
-    head, a leader and a worker of 2 CPUs each nominated together on that node, is checked
-    against what is left: room for either of its PodSets, not for both."""
-    from .factories import pod_set
-
+def _two_heads_on_one_node(cpu: str = "4") -> list[dict]:
+    """One node of `cpu` CPUs; ClusterQueue a's head takes 2 CPUs of it first in the cycle,
+    then b's head, a leader and a worker of 2 CPUs each nominated together on that node, is
+    checked against what is left (with 4 CPUs: room for either of its PodSets, not for both)."""
     wl = workload("group", queue="lq-b", created=1, pod_sets=[
         pod_set("leader", cpu="2", required=RACK, group="g"), pod_set("workers", cpu="2", required=RACK, group="g")])
     return [topology(), resource_flavor(), cluster_queue("cq-a"), cluster_queue("cq-b"),
             local_queue("lq-a", cluster_queue_name="cq-a"), local_queue("lq-b", cluster_queue_name="cq-b"),
-            node("n1", block="b1", rack="r1", cpu="4"),
+            node("n1", block="b1", rack="r1", cpu=cpu),
             workload("first", queue="lq-a", cpu="2", required=HOSTNAME, created=0), wl]
 
 
@@ -296,11 +296,9 @@ def test_a_later_heads_pod_sets_on_one_node_are_checked_together():
     """Kueue's cycle checks each PodSet's domains on their own against what earlier heads left,
     so it would pin 6 CPUs of pods on the 4-CPU node; the engine counts them together: the
     group is recomputed and waits, and the node holds what it can."""
-    from scheduler.features import DEFAULT_GATES
-
     for recompute in (True, False):
-        gates = DEFAULT_GATES.with_overrides(TASRecomputeAssignmentWithinSchedulingCycle=recompute)
-        result = run(_two_heads_on_one_node(), cycles=1, feature_gates=gates)
+        result = run(_two_heads_on_one_node(), cycles=1,
+                     feature_gates=gates(TASRecomputeAssignmentWithinSchedulingCycle=recompute))
         assert result_of(result, "first").status == "Admitted"
         group = result_of(result, "group")
         assert group.status != "Admitted", (recompute, group.message)
@@ -309,8 +307,6 @@ def test_a_later_heads_pod_sets_on_one_node_are_checked_together():
 
 def test_pod_sets_that_fit_together_after_an_earlier_head_are_admitted():
     """The same with a 6-CPU node: both heads are admitted in the one cycle."""
-    objects = _two_heads_on_one_node()
-    objects[6] = node("n1", block="b1", rack="r1", cpu="6")
-    result = run(objects, cycles=1)
+    result = run(_two_heads_on_one_node(cpu="6"), cycles=1)
     assert result_of(result, "first").status == "Admitted"
     assert result_of(result, "group").status == "Admitted"
