@@ -2,8 +2,9 @@
 
 For a workload with one unhealthy node, the pods that ran there get a new node inside the
 domain their request constrains; the rest of the assignment stays. When no replacement
-fits, the workload is evicted at once with TASFailedNodeReplacementFailFast, otherwise it
-is retried on the next pass. A workload owned by a single Pod keeps its assignment
+fits, the workload is evicted at once with TASFailedNodeReplacementFailFast (unless one would
+fit once the workloads being evicted are gone), otherwise it is retried after the
+second-pass backoff. A workload owned by a single Pod keeps its assignment
 (SkipReassignmentForPodOwnedWorkloads): its pod cannot move, and a new one arrives as a
 new workload.
 """
@@ -85,7 +86,7 @@ class NodeReplacer:
         cq = self.state.cluster_queues.get(wl.admission.cluster_queue)
         new_assignments, failure = self.find_replacements(wl, cq, affected, node)
         if failure:
-            self.fail(wl, node, *failure)
+            self.fail(wl, node, *failure, affected)
             return
         self.apply(wl, node, new_assignments)
 
@@ -148,15 +149,43 @@ class NodeReplacer:
                 f"pod set {name}: pods on {node} moved to {', '.join(targets)}", targets, name))
         self.replaced.add(wl.key)
 
-    def fail(self, wl: Workload, node: str, pod_set: str, reason: str) -> None:
+    def fail(self, wl: Workload, node: str, pod_set: str, reason: str,
+             affected: list[PodSetAssignment]) -> None:
         self.failures[wl.key] = (pod_set, reason)
         message = f"couldn't assign flavors to pod set {pod_set}: {reason}"
-        self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message, pod_set=pod_set))
-        if self.gates.TASFailedNodeReplacementFailFast:
+        freeing = self.evictions_freeing_room(wl, affected, node) if self.gates.TASFailedNodeReplacementFailFast else []
+        if self.gates.TASFailedNodeReplacementFailFast and not freeing:
+            self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message,
+                                         pod_set=pod_set))
             self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
-        else:
-            self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
-            self.retry.add(wl.key)
+            return
+        told = message
+        if freeing:
+            names = ", ".join(freeing[:3]) + (f" and {len(freeing) - 3} more" if len(freeing) > 3 else "")
+            told += f"; not evicted: a replacement fits once the evictions in progress ({names}) free their nodes"
+        self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", told, pod_set=pod_set))
+        self.result.events.append(Event(wl.key, "Warning", "SecondPassFailed", message))
+        self.retry.add(wl.key)
+
+    def evictions_freeing_room(self, wl: Workload, affected: list[PodSetAssignment], node: str) -> list[str]:
+        """The workloads being evicted (marked Evicted, still holding what they held until their
+        pods are gone) whose removal lets the replacement fit; empty if it does not fit even then.
+
+        Fail-fast eviction waits for them, as Kueue's scheduler does (kueue#14187): tearing the
+        workload down would be for nothing when the room it needs is about to come free. Their
+        usage is taken out only for this search."""
+        leaving = [w for w in self.state.holders() if w.key != wl.key and is_evicted(w)]
+        if not leaving:
+            return []
+        for w in leaving:
+            self.state.suspend_usage(w)
+        try:
+            cq = self.state.cluster_queues.get(wl.admission.cluster_queue)
+            _, failure = self.find_replacements(wl, cq, affected, node)
+        finally:
+            for w in leaving:
+                self.state.resume_usage(w)
+        return [] if failure else sorted(w.key for w in leaving)
 
     def decide_failure(self, decision: Decision) -> None:
         """A failed replacement's decision, unless the workload's last try failed the same way."""

@@ -327,6 +327,22 @@ def test_fail_fast_with_in_flight_preemption_in_a_different_domain():
     assert events(result) == [("default/foo", "Normal", "EvictedDueToNodeFailures")]
 
 
+def test_in_flight_preemption_frees_capacity_defers_the_replacement():
+    """TestScheduleForTAS: "workload with unhealthyNode annotation; second pass; preferred; no
+    fit; in-flight preemption frees capacity; deferred".
+
+    foo (2 CPUs, preferring a rack) ran on x0, now unhealthy. Only x6 has room for 2 CPUs, and
+    x6 is held by victim, whose eviction by an earlier preemption is still under way. Without
+    victim the replacement fits, so foo is not evicted by TASFailedNodeReplacementFailFast: it
+    keeps its assignment on x0 and waits, and the cycle records only the failed second pass."""
+    objects = replacement_cluster(victim("2", "x6"), unhealthy_foo())
+    result = cycle(objects)
+    assert new_assignments(result, objects) == {"default/foo": want({"one": (CPU, 1, [("x0", 1)], None)})}
+    assert left(result, "Pending") == {}
+    assert left(result, "Inadmissible") == {}
+    assert events(result) == [("default/foo", "Warning", "SecondPassFailed")]
+
+
 def completed_podset_cluster() -> list[dict]:
     bar = reserved(
         tas_workload("bar-admitted", pod_set("driver", cpu="1", required=HOSTNAME),

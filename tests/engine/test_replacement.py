@@ -11,11 +11,13 @@ A node found failed in a pass is replaced in a later one, once the second-pass b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from scheduler.codec import decode_assignment
+from scheduler.engine import Engine
 from scheduler.output import result_json
 from scheduler.replacement import NO_REPLACEMENT
 from scheduler.results import (
@@ -32,6 +34,7 @@ from .factories import (
     BLOCK,
     HOSTNAME,
     NAMESPACE,
+    NOW,
     RACK,
     admitted,
     domains,
@@ -41,6 +44,7 @@ from .factories import (
     grid,
     node,
     owner_reference,
+    parse,
     pod,
     pod_set,
     result_of,
@@ -537,3 +541,68 @@ def test_the_room_a_replacement_held_for_its_pass_requeues_what_waits_for_it():
     assert domains(result_of(result, "moved").pod_sets[0].assignment) == [("x2", 1)]
     assert result_of(result, "waiting").status == "Admitted"
     assert domains(result_of(result, "waiting").pod_sets[0].assignment) == [("x1", 1)]
+
+
+# ---------------------------------------------------------------- evictions in progress
+
+
+def leaving(host: str = "x3", cpu: str = "4") -> dict:
+    """`leaving`, admitted on `host` and marked Evicted (preempted by an earlier pass): it holds
+    the node until its pods are gone."""
+    wl = admitted(workload("leaving", cpu=cpu, required=HOSTNAME),
+                  assignments={"main": domains_json([HOSTNAME], [(host, 1)])})
+    wl["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "Preempted",
+                                       "message": "Preempted to accommodate a workload"})
+    return wl
+
+
+class TestEvictionsInProgress:
+    """With TASFailedNodeReplacementFailFast a workload with no replacement is evicted, unless a
+    replacement fits once the workloads being evicted are gone: then it keeps its nodes and
+    waits for them, as Kueue's scheduler does (kueue#14187)."""
+
+    def objects(self, *others: dict) -> list[dict]:
+        return [*tas_setup(), *rack_nodes(r1_full=False), *others, train(unhealthy_nodes=["x1"])]
+
+    def test_a_replacement_that_fits_once_they_are_gone_waits(self):
+        result = run(self.objects(leaving("x3")), passes=1)
+        wl = result_of(result, "train")
+        assert (wl.status, wl.unhealthy_nodes) == ("Admitted", ["x1"])
+        assert main_domains(result) == ASSIGNMENT
+        assert events_of(result, "EvictedDueToNodeFailures") == []
+        (event,) = events_of(result, "SecondPassFailed")
+        assert event.type == "Warning"
+        assert event.message.startswith("couldn't assign flavors to pod set main: ")
+        (failed,) = decisions_of(result, REPLACEMENT_FAILED)
+        assert failed.message == (f"{event.message}; not evicted: a replacement fits once the evictions in "
+                                  f"progress ({NAMESPACE}/leaving) free their nodes")
+        assert decisions_of(result, WORKLOAD_EVICTED) == []
+
+    def test_the_replacement_is_made_when_they_are_gone(self):
+        engine = Engine.from_parsed(parse(self.objects(leaving("x3"))), gates())
+        first = engine.run_pass(NOW)
+        assert KEY not in {d.key for d in first.result.decisions if d.kind == WORKLOAD_EVICTED}
+        engine.delete("Workload", f"{NAMESPACE}/leaving")
+        # tried again when its second-pass backoff (1 s, then 2 s) runs out
+        later = [engine.run_pass(NOW + timedelta(seconds=s)).result for s in (1, 2)]
+        (replaced,) = [d for r in later for d in r.decisions if d.key == KEY and d.kind == NODE_REPLACED]
+        assert replaced.replacement == ["x3"]
+        wl = engine.state.workload(KEY)
+        assert wl.unhealthy_nodes == [] and not wl.condition_true("Evicted")
+
+    def test_an_eviction_elsewhere_does_not_save_it(self):
+        # leaving frees y1, in another rack: train requires its rack, so it is evicted at once
+        result = run(self.objects(pod("busy", node="x3", cpu="4"), leaving("y1")), passes=1)
+        wl = result_of(result, "train")
+        assert wl.status == "Evicted"
+        assert wl.eviction_reason == NO_REPLACEMENT.format("x1")
+        assert events_of(result, "SecondPassFailed") == []
+
+    def test_their_usage_is_back_after_the_search(self):
+        # x3, held by leaving, is the only node with room for `next` (y1 is busy): it must not
+        # be given to `next` in the pass that looked for train's replacement without leaving
+        objects = [*self.objects(leaving("x3"), pod("busy", node="y1", cpu="4")),
+                   workload("next", cpu="4", required=HOSTNAME)]
+        result = run(objects, passes=1)
+        assert result_of(result, "train").status == "Admitted"
+        assert result_of(result, "next").status != "Admitted"
