@@ -637,16 +637,19 @@ class FlavorAssigner:
             assignment.refresh()
 
     def tas_request_errors(self, assignment: FlavorAssignment) -> bool:
-        """Kueue's podSetTopologyRequest errors: a PodSet that needs TAS must have exactly one TAS
-        flavor among its flavors, else it cannot be admitted ("failed to assign flavors to pod set
-        ..."); True when some PodSet has such an error (the assignment is then NoFit)."""
+        """Kueue's errors building the TAS requests: the topology request of an elastic workload's
+        PodSet must be unconstrained, and a PodSet that needs TAS must have exactly one TAS flavor
+        among its flavors, else it cannot be admitted ("failed to assign flavors to pod set ...");
+        True when some PodSet has such an error (the assignment is then NoFit)."""
         cq_tas = any(fq.name in self.state.tas_snapshots for rg in self.cq.resource_groups for fq in rg.flavors)
         failed = False
         for psf in assignment.pod_sets:
             if not psf.tas or psf.count == 0 or psf.error:
                 continue
             tas_flavors = sorted({f for f in psf.flavors.values() if f in self.state.tas_snapshots})
-            if not cq_tas:
+            if elastic_error := self.elastic_topology_error(psf):
+                psf.error = elastic_error
+            elif not cq_tas:
                 psf.error = "workload requires Topology, but there is no TAS cache information"
             elif not tas_flavors:
                 psf.error = "no TAS flavor assigned"
@@ -679,9 +682,18 @@ class FlavorAssigner:
         psa = self.replaced.admission.assignment_for(ps.name)
         return psa.topology_assignment if psa is not None else None
 
+    @property
+    def elastic_tas(self) -> bool:
+        """The workload is elastic and TAS keeps its slices' placements (Kueue's
+        IsElasticWorkload with ElasticJobsViaWorkloadSlicesWithTAS): only such a workload has a
+        previous assignment, and only its topology requests are limited to unconstrained."""
+        gates = self.state.gates
+        return gates.ElasticJobsViaWorkloadSlicesWithTAS and gates.ElasticJobsViaWorkloadSlices \
+            and self.wl.marked_elastic
+
     def tas_requests(self, assignment: FlavorAssignment) -> dict[str, list[TASPodSetRequest]]:
         by_flavor: dict[str, list[TASPodSetRequest]] = {}
-        elastic = self.state.gates.ElasticJobsViaWorkloadSlicesWithTAS
+        elastic = self.elastic_tas
         for psf in assignment.pod_sets:
             if not psf.tas or psf.count == 0:
                 continue
@@ -699,27 +711,21 @@ class FlavorAssigner:
                 **pod_set_updates_for(self.wl, psf.pod_set)))
         return by_flavor
 
-    def elastic_topology_error(self, assignment: FlavorAssignment) -> tuple[str, str] | None:
-        """(PodSet, Kueue's error) for the first TAS PodSet whose topology request elastic workload
+    def elastic_topology_error(self, psf: PodSetFlavors) -> str:
+        """Kueue's error for a TAS PodSet of an elastic workload whose topology request its
         slices cannot keep: only unconstrained (or implied) requests are supported."""
-        if not self.state.gates.ElasticJobsViaWorkloadSlicesWithTAS:
-            return None
-        for psf in assignment.pod_sets:
-            tr = psf.pod_set.topology_request
-            if not psf.tas or psf.count == 0 or tr is None:
-                continue
-            if tr.required is not None:
-                return psf.pod_set.name, "required topology is not supported with ElasticJobsViaWorkloadSlices"
-            if tr.preferred is not None:
-                return psf.pod_set.name, "preferred topology is not supported with ElasticJobsViaWorkloadSlices"
-        return None
+        tr = psf.pod_set.topology_request
+        if not self.elastic_tas or tr is None:
+            return ""
+        if tr.required is not None:
+            return "required topology is not supported with ElasticJobsViaWorkloadSlices"
+        if tr.preferred is not None:
+            return "preferred topology is not supported with ElasticJobsViaWorkloadSlices"
+        return ""
 
     def place(self, assignment: FlavorAssignment, *, simulate_empty: bool = False) -> dict[str, PodSetPlacement]:
         """TAS placements of every TAS PodSet, flavor by flavor in name order; stops at a failure."""
         gates = self.state.gates
-        error = self.elastic_topology_error(assignment)
-        if error is not None:
-            return {error[0]: PodSetPlacement(failure=error[1])}
         results: dict[str, PodSetPlacement] = {}
         # usage this workload puts on nodes shared by hostname-leaf flavors, keyed by hostname
         shared: dict[str, dict[str, int]] | None = {} if gates.TASHandleOverlappingFlavors else None

@@ -20,6 +20,7 @@ EMPTY: Mapping[str, str] = MappingProxyType({})
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 # set on a new elastic workload slice: "namespace/name" of the admitted slice it replaces
 WORKLOAD_SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"  # "true" on the Workload of an elastic job
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -579,6 +580,11 @@ class Workload:
     def replacement_for(self) -> str | None:
         """Key of the workload slice this one replaces (Kueue's workloadslicing.ReplacementForKey)."""
         return self.annotations.get(WORKLOAD_SLICE_REPLACEMENT_FOR) or None
+
+    @property
+    def marked_elastic(self) -> bool:
+        """The Workload of an elastic job (Kueue's workloadslicing.Enabled, less its feature gate)."""
+        return self.annotations.get(ELASTIC_JOB) == "true"
 
     def pod_set(self, name: str) -> PodSet | None:
         for ps in self.pod_sets:

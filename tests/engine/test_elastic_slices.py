@@ -8,7 +8,7 @@ import json
 import yaml
 
 from scheduler.cli import main
-from scheduler.model import WORKLOAD_SLICE_REPLACEMENT_FOR
+from scheduler.model import ELASTIC_JOB, WORKLOAD_SLICE_REPLACEMENT_FOR
 
 from .factories import (
     HOSTNAME,
@@ -35,14 +35,14 @@ def cluster(*cpus: str, quota: str = "100") -> list[dict]:
 
 
 def old_slice(pod_sets: list[dict], assignments: dict[str, list[tuple[str, int]]]) -> dict:
-    """The admitted slice `job-1`, each PodSet running on the given hosts."""
-    return admitted(workload("job-1", pod_sets=pod_sets, created=0),
+    """The admitted slice `job-1` of an elastic job, each PodSet running on the given hosts."""
+    return admitted(workload("job-1", pod_sets=pod_sets, created=0, annotations={ELASTIC_JOB: "true"}),
                     assignments={name: domains_json([HOSTNAME], doms) for name, doms in assignments.items()})
 
 
 def new_slice(pod_sets: list[dict]) -> dict:
     return workload("job-2", pod_sets=pod_sets, created=10,
-                    annotations={WORKLOAD_SLICE_REPLACEMENT_FOR: f"{NAMESPACE}/job-1"})
+                    annotations={WORKLOAD_SLICE_REPLACEMENT_FOR: f"{NAMESPACE}/job-1", ELASTIC_JOB: "true"})
 
 
 def assignment_of(result, name: str, pod_set_name: str = "main") -> list[tuple[str, int]]:
@@ -111,9 +111,25 @@ class TestUnsupportedTopologyRequests:
             new = new_slice([pod_set(count=2, **{kind: HOSTNAME})])
             result = run([*cluster("4", "4"), old, new], feature_gates=ELASTIC)
             replacement = result_of(result, "job-2")
-            assert replacement.status in ("Pending", "Inadmissible")
-            assert f"{kind} topology is not supported with ElasticJobsViaWorkloadSlices" in replacement.message
+            assert replacement.status == "Inadmissible"
+            assert replacement.message == ("failed to assign flavors to pod set main: "
+                                           f"{kind} topology is not supported with ElasticJobsViaWorkloadSlices")
             assert result_of(result, "job-1").status == "Admitted"  # still running as it was
+
+    def test_a_workload_not_marked_elastic_keeps_its_topology_request(self):
+        # the gates limit elastic jobs only: another workload's required topology is placed
+        result = run([*cluster("4", "4"), workload("plain", count=2, required=HOSTNAME)], feature_gates=ELASTIC)
+        assert result_of(result, "plain").status == "Admitted"
+        assert assignment_of(result, "plain") == [("n1", 2)]
+
+    def test_a_slice_not_marked_elastic_is_placed_afresh(self):
+        # without the elastic-job annotation the new slice keeps no previous placement
+        old = old_slice([pod_set(count=2, unconstrained=True)], {"main": [("n1", 1), ("n2", 1)]})
+        new = new_slice([pod_set(count=4, unconstrained=True)])
+        del new["metadata"]["annotations"][ELASTIC_JOB]
+        result = run([*cluster("2", "2", "2"), old, new], feature_gates=ELASTIC)
+        assert result_of(result, "job-2").status == "Admitted"
+        assert assignment_of(result, "job-2") != [("n1", 1), ("n2", 1), ("n3", 2)]
 
 
 class TestReplacement:
