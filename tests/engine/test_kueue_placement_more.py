@@ -25,8 +25,6 @@ failure reason the Go case expects, for every PodSet the Go case lists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from scheduler.assignment import TopologyAssignment
 from scheduler.placement import PodSetPlacement
 from scheduler.topology_assignment import find_replacement_assignment, find_topology_assignments_for_flavor
@@ -44,19 +42,10 @@ from .factories import (
     tas_setup,
     workload,
 )
+from .test_kueue_placement_extra import expected, shape
 
 GPU = "example.com/gpu"
 GROUP = "sameGroup"
-
-
-def expected(*domains: tuple[str, int], levels: Sequence[str] = (HOSTNAME,)) -> tuple[tuple[str, ...], list]:
-    """An assignment as (levels, [(values, count), ...]); a single value stands for itself."""
-    return tuple(levels), [((v,) if isinstance(v, str) else tuple(v), c) for v, c in domains]
-
-
-def shape(assignment: TopologyAssignment | None) -> tuple[tuple[str, ...], list]:
-    assert assignment is not None
-    return tuple(assignment.levels), [(tuple(d.values), d.count) for d in assignment.domains]
 
 
 def place_all(
