@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scheduler.cli import main
-from scheduler.output import human_duration, humanize_wait_times
+from scheduler.output import human_duration, humanize_wait_times, json_text
 
 from .factories import (
     HOSTNAME,
@@ -103,6 +103,20 @@ class TestJSON:
 
         keys = [(e["key"], e["reason"]) for e in data["events"]]
         assert ("default/train", "QuotaReserved") in keys and ("default/train", "Admitted") in keys
+
+    def test_the_text_is_the_json_modules_indented_text(self, capsys, tmp_path, cluster_file):
+        """The JSON written is byte for byte what json.dumps(..., indent=2) gives for it, also
+        where the quick writer cannot give it (a character beyond ASCII, an integer beyond 64 bits)."""
+        wl_file = workloads_file(tmp_path, workload("train", count=6, required=RACK),
+                                 workload("lost", queue="nowhere"), workload("huge", count=100))
+        code, out, err = simulate(capsys, cluster_file, wl_file, "--now", "2025-06-01T12:00:00Z", "--cycles", "all")
+        assert code == 0, err
+        assert out == json.dumps(json.loads(out), indent=2) + "\n"
+        assert len(out.splitlines()) > 100
+        for data in ({"a": [1, {"b": None, "c": True}], "d": "x\"y\n", "e": [], "f": {}}, {"big": 2**70},
+                     {"name": "caf\u00e9 \u2026"}, [], 0.5):
+            assert json_text(data) == json.dumps(data, indent=2) + "\n"
+        assert json.loads(json_text({"small": 1e-5})) == {"small": 1e-5}
 
     def test_json_list_and_kind_list_inputs(self, capsys, tmp_path):
         as_array = tmp_path / "array.json"
