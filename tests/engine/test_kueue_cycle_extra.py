@@ -343,6 +343,32 @@ def test_in_flight_preemption_frees_capacity_defers_the_replacement():
     assert events(result) == [("default/foo", "Warning", "SecondPassFailed")]
 
 
+def test_deferred_replacement_keeps_a_waiting_preemptor_on_its_in_flight_victim():
+    """TestDeferredTASReplacementDoesNotTriggerExtraPreemption: "deferred replacement keeps a
+    waiting preemptor on its in-flight victim".
+
+    v (priority 1) is being preempted on x6 for p (priority 3, pending); x (priority 1) runs on
+    y1; foo's replacement for x0 fits only on x6. foo waits for v (its deferral must not spoil
+    p's plan): p keeps waiting for v, and x is not preempted."""
+    inflight = in_flight_preemption()
+    v = reserved(tas_workload("v", pod_set("one", cpu="2", required=HOSTNAME), priority=1, uid="wl-v"),
+                 assignment("one", {"cpu": "2000m"}, hosts=[("x6", 1)]),
+                 conditions=inflight["conditions"], evictions=inflight["evictions"])
+    x = reserved(tas_workload("x", pod_set("one", cpu="2", required=HOSTNAME), priority=1, uid="wl-x"),
+                 assignment("one", {"cpu": "2000m"}, hosts=[("y1", 1)]))
+    p = tas_workload("p", pod_set("one", cpu="2", required=HOSTNAME), priority=3, uid="wl-p", job_uid="job-p")
+    foo = reserved(tas_workload("foo", pod_set("one", cpu="2", preferred=HOSTNAME)),
+                   assignment("one", {"cpu": "2000m"}, hosts=[("x0", 1)]), unhealthy=("x0",))
+    objects = [tas_node("x6", cpu="2", memory="4Gi"), tas_node("y1", cpu="2", memory="4Gi"),
+               *single_level_setup(), *main_queue(within="LowerPriority"), v, x, p, foo]
+    result = cycle(objects)
+    assert new_assignments(result, objects) == {"default/foo": want({"one": (CPU, 1, [("x0", 1)], None)})}
+    assert left(result, "Pending") == {MAIN: ["default/p"]}
+    assert left(result, "Inadmissible") == {}
+    assert events(result) == [("default/foo", "Warning", "SecondPassFailed"),
+                              ("default/p", "Warning", "WaitingForPreemptedWorkloads")]
+
+
 def completed_podset_cluster() -> list[dict]:
     bar = reserved(
         tas_workload("bar-admitted", pod_set("driver", cpu="1", required=HOSTNAME),
