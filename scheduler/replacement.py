@@ -54,6 +54,8 @@ class NodeReplacer:
         # the failed nodes' share of replaced assignments: their pods hold it until they are
         # gone, so it stays counted for the rest of the pass (the caller releases it)
         self.holds: list[Charge] = []
+        # the workloads being evicted when the replacements start, found when first needed
+        self._leaving: list[Workload] | None = None
 
     def run(self, workloads: Iterable[Workload] | None = None) -> None:
         """Replace the unhealthy node of each of `workloads` (default: every workload)."""
@@ -172,9 +174,12 @@ class NodeReplacer:
         pods are gone) whose removal lets the replacement fit; empty if it does not fit even then.
 
         Fail-fast eviction waits for them, as Kueue's scheduler does (kueue#14187): tearing the
-        workload down would be for nothing when the room it needs is about to come free. Their
+        workload down would be for nothing when the room it needs is about to come free. They are
+        those marked Evicted when the replacements start (Kueue's cycle snapshot), and their
         usage is taken out only for this search."""
-        leaving = [w for w in self.state.holders() if w.key != wl.key and is_evicted(w)]
+        if self._leaving is None:
+            self._leaving = [w for w in self.state.holders() if is_evicted(w)]
+        leaving = [w for w in self._leaving if w.key != wl.key]
         if not leaving:
             return []
         for w in leaving:
