@@ -153,7 +153,7 @@ def render(result: PassResult, fmt: str, *, by_hostname_prefix: bool = True) -> 
 def json_text(data: Any) -> str:
     """`data` as JSON indented by two spaces, with a final newline: the text `json.dumps(data,
     indent=2)` gives, written by orjson (the json module's indented writer is pure Python and
-    took a third of a `simulate` over 15,000 workloads). Where orjson's text could differ (a
+    took about a fifth of a `simulate` over 15,000 workloads). Where orjson's text could differ (a
     character beyond ASCII, which the json module escapes; an integer beyond 64 bits, which
     orjson refuses), the json module writes it. A float is written in its shortest form by both,
     though an exponent differs in its spelling (1e-05 against 1e-5): the same number."""

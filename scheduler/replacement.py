@@ -171,7 +171,8 @@ class NodeReplacer:
 
     def evictions_freeing_room(self, wl: Workload, affected: list[PodSetAssignment], node: str) -> list[str]:
         """The workloads being evicted (marked Evicted, still holding what they held until their
-        pods are gone) whose removal lets the replacement fit; empty if it does not fit even then.
+        pods are gone) on the nodes the replacement would take once they are gone; empty if it
+        does not fit even then.
 
         Fail-fast eviction waits for them, as Kueue's scheduler does (kueue#14187): tearing the
         workload down would be for nothing when the room it needs is about to come free. They are
@@ -186,11 +187,16 @@ class NodeReplacer:
             self.state.suspend_usage(w)
         try:
             cq = self.state.cluster_queues.get(wl.admission.cluster_queue)
-            _, failure = self.find_replacements(wl, cq, affected, node)
+            found, failure = self.find_replacements(wl, cq, affected, node)
         finally:
             for w in leaving:
                 self.state.resume_usage(w)
-        return [] if failure else sorted(w.key for w in leaving)
+        if failure:
+            return []
+        # the ones on the nodes the replacement would take
+        targets = {d.values[-1] for _, part in found.values() for d in part.domains}
+        on_targets = self.state.workloads_on_nodes(targets)
+        return sorted(w.key for w in leaving if w.key in on_targets)
 
     def decide_failure(self, decision: Decision) -> None:
         """A failed replacement's decision, unless the workload's last try failed the same way."""

@@ -606,3 +606,11 @@ class TestEvictionsInProgress:
         result = run(objects, passes=1)
         assert result_of(result, "train").status == "Admitted"
         assert result_of(result, "next").status != "Admitted"
+
+    def test_only_the_evictions_that_make_room_are_named(self):
+        # elsewhere is being evicted too, from y1 in another rack: only leaving frees what train needs
+        elsewhere = leaving("y1")
+        elsewhere["metadata"]["name"] = "elsewhere"
+        result = run(self.objects(leaving("x3"), elsewhere), passes=1)
+        (failed,) = decisions_of(result, REPLACEMENT_FAILED)
+        assert failed.message.endswith(f"evictions in progress ({NAMESPACE}/leaving) free their nodes")
