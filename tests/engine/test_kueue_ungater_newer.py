@@ -22,28 +22,16 @@ whichever slice its `kueue.x-k8s.io/workload` annotation names, is what gets rec
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.cluster import ClusterState
-from scheduler.model import TOPOLOGY_GATE, Workload
-from scheduler.ungater import ungate_pods, workloads_with_gated_pods
+from scheduler.model import Workload
+from scheduler.ungater import workloads_with_gated_pods
 
-from .factories import (
-    HOSTNAME,
-    admitted,
-    cluster_state,
-    domains_json,
-    gates,
-    pod_set,
-    tas_setup,
-    workload,
-)
+from .factories import HOSTNAME, cluster_state, gates, tas_setup
+from .test_kueue_ungater_more import NS, ungated
+from .test_kueue_ungater_more import chain_pod as elastic_pod
+from .test_kueue_ungater_more import slice_workload as elastic_slice
 
-NS = "ns"
 CHAIN = "origin"  # the slice chain name: the first slice's name
-SLICE_NAME = "kueue.x-k8s.io/workload-slice-name"
-ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
-UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 ELASTIC_GATES = gates(ElasticJobsViaWorkloadSlices=True)
 
 
@@ -53,10 +41,7 @@ ELASTIC_GATES = gates(ElasticJobsViaWorkloadSlices=True)
 def slice_workload(name: str, count: int, *, created: float, finished: bool = False) -> dict:
     """An admitted slice of the chain `origin`: PodSet `workers` of `count` pods, all
     assigned to the node `node`."""
-    wl = workload(name, namespace=NS, created=created,
-                  annotations={ELASTIC_JOB: "true", SLICE_NAME: CHAIN},
-                  pod_sets=[pod_set("workers", count=count)])
-    return admitted(wl, assignments={"workers": domains_json([HOSTNAME], [("node", count)])}, finished=finished)
+    return elastic_slice(name, count, chain=CHAIN, pod_set_name="workers", created=created, finished=finished)
 
 
 def origin() -> dict:
@@ -79,19 +64,8 @@ def chain_pod(name: str, *, owner: str, gated: bool, node_selector: dict[str, st
               unconstrained: bool = True, labels: dict[str, str] | None = None) -> dict:
     """A pod of the chain `origin` in PodSet `workers`; `owner` is the slice its
     `kueue.x-k8s.io/workload` annotation names."""
-    annotations = {"kueue.x-k8s.io/workload": owner, SLICE_NAME: CHAIN}
-    if unconstrained:
-        annotations[UNCONSTRAINED] = "true"
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
-    if gated:
-        spec["schedulingGates"] = [{"name": TOPOLOGY_GATE}]
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "uid": f"{name}-uid",
-                         "labels": {"kueue.x-k8s.io/podset": "workers", **(labels or {})},
-                         "annotations": annotations},
-            "spec": spec, "status": {"phase": "Pending"}}
+    return elastic_pod(name, owner=owner, chain=CHAIN, pod_set_name="workers", gated=gated,
+                       node_selector=node_selector, labels=labels, unconstrained=unconstrained)
 
 
 def running_pod() -> dict:
@@ -117,14 +91,6 @@ def request(state: ClusterState, name: str = CHAIN) -> list[Workload]:
     wl = state.workload(f"{NS}/{name}")
     assert wl is not None, f"no workload {name}"
     return [wl]
-
-
-def ungated(state: ClusterState, workloads: list[Workload]) -> dict[str, dict[str, str]]:
-    """name -> complete node selector of every pod the ungater releases."""
-    results = ungate_pods(state, workloads)
-    assert all(r.ungated for r in results)
-    assert len({r.name for r in results}) == len(results), "a pod was ungated twice"
-    return {r.name: r.node_selector for r in results}
 
 
 def reconciled(state: ClusterState) -> set[str]:
