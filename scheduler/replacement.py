@@ -155,14 +155,14 @@ class NodeReplacer:
              affected: list[PodSetAssignment]) -> None:
         self.failures[wl.key] = (pod_set, reason)
         message = f"couldn't assign flavors to pod set {pod_set}: {reason}"
-        freeing = self.evictions_freeing_room(wl, affected, node) if self.gates.TASFailedNodeReplacementFailFast else []
-        if self.gates.TASFailedNodeReplacementFailFast and not freeing:
-            self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message,
-                                         pod_set=pod_set))
-            self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
-            return
         told = message
-        if freeing:
+        if self.gates.TASFailedNodeReplacementFailFast:
+            freeing = self.evictions_freeing_room(wl, affected, node)
+            if not freeing:
+                self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", message,
+                                             pod_set=pod_set))
+                self.evict(wl, NO_REPLACEMENT.format(node), "no replacement (fail fast)")
+                return
             names = ", ".join(freeing[:3]) + (f" and {len(freeing) - 3} more" if len(freeing) > 3 else "")
             told += f"; not evicted: a replacement fits once the evictions in progress ({names}) free their nodes"
         self.decide_failure(Decision(wl.key, REPLACEMENT_FAILED, node, "unhealthy node", told, pod_set=pod_set))
