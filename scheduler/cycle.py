@@ -84,6 +84,7 @@ _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_GO_DURATION_SECONDS = 9223372036.854775807
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
+DEFERRED_FIT = f"{OVERLAPPING_TARGETS}, but will fit after these preemptions complete"
 NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 INVALID_RESOURCES = "resources validation failed"
 REQUESTS_EXCEED_LIMITS = "requests must not exceed its limits"
@@ -388,18 +389,17 @@ class SchedulingCycle:
     def process(self, e: Entry) -> tuple[WorkloadResult, str | None]:
         """The entry's outcome, and how it goes back to its queue (None: it does not); a result
         that is not an admission carries where the cycle stopped it (`result.stop`)."""
-        check = self.fits(e)
-        recomputed = False
         nominated_fit = e.mode == FIT
         # where nomination found no room on the nodes as they are (before this cycle's holds)
         nominated_failure = e.assignment.topology_failure if e.assignment.topology_failed else None
+        overlap = self.recompute_overlap(e)
+        check = self.fits(e)
+        recomputed = bool(overlap)
         if check == _NO_TOPOLOGY and self.state.gates.TASRecomputeAssignmentWithinSchedulingCycle:
             recomputed = True
             # the nominated TopologyAssignment was computed before this cycle's admissions: recompute it,
             # keeping the nominated flavors
-            e.assigner.nominated = {psf.pod_set.name: dict(psf.flavors) for psf in e.assignment.pod_sets}
-            self.assign(e)
-            e.assigner.nominated = None
+            self.recompute(e)
             check = self.fits(e)
         if e.mode == NO_FIT or (e.mode == PREEMPT and not e.targets):
             # a workload with flavors left to try goes back to its queue at once, to try them next
@@ -413,8 +413,14 @@ class SchedulingCycle:
             # it all, what they took is what stops it (one that now needs preemption and finds no
             # target would fit once a hold is gone); where it lacked room, the nodes as they are do
             taken = recomputed and not e.assignment.pending_flavors and (e.mode == NO_FIT or nominated_fit)
-            stop = self.taken_stop(e, self.lacking(e)) if taken else \
-                self.unfit_stop(e, nominated_failure if recomputed else None)
+            if overlap:
+                lacks = shortfall_text(e.checks) or e.assignment.failure
+                outcome = "still does not fit" if e.mode == NO_FIT else "needs preemption but finds no other target"
+                stop = self.overlap_stop(e, overlap, f"{outcome}: {lacks}")
+            elif taken:
+                stop = self.taken_stop(e, self.lacking(e))
+            else:
+                stop = self.unfit_stop(e, nominated_failure if recomputed else None)
             if e.mode == NO_FIT:
                 result = self.not_admitted(e.wl, e.cq.name, e.assignment.failure, status, e.assignment.kind,
                                            assignment=e.assignment)
@@ -453,6 +459,15 @@ class SchedulingCycle:
             result = self.not_admitted(e.wl, e.cq.name, NO_LONGER_FITS, PENDING, WAITING_FOR_QUOTA,
                                        assignment=e.assignment)
             return self.stopped(result, self.taken_stop(e, check)), REQUEUE_IMMEDIATE
+        if overlap and e.mode == FIT:
+            # Kueue's DeferredFit: it fits once the preemptions issued in this cycle are done; it
+            # holds what it would use for the rest of the cycle and waits for them
+            self.record_scan_progress(e, keep=False)
+            self.hold(e, e.assignment.usage())
+            result = self.not_admitted(e.wl, e.cq.name, DEFERRED_FIT, PENDING, WAITING_FOR_PREEMPTED,
+                                       assignment=e.assignment)
+            stop = self.overlap_stop(e, overlap, "fits once they are gone", verdict=stops.PREEMPTING)
+            return self.stopped(result, stop), REQUEUE_PENDING_PREEMPTION
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
             self.preempted_for[t.workload.key] = e.wl.key
@@ -471,6 +486,55 @@ class SchedulingCycle:
             self.replace_slice(e.wl, e.assigner.replaced)
         return self.admit(e.wl, e.cq.name, e.assignment,
                           {n: p.assignment for n, p in e.assignment.placements.items()}), None
+
+    def recompute(self, e: Entry) -> None:
+        """Compute the entry's assignment again on the state as it is now, keeping the flavors
+        nomination chose (Kueue's NominationMapping) and scanning them from the first."""
+        e.assigner.nominated = {psf.pod_set.name: dict(psf.flavors) for psf in e.assignment.pod_sets}
+        e.assigner.progress = None
+        try:
+            self.assign(e)
+        finally:
+            e.assigner.nominated = None
+
+    def recompute_overlap(self, e: Entry) -> list[str]:
+        """RecomputeAssignmentUponPreemptionTargetsOverlap: a head whose preemption targets are
+        already preempted for another head of this cycle is assigned again as if every preemption
+        issued in this cycle were done (their workloads gone, no longer candidates), the usage
+        held by the heads before it still counted. It then preempts the new targets it finds,
+        waits for those preemptions if it fits (DeferredFit), or stays pending. Returns the
+        targets it overlapped on (none: not recomputed)."""
+        overlapping = [t.workload.key for t in e.targets if t.workload.key in self.preempted]
+        if not overlapping or not self.state.gates.RecomputeAssignmentUponPreemptionTargetsOverlap:
+            return []
+        gone = list(self.preempted.values())
+        excluded = self.preemptor.excluded
+        added = [w.key for w in gone if w.key not in excluded]
+        excluded.update(added)
+        try:
+            with self.preemptor.without(gone):
+                self.recompute(e)
+                if e.mode != FIT and not e.wl.has_quota_reservation:
+                    usage = e.assignment.usage() if e.mode == PREEMPT else None
+                    e.checks = quota_checks(self.state, e.cq, usage, e.wl)
+                else:
+                    e.checks = []
+        finally:
+            excluded.difference_update(added)
+        return overlapping
+
+    def overlap_stop(self, e: Entry, overlapping: list[str], outcome: str, *, verdict: str = stops.WAITS
+                     ) -> StopRecord:
+        """A head recomputed because its targets were preempted for another head of this cycle:
+        `outcome` is what it found on the state as if those preemptions were done."""
+        others = sorted({self.preempted_for[k] for k in overlapping if k in self.preempted_for})
+        preempted = sorted(self.preempted)
+        return StopRecord(stops.OVERLAPPING_TARGETS,
+                          f"its preemption targets {', '.join(overlapping)} are being preempted for "
+                          f"{', '.join(others) or 'another workload'} in this cycle; assigned again as if the "
+                          f"preemptions of this cycle ({', '.join(preempted)}) were done, it {outcome}",
+                          verdict=verdict, blocking=preempted if verdict == stops.PREEMPTING else others,
+                          quota=e.checks, details={"targets": overlapping, "recomputed": True})
 
     # ------------------------------------------------------------ where a head stopped
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler.errors import InputError
+from scheduler.features import DEFAULT_GATES, FeatureGates
 
 from .factories import (
     FLAVOR,
@@ -192,7 +193,8 @@ class TestCohortReclamation:
         assert result_of(result, "more").status == "Inadmissible"
 
 
-    def test_two_preemptors_never_share_a_victim_in_one_cycle(self):
+    @staticmethod
+    def two_preemptors_of_one_victim(gates: FeatureGates = DEFAULT_GATES) -> Any:
         objects = [*two_queues_in_a_cohort(),
                    with_preemption(cluster_queue("cq-c", quota={"cpu": "4"}, cohort="all"),
                                    reclaimWithinCohort="Any"),
@@ -202,13 +204,29 @@ class TestCohortReclamation:
                       [("x1", 4), ("x2", 4)], cq="cq-b")
         first = workload("first", queue="lq-a", count=4, required=HOSTNAME, priority=10, created=0)
         second = workload("second", queue="lq-c", count=4, required=HOSTNAME, priority=10, created=10)
-        result = run([*objects, borrower, first, second], cycles=1)
+        result = run([*objects, borrower, first, second], cycles=1, feature_gates=gates)
         assert result_of(result, "borrower").status == "Preempted"
         assert result_of(result, "first").message.endswith("Pending the preemption of 1 workload(s)")
-        late = result_of(result, "second")
+        assert len(events_of(result, "default/borrower", "EvictedDueToPreempted")) == 1
+        return result
+
+    def test_two_preemptors_never_share_a_victim_in_one_cycle(self):
+        gates = DEFAULT_GATES.with_overrides(RecomputeAssignmentUponPreemptionTargetsOverlap=False)
+        late = result_of(self.two_preemptors_of_one_victim(gates), "second")
         assert late.status == "Pending"
         assert late.message == "Workload has overlapping preemption targets with another workload"
-        assert len(events_of(result, "default/borrower", "EvictedDueToPreempted")) == 1
+        assert {c.type: c.reason for c in late.conditions}["QuotaReserved"] == "WaitingForQuota"
+
+    def test_the_second_preemptor_waits_for_the_first_ones_victim_when_that_makes_room_for_both(self):
+        # the borrower's 8 CPUs gone, "first" takes one node and "second" fits on the other
+        late = result_of(self.two_preemptors_of_one_victim(), "second")
+        assert late.status == "Pending"
+        assert late.message == ("Workload has overlapping preemption targets with another workload, "
+                                "but will fit after these preemptions complete")
+        assert {c.type: c.reason for c in late.conditions}["QuotaReserved"] == "WaitingForPreemptedWorkloads"
+        assert late.stop.step == "overlapping-targets"
+        assert late.stop.verdict == "preempting"
+        assert late.stop.blocking == ["default/borrower"]
 
 
 class TestPartialAdmission:
