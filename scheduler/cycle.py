@@ -467,7 +467,8 @@ class SchedulingCycle:
             result = self.not_admitted(e.wl, e.cq.name, DEFERRED_FIT, PENDING, WAITING_FOR_PREEMPTED,
                                        assignment=e.assignment)
             stop = self.overlap_stop(e, overlap, "fits once they are gone", verdict=stops.PREEMPTING)
-            return self.stopped(result, stop), REQUEUE_PENDING_PREEMPTION
+            # skipped, as Kueue marks it: back to its heap, not its ClusterQueue's preemptor
+            return self.stopped(result, stop), REQUEUE_IMMEDIATE
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
             self.preempted_for[t.workload.key] = e.wl.key

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.features import DEFAULT_GATES, FeatureGates
 
@@ -13,12 +15,14 @@ from .factories import (
     FLAVOR,
     HOSTNAME,
     LEVELS,
+    NOW,
     RACK,
     admitted,
     cluster_queue,
     domains_json,
     local_queue,
     node,
+    parse,
     resource_flavor,
     result_of,
     run,
@@ -227,6 +231,30 @@ class TestCohortReclamation:
         assert late.stop.step == "overlapping-targets"
         assert late.stop.verdict == "preempting"
         assert late.stop.blocking == ["default/borrower"]
+
+    def test_the_waiting_preemptor_is_admitted_once_the_victim_is_gone(self):
+        """What DeferredFit tells is what happens: once the one victim's eviction completes,
+        the next pass admits both preemptors, each on its own node."""
+        objects = [*two_queues_in_a_cohort(),
+                   with_preemption(cluster_queue("cq-c", quota={"cpu": "4"}, cohort="all"),
+                                   reclaimWithinCohort="Any"),
+                   local_queue("lq-c", cluster_queue_name="cq-c"),
+                   on(workload("borrower", queue="lq-b", count=8, required=RACK, priority=0),
+                      [("x1", 4), ("x2", 4)], cq="cq-b"),
+                   workload("first", queue="lq-a", count=4, required=HOSTNAME, priority=10, created=0),
+                   workload("second", queue="lq-c", count=4, required=HOSTNAME, priority=10, created=10)]
+        engine = Engine.from_parsed(parse(objects), DEFAULT_GATES)
+        engine.run_pass(NOW)
+        assert engine.decisions["default/second"].verdict == "preempting"
+        engine.delete("Workload", "default/borrower")
+        engine.run_pass(NOW + timedelta(seconds=1))
+        hosts = {}
+        for key in ("default/first", "default/second"):
+            wl = engine.state.workload(key)
+            assert wl.has_quota_reservation, key
+            (psa,) = wl.admission.pod_set_assignments
+            hosts[key] = [d.values[0] for d in psa.topology_assignment.domains]
+        assert sorted(hosts.values()) == [["x1"], ["x2"]]
 
 
 class TestPartialAdmission:
