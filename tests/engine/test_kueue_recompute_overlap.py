@@ -14,19 +14,25 @@ comments are kept in the docstrings."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
 from typing import Any
 
+from scheduler.engine import Engine
 from scheduler.features import DEFAULT_GATES
+from scheduler.model import Condition
 from scheduler.results import PassResult
 
 from .factories import (
     HOSTNAME,
+    NOW,
     V1BETA2,
     admitted,
     cluster_queue,
     domains_json,
     local_queue,
     node,
+    parse,
     pod_set,
     queue_with_policy,
     resource_flavor,
@@ -526,3 +532,76 @@ def test_sibling_tas_flavor_usage_is_updated_for_overlapping_preemption_targets(
                                        "preemptor-a": ["default/preemptor-a"],
                                        "preemptor-b": ["default/preemptor-b"]}
     assert left(result, "Inadmissible") == {}
+
+
+# ---------------------------------------------------------------- Kueue's integration test, over passes
+
+
+def concurrent_preemptors() -> list[dict]:
+    """Kueue's integration case "Should preempt all necessary workloads in concurrent scheduling
+    with the same priority" (test/integration/singlecluster/scheduler/preemption_test.go): alpha-cq,
+    beta-cq and gamma-cq hold 2 CPUs each in cohort `all` (beta-cq may not preempt); beta-cq's
+    three workloads of 2 CPUs borrow 4; alpha and gamma, 2 CPUs each, are created to reclaim."""
+    cqs = [("alpha-cq", ANY, LOWER), ("beta-cq", "Never", "Never"), ("gamma-cq", ANY, LOWER)]
+    objects = [resource_flavor("alpha", topology_name=None),
+               *(queue_with_policy(name, cpu=2, cohort="all", reclaim=reclaim, within=within, flavor="alpha")
+                 for name, reclaim, within in cqs),
+               *(local_queue(name.replace("-cq", "-q"), namespace=DEFAULT_NS, cluster_queue_name=name)
+                 for name, _, _ in cqs),
+               *(reserved_in(kueue_workload(f"beta-{i}", DEFAULT_NS, "beta-q", uid=f"beta-{i}", cpu="2",
+                                            created=i), "beta-cq", "alpha") for i in range(3)),
+               kueue_workload("alpha", DEFAULT_NS, "alpha-q", uid="alpha", cpu="2", created=10),
+               kueue_workload("gamma", DEFAULT_NS, "gamma-q", uid="gamma", cpu="2", created=11)]
+    return objects
+
+
+def evicted_betas(engine: Engine) -> list[str]:
+    return [key for key in (f"default/beta-{i}" for i in range(3)) if engine.state.workload(key) is not None
+            and engine.state.workload(key).condition_true("Evicted")]
+
+
+def finish_evictions(engine: Engine, keys: list[str]) -> None:
+    """Kueue's FinishEvictionForWorkloads: the evicted workloads' pods are gone, their quota
+    reservation is unset and they wait in their queue again."""
+    for key in keys:
+        wl = engine.state.workload(key)
+        kept = [c for c in wl.conditions if c.type not in ("QuotaReserved", "Admitted")]
+        engine.upsert(dataclasses.replace(wl, admission=None, conditions=[
+            *kept, Condition("QuotaReserved", "False", "Pending", "Evicted by the test", NOW)]))
+
+
+def admitted_keys(engine: Engine, *keys: str) -> list[str]:
+    return [key for key in keys if engine.state.workload(key).has_quota_reservation]
+
+
+def test_concurrent_preemptors_of_the_same_priority_each_preempt_their_own_victim():
+    """RecomputeAssignmentUponPreemptionTargetsOverlap=true: alpha and gamma both aim at the same
+    borrowing beta workload; the one behind recomputes and preempts another, so two are evicted
+    at once, and once both evictions complete alpha and gamma are admitted, one beta left."""
+    engine = Engine.from_parsed(parse(concurrent_preemptors()), DEFAULT_GATES)
+    engine.run_pass(NOW)
+    evicted = evicted_betas(engine)
+    assert len(evicted) == 2
+    finish_evictions(engine, evicted)
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert admitted_keys(engine, "default/alpha", "default/gamma") == ["default/alpha", "default/gamma"]
+    assert len(admitted_keys(engine, "default/beta-0", "default/beta-1", "default/beta-2")) == 1
+
+
+def test_concurrent_preemptors_without_the_recompute_take_turns():
+    """RecomputeAssignmentUponPreemptionTargetsOverlap=false: only one beta workload is evicted at
+    first; once it is gone one of alpha and gamma is admitted and the other preempts a second."""
+    gates = DEFAULT_GATES.with_overrides(RecomputeAssignmentUponPreemptionTargetsOverlap=False)
+    engine = Engine.from_parsed(parse(concurrent_preemptors()), gates)
+    engine.run_pass(NOW)
+    first = evicted_betas(engine)
+    assert len(first) == 1
+    finish_evictions(engine, first)
+    engine.run_pass(NOW + timedelta(seconds=1))
+    assert len(admitted_keys(engine, "default/alpha", "default/gamma")) == 1
+    second = evicted_betas(engine)  # Evicted stays True on the first until it is admitted again
+    assert len(second) == 2
+    finish_evictions(engine, [key for key in second if key not in first])
+    engine.run_pass(NOW + timedelta(seconds=2))
+    assert admitted_keys(engine, "default/alpha", "default/gamma") == ["default/alpha", "default/gamma"]
+    assert len(admitted_keys(engine, "default/beta-0", "default/beta-1", "default/beta-2")) == 1
