@@ -39,6 +39,7 @@ from scheduler.flavorassigner import (
 )
 from scheduler.model import (
     LABEL_SELECTOR_OPERATORS,
+    WORKLOAD_ADMITTED,
     Admission,
     ClusterQueue,
     Condition,
@@ -793,14 +794,17 @@ class SchedulingCycle:
         reserved = f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was {queued}"
         considered = FlavorAssigner(self.state, wl, cq).considered_flavors(assignment)
         event = f"{reserved}; Flavors considered: {considered}" if considered else reserved
-        conditions = [Condition("QuotaReserved", "True", "QuotaReserved", reserved, self.now)]
+        # the conditions carry Kueue's SetQuotaReservation / SyncAdmittedCondition messages, the
+        # events the wait times
+        conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq_name}",
+                                self.now)]
         self.result.events.append(Event(wl.key, "Normal", "QuotaReserved", event))
         if needs_checks and synced and self.state.gates.UnadmittedWorkloadsObservability:
             conditions.append(Condition("Admitted", "False", "UnsatisfiedAdmissionChecks",
                                         "The workload has not all checks ready", self.now))
         if not needs_checks:
             admitted = f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s"
-            conditions.append(Condition("Admitted", "True", "Admitted", admitted, self.now))
+            conditions.append(Condition("Admitted", "True", "Admitted", WORKLOAD_ADMITTED, self.now))
             self.result.events.append(Event(wl.key, "Normal", "Admitted", admitted))
         # a workload admitted again is no longer evicted or preempted (Kueue keeps the old reason visible)
         for cond_type in ("Evicted", "Preempted"):
@@ -953,6 +957,8 @@ def unchanged_result(state: ClusterState, wl: Workload) -> WorkloadResult:
         cond = wl.condition(cond_type)
         if cond is not None and cond.message and (cond_type == "QuotaReserved" or cond.status == "True"):
             message = cond.message
+            if message == WORKLOAD_ADMITTED and wl.admission is not None:  # Kueue's condition names no queue
+                message = f"Admitted by ClusterQueue {wl.admission.cluster_queue}"
             break
     eviction = evicted.message if status == EVICTED and evicted is not None else ""
     return WorkloadResult(wl, cq.name if cq else "", status, eviction or message, pod_sets,

@@ -24,6 +24,7 @@ ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"  # "true" on the Workload of an elast
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
+WORKLOAD_ADMITTED = "The workload is admitted"  # the Admitted=True message of Kueue's SyncAdmittedCondition
 
 
 # ---------------------------------------------------------------- scheduling primitives

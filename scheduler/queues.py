@@ -35,6 +35,7 @@ from scheduler.cluster import FAILED_CHECKS, Changes, ClusterState, has_failed_c
 from scheduler.flavorassigner import FlavorScanProgress
 from scheduler.model import ClusterQueue, Workload
 from scheduler.pods_ready import queue_order_time
+from scheduler.preemption import IN_COHORT_RECLAIM_WHILE_BORROWING
 from scheduler.queue_status import waiting_block
 
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
@@ -65,8 +66,17 @@ SECOND_PASS_MAX = timedelta(seconds=30)
 
 def queue_order_timestamp(state: ClusterState, wl: Workload) -> datetime:
     """Kueue's queue-order timestamp: the creation time, or the eviction that sent the workload
-    back (see pods_ready.queue_order_time); Go's zero time without either."""
-    at = queue_order_time(wl, state.config.wait_for_pods_ready) if wl.conditions else None
+    back (see pods_ready.queue_order_time); without PrioritySortingWithinCohort, a workload
+    preempted by reclamation while its ClusterQueue borrowed goes just after its preemptor (the
+    preemption's time and a millisecond); Go's zero time without any."""
+    at = None
+    if wl.conditions:
+        at = queue_order_time(wl, state.config.wait_for_pods_ready)
+        if at is None and not state.gates.PrioritySortingWithinCohort:
+            preempted = wl.condition("Preempted")
+            if preempted is not None and preempted.status == "True" and \
+                    preempted.reason == IN_COHORT_RECLAIM_WHILE_BORROWING and preempted.last_transition_time:
+                at = preempted.last_transition_time + timedelta(milliseconds=1)
     return at or wl.creation_timestamp or _GO_ZERO_TIME
 
 

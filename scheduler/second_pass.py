@@ -14,7 +14,7 @@ from datetime import datetime
 from scheduler.cluster import FAILED_CHECKS, ClusterState, has_failed_checks
 from scheduler.cycle import admissibility_problem, preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
-from scheduler.model import ClusterQueue, Condition, Workload
+from scheduler.model import WORKLOAD_ADMITTED, ClusterQueue, Condition, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for
 from scheduler.preemption import Preemptor
 from scheduler.quota import FlavorResource
@@ -58,7 +58,7 @@ def admit_reservation(wl: Workload, now: datetime) -> Event:
     waited = seconds_since(reserved.last_transition_time if reserved else None, now)
     message = f"Admitted by ClusterQueue {wl.admission.cluster_queue}, wait time since reservation was {waited}"
     wl.conditions = [c for c in wl.conditions if c.type != "Admitted"]
-    wl.conditions.append(Condition("Admitted", "True", "Admitted", message, now))
+    wl.conditions.append(Condition("Admitted", "True", "Admitted", WORKLOAD_ADMITTED, now))
     return Event(wl.key, "Normal", "Admitted", message)
 
 

@@ -202,10 +202,11 @@ def test_a_reservation_is_admitted_once_its_admission_check_is_ready():
     row.refresh_from_db()
     assert row.status == WorkloadStatus.ADMITTED
     admitted = next(c for c in row.raw["status"]["conditions"] if c["type"] == "Admitted")
-    assert admitted["status"] == "True" and admitted["message"].startswith("Admitted by ClusterQueue")
+    # Kueue's SyncAdmittedCondition message; the history names the ClusterQueue
+    assert admitted["status"] == "True" and admitted["message"] == "The workload is admitted"
     assert row.raw["status"]["admissionChecks"][0]["state"] == "Ready"  # the controller's word is kept
     (event,) = WorkloadEvent.objects.filter(workload_key="ml/checked", scheduling_pass=second, kind="Admitted")
-    assert event.message == admitted["message"] and event.details["afterReservation"] is True
+    assert event.message == f"Admitted by ClusterQueue {row.cluster_queue}" and event.details["afterReservation"] is True
     second.refresh_from_db()
     assert second.admitted == 0  # the pass that reserved the quota counted it
 
