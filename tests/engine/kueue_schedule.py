@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.features import DEFAULT_GATES
-from scheduler.results import PassResult, WorkloadResult
+from scheduler.results import PassResult
 
 from .factories import V1BETA2, result_of, run, timestamp
 from .test_fair_sharing import FAIR
+from .test_kueue_cycle_extra import holds_admission as holds_admission  # shared with the TAS cases
+from .test_kueue_cycle_extra import left as left
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # Go's Resource(name, nominal, borrowingLimit, lendingLimit): "" leaves a limit unset
@@ -244,14 +246,6 @@ def schedule(workloads: Sequence[dict], *, additional_cluster_queues: Sequence[d
 # ---------------------------------------------------------------- what the Go test compares
 
 
-def holds_admission(w: WorkloadResult) -> bool:
-    """Admitted, or evicted in this cycle while its quota reservation stays in the cache."""
-    if w.status in ("Admitted", "QuotaReserved"):
-        return True
-    reserved_now = any(c.type == "QuotaReserved" and c.status == "True" for c in w.conditions)
-    return w.status in ("Evicted", "Preempted") and reserved_now
-
-
 def assignments(result: PassResult) -> dict[str, dict]:
     """Every admission in the cache after the cycle (wantAssignments): workload -> cluster
     queue and, per PodSet, flavors and count."""
@@ -265,15 +259,6 @@ def admission(cq: str, **pod_sets: tuple[Mapping[str, str], int]) -> dict:
     return {"clusterQueue": cq, "podSets": {name: (dict(f), c) for name, (f, c) in pod_sets.items()}}
 
 
-def left(result: PassResult, status: str) -> dict[str, list[str]]:
-    """Workloads left in the queues (`Pending`: wantLeft) or parked (`Inadmissible`)."""
-    out: dict[str, list[str]] = {}
-    for w in result.workloads:
-        if w.status == status:
-            out.setdefault(w.cluster_queue, []).append(w.key)
-    return {cq: sorted(keys) for cq, keys in out.items()}
-
-
 def condition(result: PassResult, name: str, ns: str, cond_type: str) -> tuple[str, str, str] | None:
     """(status, reason, message) of a workload's condition, None when it has none."""
     for c in result_of(result, name, ns).conditions:
@@ -285,3 +270,29 @@ def condition(result: PassResult, name: str, ns: str, cond_type: str) -> tuple[s
 def event_reasons(result: PassResult) -> list[tuple[str, str, str]]:
     """(workload key, reason, type) of every event, for Go's events compared without messages."""
     return sorted((e.key, e.reason, e.type) for e in result.events)
+
+
+def preemption_message(uid: str, job_uid: str, why: str, preemptor: str, preemptee: str) -> str:
+    """The message of a preempted workload's Evicted and Preempted conditions."""
+    return (f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {why}; "
+            f"preemptor path: {preemptor}; preemptee path: {preemptee}")
+
+
+def assert_admitted_now(result: PassResult, name: str, ns: str, cq: str) -> None:
+    """Quota reserved and admitted by the cycle (no admission checks), with Kueue's messages."""
+    assert condition(result, name, ns, "QuotaReserved") == (
+        "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
+    assert condition(result, name, ns, "Admitted") == ("True", "Admitted", "The workload is admitted")
+
+
+def assert_waiting(result: PassResult, name: str, ns: str, message: str) -> None:
+    """Left waiting by the cycle as the Go runners show it: QuotaReserved=False, reason Pending
+    (UnadmittedWorkloadsObservability off), no Admitted condition."""
+    assert condition(result, name, ns, "QuotaReserved") == ("False", "Pending", message)
+    assert condition(result, name, ns, "Admitted") is None
+
+
+def assert_preempted(result: PassResult, name: str, ns: str, reason: str, message: str) -> None:
+    """Preempted by the cycle: Evicted (Preempted) and Preempted (`reason`) with the message."""
+    assert condition(result, name, ns, "Evicted") == ("True", "Preempted", message)
+    assert condition(result, name, ns, "Preempted") == ("True", reason, message)

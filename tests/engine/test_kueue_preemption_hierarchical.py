@@ -43,7 +43,7 @@ from scheduler.features import DEFAULT_GATES
 from scheduler.results import PassResult
 
 from .factories import V1BETA2, result_of, run, timestamp
-from .kueue_schedule import JOB_UID_LABEL, flavor, local_queue, namespace
+from .kueue_schedule import JOB_UID_LABEL, flavor, flavor_quotas, local_queue, namespace, resource_group
 
 NS = "default"
 FLAVOR = "default"
@@ -74,16 +74,7 @@ def preemption(*, within: str = LOWER, reclaim: str = ANY, borrow: bool = False,
 def quotas(**resources: str | tuple[str, ...]) -> dict:
     """A resource group of the flavor `default`: resource -> nominal or (nominal, borrowingLimit[,
     lendingLimit]), "" leaving a limit unset."""
-    entries = []
-    for name, q in resources.items():
-        values = (q,) if isinstance(q, str) else q
-        entry: dict[str, Any] = {"name": name, "nominalQuota": values[0]}
-        if len(values) > 1 and values[1] != "":
-            entry["borrowingLimit"] = values[1]
-        if len(values) > 2 and values[2] != "":
-            entry["lendingLimit"] = values[2]
-        entries.append(entry)
-    return {"coveredResources": list(resources), "flavors": [{"name": FLAVOR, "resources": entries}]}
+    return resource_group(flavor_quotas(FLAVOR, **resources))
 
 
 def cq(name: str, co: str, pre: dict, **resources: str | tuple[str, ...]) -> dict:

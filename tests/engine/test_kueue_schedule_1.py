@@ -30,6 +30,9 @@ from scheduler.results import PassResult
 
 from .kueue_schedule import (
     admission,
+    assert_admitted_now,
+    assert_preempted,
+    assert_waiting,
     assignments,
     cluster_queue,
     cohort,
@@ -39,6 +42,7 @@ from .kueue_schedule import (
     left,
     local_queue,
     pod_set,
+    preemption_message,
     reserve_quota,
     resource_group,
     schedule,
@@ -70,19 +74,6 @@ def with_checks(wl: dict, checks: Sequence[tuple[str, str]], generation: int | N
     return out
 
 
-def assert_admitted(result: PassResult, name: str, ns: str, cq: str) -> None:
-    """Quota reserved and admitted by this cycle."""
-    assert condition(result, name, ns, "QuotaReserved") == (
-        "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
-    assert condition(result, name, ns, "Admitted") == ("True", "Admitted", "The workload is admitted")
-
-
-def assert_waiting(result: PassResult, name: str, ns: str, message: str) -> None:
-    """Left waiting by this cycle (Go: QuotaReserved=False, reason Pending, no Admitted)."""
-    assert condition(result, name, ns, "QuotaReserved") == ("False", "Pending", message)
-    assert condition(result, name, ns, "Admitted") is None
-
-
 def assert_untouched(result: PassResult, name: str, ns: str) -> None:
     """Go's wantWorkloads lists it as it was given: no condition added."""
     for cond_type in ("QuotaReserved", "Admitted", "Evicted", "Preempted"):
@@ -105,16 +96,6 @@ def assert_marked_inadmissible(result: PassResult, name: str, ns: str, cq: str, 
 def assert_not_evicted(result: PassResult, name: str, ns: str) -> None:
     assert condition(result, name, ns, "Evicted") is None
     assert condition(result, name, ns, "Preempted") is None
-
-
-def assert_preempted(result: PassResult, name: str, ns: str, reason: str, message: str) -> None:
-    assert condition(result, name, ns, "Evicted") == ("True", "Preempted", message)
-    assert condition(result, name, ns, "Preempted") == ("True", reason, message)
-
-
-def preemption_message(uid: str, job_uid: str, why: str, preemptor: str, preemptee: str) -> str:
-    return (f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {why}; "
-            f"preemptor path: {preemptor}; preemptee path: {preemptee}")
 
 
 def one(count: int, requests: Mapping[str, str], *, name: str = "one", min_count: int | None = None) -> dict:
@@ -142,7 +123,7 @@ def test_use_second_flavor_when_the_first_has_no_preemption_candidates_may_stop_
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-alpha", "other-alpha")
+    assert_admitted_now(result, "new", "eng-alpha", "other-alpha")
     assert_not_evicted(result, "admitted", "eng-alpha")
 
 
@@ -154,7 +135,7 @@ def test_workload_fits_in_single_cluster_queue_with_check_state_ready():
     assert assignments(result) == {"sales/foo": admission("sales", one=({CPU: "default"}, 10))}
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "foo", "sales", "sales")
+    assert_admitted_now(result, "foo", "sales", "sales")
     assert event_reasons(result) == [("sales/foo", "Admitted", "Normal"), ("sales/foo", "QuotaReserved", "Normal")]
 
 
@@ -220,8 +201,8 @@ def test_admit_in_different_cohorts():
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "sales", "sales")
-    assert_admitted(result, "new", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "sales", "sales")
+    assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
 
 
 def test_admit_in_same_cohort_with_no_borrowing():
@@ -235,8 +216,8 @@ def test_admit_in_same_cohort_with_no_borrowing():
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-alpha", "eng-alpha")
-    assert_admitted(result, "new", "eng-beta", "eng-beta")
+    assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "eng-beta", "eng-beta")
 
 
 def test_assign_multiple_resources_and_flavors():
@@ -250,7 +231,7 @@ def test_assign_multiple_resources_and_flavors():
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-beta", "eng-beta")
+    assert_admitted_now(result, "new", "eng-beta", "eng-beta")
 
 
 def test_cannot_borrow_if_cohort_was_assigned_and_would_result_in_overadmission():
@@ -261,7 +242,7 @@ def test_cannot_borrow_if_cohort_was_assigned_and_would_result_in_overadmission(
     assert assignments(result) == {"eng-alpha/new": admission("eng-alpha", one=({CPU: "on-demand"}, 45))}
     assert left(result, "Pending") == {"eng-beta": ["eng-beta/new"]}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
     assert_waiting(result, "new", "eng-beta", "Workload no longer fits after processing another workload")
 
 
@@ -276,8 +257,8 @@ def test_can_borrow_if_cohort_was_assigned_and_will_not_result_in_overadmission(
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-alpha", "eng-alpha")
-    assert_admitted(result, "new", "eng-beta", "eng-beta")
+    assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "eng-beta", "eng-beta")
 
 
 def test_can_borrow_if_needs_reclaim_from_cohort_in_different_flavor():
@@ -299,7 +280,7 @@ def test_can_borrow_if_needs_reclaim_from_cohort_in_different_flavor():
     assert_waiting(result, "can-reclaim", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, "
                    "50 more needed, insufficient unused quota for cpu in flavor spot, 1 more needed")
-    assert_admitted(result, "needs-to-borrow", "eng-beta", "eng-beta")
+    assert_admitted_now(result, "needs-to-borrow", "eng-beta", "eng-beta")
     assert_not_evicted(result, "user-on-demand", "eng-beta")
     assert_not_evicted(result, "user-spot", "eng-beta")
 
@@ -381,7 +362,7 @@ def test_hierarchical_cohort_allows_borrowing_up_to_lending_limit():
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "wl-borrowing", "eng-alpha", "cq-borrower")
+    assert_admitted_now(result, "wl-borrowing", "eng-alpha", "cq-borrower")
 
 
 def test_preempt_workloads_in_cluster_queue_and_cohort():
@@ -472,7 +453,7 @@ def test_not_enough_resources_to_borrow_fallback_to_next_flavor_try_next_flavor(
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
     assert_not_evicted(result, "existing", "eng-beta")
 
 
@@ -519,8 +500,8 @@ def test_no_overadmission_while_borrowing():
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {"eng-gamma": ["eng-gamma/new-gamma"]}
-    assert_admitted(result, "new-alpha", "eng-alpha", "eng-alpha")
-    assert_admitted(result, "new", "eng-beta", "eng-beta")
+    assert_admitted_now(result, "new-alpha", "eng-alpha", "eng-alpha")
+    assert_admitted_now(result, "new", "eng-beta", "eng-beta")
     assert_not_evicted(result, "existing", "eng-gamma")
     assert_waiting(result, "new-gamma", "eng-gamma",
                    "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor on-demand, "
@@ -534,7 +515,7 @@ def test_partial_admission_single_variable_pod_set():
     assert assignments(result) == {"sales/new": admission("sales", one=({CPU: "default"}, 25))}
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "new", "sales", "sales")
+    assert_admitted_now(result, "new", "sales", "sales")
 
 
 def partial_preemption_case(count: int) -> PassResult:
@@ -585,8 +566,8 @@ def test_two_workloads_can_borrow_different_resources_from_the_same_flavor_in_th
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "wl1", "sales", "cq1")
-    assert_admitted(result, "wl2", "sales", "cq2")
+    assert_admitted_now(result, "wl1", "sales", "cq1")
+    assert_admitted_now(result, "wl2", "sales", "cq2")
 
 
 def test_two_workloads_can_borrow_the_same_resources_from_the_same_flavor_if_fits_in_the_cohort_quota():
@@ -601,5 +582,5 @@ def test_two_workloads_can_borrow_the_same_resources_from_the_same_flavor_if_fit
     }
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "wl1", "sales", "cq1")
-    assert_admitted(result, "wl2", "sales", "cq2")
+    assert_admitted_now(result, "wl1", "sales", "cq1")
+    assert_admitted_now(result, "wl2", "sales", "cq2")

@@ -26,6 +26,9 @@ from scheduler.results import PassResult
 
 from .kueue_schedule import (
     admission,
+    assert_admitted_now,
+    assert_preempted,
+    assert_waiting,
     assignments,
     cluster_queue,
     cohort,
@@ -34,6 +37,7 @@ from .kueue_schedule import (
     left,
     local_queue,
     pod_set,
+    preemption_message,
     reserve_quota,
     resource_group,
     schedule,
@@ -50,35 +54,10 @@ WITHIN_LOWER = {"withinClusterQueue": "LowerPriority"}
 # ---------------------------------------------------------------- helpers
 
 
-def assert_admitted_now(result: PassResult, name: str, ns: str, cq: str) -> None:
-    """Admitted in this cycle: QuotaReserved and Admitted conditions as Kueue writes them."""
-    assert condition(result, name, ns, "QuotaReserved") == (
-        "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}")
-    assert condition(result, name, ns, "Admitted") == ("True", "Admitted", "The workload is admitted")
-
-
-def assert_pending(result: PassResult, name: str, ns: str, message: str) -> None:
-    """Not admitted in this cycle: QuotaReserved=False/Pending with Kueue's message, no Admitted."""
-    assert condition(result, name, ns, "QuotaReserved") == ("False", "Pending", message)
-    assert condition(result, name, ns, "Admitted") is None
-
-
-def assert_preempted(result: PassResult, name: str, ns: str, reason: str, message: str) -> None:
-    """Preempted in this cycle, its quota still reserved."""
-    assert condition(result, name, ns, "QuotaReserved")[:2] == ("True", "QuotaReserved")
-    assert condition(result, name, ns, "Evicted") == ("True", "Preempted", message)
-    assert condition(result, name, ns, "Preempted") == ("True", reason, message)
-
-
 def assert_untouched(result: PassResult, name: str, ns: str) -> None:
     """Holding quota before the cycle, neither evicted nor preempted by it."""
     assert condition(result, name, ns, "Evicted") is None
     assert condition(result, name, ns, "Preempted") is None
-
-
-def preemption_message(uid: str, job_uid: str, why: str, preemptor: str, preemptee: str) -> str:
-    return (f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {why}; "
-            f"preemptor path: {preemptor}; preemptee path: {preemptee}")
 
 
 def co_queues() -> list[dict]:
@@ -132,7 +111,7 @@ def test_only_one_workload_can_borrow_one_resources_from_the_same_flavor_in_the_
     assert assignments(result) == {"sales/wl1": held("cq1", "default", resource="r1")}
     assert left(result, "Pending") == {"cq2": ["sales/wl2"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "wl2", "sales", NO_LONGER_FITS)
+    assert_waiting(result, "wl2", "sales", NO_LONGER_FITS)
     assert_admitted_now(result, "wl1", "sales", "cq1")
 
 
@@ -165,7 +144,7 @@ def test_preemption_while_borrowing_waiting_for_preemption_should_not_block_a_bo
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {"cq-a": ["eng-alpha/a"]}
     assert_untouched(result, "admitted-a", "eng-alpha")
-    assert_pending(result, "a", "eng-alpha",
+    assert_waiting(result, "a", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "default, 2 more needed")
     assert_admitted_now(result, "b", "eng-beta", "cq-b")
@@ -215,7 +194,7 @@ def test_minimal_preemptions_when_target_queue_is_exhausted():
     assert_untouched(result, "a3", "eng-alpha")
     for i in (1, 2, 3):
         assert_untouched(result, f"b{i}", "eng-beta")
-    assert_pending(result, "incoming", "eng-alpha",
+    assert_waiting(result, "incoming", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "on-demand, 2 more needed. Pending the preemption of 2 workload(s)")
 
@@ -239,7 +218,7 @@ def test_a_workload_is_only_eligible_to_do_preemptions_if_it_fits_fully_within_n
     assert left(result, "Inadmissible") == {"other-alpha": ["eng-alpha/incoming"]}
     assert_untouched(result, "a1", "eng-alpha")
     assert_untouched(result, "b1", "eng-beta")
-    assert_pending(result, "incoming", "eng-alpha",
+    assert_waiting(result, "incoming", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "on-demand, 1 more needed")
 
@@ -274,7 +253,7 @@ def test_multiple_preemptions_without_borrowing():
         assert_preempted(result, name, ns, "InClusterQueue",
                          preemption_message("wl-preemptor", "job-preemptor", "prioritization in the ClusterQueue",
                                             f"/other/{cq}", f"/other/{cq}"))
-        assert_pending(result, "preemptor", ns,
+        assert_waiting(result, "preemptor", ns,
                        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                        "default, 2 more needed. Pending the preemption of 1 workload(s)")
 
@@ -306,7 +285,7 @@ def test_multiple_preemptions_preemption_possible_after_earlier_workload_fits():
     assert_preempted(result, "b1", "eng-beta", "InClusterQueue",
                      preemption_message("wl-preemptor", "job-preemptor", "prioritization in the ClusterQueue",
                                         "/other/other-beta", "/other/other-beta"))
-    assert_pending(result, "preemptor", "eng-beta",
+    assert_waiting(result, "preemptor", "eng-beta",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "default, 1 more needed. Pending the preemption of 1 workload(s)")
     assert_admitted_now(result, "fit", "eng-alpha", "other-alpha")

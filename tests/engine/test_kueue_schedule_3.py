@@ -37,6 +37,8 @@ from scheduler.results import PassResult
 from .factories import result_of
 from .kueue_schedule import (
     admission,
+    assert_admitted_now,
+    assert_waiting,
     assignments,
     cluster_queue,
     cohort,
@@ -86,19 +88,6 @@ def assert_untouched(result: PassResult, name: str, ns: str) -> None:
     assert reserved is not None and reserved[0] == "True"
     assert condition(result, name, ns, "Evicted") is None
     assert condition(result, name, ns, "Preempted") is None
-
-
-def assert_pending(result: PassResult, name: str, ns: str, message: str) -> None:
-    """Not admitted: QuotaReserved=False/Pending with the message, and no Admitted condition."""
-    assert condition(result, name, ns, "QuotaReserved") == ("False", "Pending", message)
-    assert condition(result, name, ns, "Admitted") is None
-
-
-def assert_admitted(result: PassResult, name: str, ns: str, cq: str) -> None:
-    """Admitted in the cycle (no admission checks)."""
-    assert condition(result, name, ns, "QuotaReserved") == ("True", "QuotaReserved",
-                                                            f"Quota reserved in ClusterQueue {cq}")
-    assert condition(result, name, ns, "Admitted") == ("True", "Admitted", "The workload is admitted")
 
 
 def simple_reserve(wl: dict, cq: str, flavor: str) -> dict:
@@ -157,10 +146,10 @@ def test_multiple_preemptions_skip_preemption_when_shared_limited_resource() -> 
     assert_preempted(result, "a1", "eng-alpha", "InClusterQueue",
                      preemption_message(IN_CQ, "/other/other-alpha", "/other/other-alpha"))
     assert_untouched(result, "b1", "eng-beta")
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, "
                    "2 more needed. Pending the preemption of 1 workload(s)")
-    assert_pending(result, "pretending-preemptor", "eng-beta", NO_LONGER_FITS)
+    assert_waiting(result, "pretending-preemptor", "eng-beta", NO_LONGER_FITS)
 
 
 NOT_ENOUGH = ("couldn't assign flavors to pod set one: insufficient quota for cpu in flavor default, previously "
@@ -175,7 +164,7 @@ def test_not_enough_resources() -> None:
     assert assignments(result) == {}
     assert left(result, "Pending") == {"sales": ["sales/new"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "new", "sales", NOT_ENOUGH)
+    assert_waiting(result, "new", "sales", NOT_ENOUGH)
 
 
 def test_container_resource_requests_exceed_limits() -> None:
@@ -190,7 +179,7 @@ def test_container_resource_requests_exceed_limits() -> None:
     assert assignments(result) == {}
     assert left(result, "Pending") == {"sales": ["sales/new"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "new", "sales", message)
+    assert_waiting(result, "new", "sales", message)
     # the events are compared with their messages
     assert [(e.key, e.reason, e.type, e.message) for e in result.events] == [
         ("sales/new", "Pending", "Warning", message)]
@@ -237,7 +226,7 @@ def test_prefer_reclamation_over_cq_priority_based_preemption() -> None:
     assert_untouched(result, "a1", "eng-alpha")
     assert_preempted(result, "b1", "eng-beta", "InCohortReclamation",
                      preemption_message(RECLAIM, "/other/other-alpha", "/other/other-beta"))
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
                    "1 more needed, insufficient unused quota for gpu in flavor spot, 1 more needed. Pending the "
                    "preemption of 1 workload(s)")
@@ -275,7 +264,7 @@ def test_prefer_first_preemption_flavor_when_second_flavor_requires_both_reclaim
                      preemption_message(IN_CQ, "/other/other-alpha", "/other/other-alpha"))
     assert_untouched(result, "a2", "eng-alpha")
     assert_untouched(result, "b1", "eng-beta")
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
                    "1 more needed, insufficient unused quota for gpu in flavor spot, 6 more needed. Pending the "
                    "preemption of 1 workload(s)")
@@ -313,7 +302,7 @@ def test_prefer_first_preemption_flavor_when_second_flavor_also_requires_cq_pree
                      preemption_message(IN_CQ, "/other/other-alpha", "/other/other-alpha"))
     assert_untouched(result, "a2", "eng-alpha")
     assert_untouched(result, "b1", "eng-beta")
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
                    "1 more needed, insufficient unused quota for gpu in flavor spot, 5 more needed. Pending the "
                    "preemption of 1 workload(s)")
@@ -369,10 +358,10 @@ def test_workload_requiring_reclaimation_prioritized_over_wl_in_another_full_cq(
     assert_preempted(result, "admitted-workload-2", "eng-gamma", "InCohortReclamation",
                      preemption_message(RECLAIM, "/other/cq2", "/other/cq3", uid="wl-WL2", job_uid="job-WL2"))
     assert_untouched(result, "admitted-workload-3", "eng-gamma")
-    assert_pending(result, "wl1", "eng-alpha",
+    assert_waiting(result, "wl1", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
                    "5 more needed")
-    assert_pending(result, "wl2", "eng-beta",
+    assert_waiting(result, "wl2", "eng-beta",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, "
                    "5 more needed. Pending the preemption of 1 workload(s)")
 
@@ -416,8 +405,8 @@ def test_capacity_not_blocked_when_lending_clusterqueue_can_reclaim_reclaim_with
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {"cluster-queue-a": ["eng-alpha/a2-pending"]}
     assert_untouched(result, "a1-admitted", "eng-alpha")
-    assert_pending(result, "a2-pending", "eng-alpha", A2_PENDING)
-    assert_admitted(result, "b1-pending", "eng-beta", "cluster-queue-b")
+    assert_waiting(result, "a2-pending", "eng-alpha", A2_PENDING)
+    assert_admitted_now(result, "b1-pending", "eng-beta", "cluster-queue-b")
 
 
 def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim_reclaim_within_cohort_lower_priority(
@@ -434,8 +423,8 @@ def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim_re
     assert left(result, "Pending") == {"cluster-queue-b": ["eng-beta/b1-pending"]}
     assert left(result, "Inadmissible") == {"cluster-queue-a": ["eng-alpha/a2-pending"]}
     assert_untouched(result, "a1-admitted", "eng-alpha")
-    assert_pending(result, "a2-pending", "eng-alpha", A2_PENDING)
-    assert_pending(result, "b1-pending", "eng-beta", NO_LONGER_FITS)
+    assert_waiting(result, "a2-pending", "eng-alpha", A2_PENDING)
+    assert_waiting(result, "b1-pending", "eng-beta", NO_LONGER_FITS)
 
 
 def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim_reclaim_within_cohort_never() -> None:
@@ -451,8 +440,8 @@ def test_capacity_blocked_when_lending_clusterqueue_not_guaranteed_to_reclaim_re
     assert left(result, "Pending") == {"cluster-queue-b": ["eng-beta/b1-pending"]}
     assert left(result, "Inadmissible") == {"cluster-queue-a": ["eng-alpha/a2-pending"]}
     assert_untouched(result, "a1-admitted", "eng-alpha")
-    assert_pending(result, "a2-pending", "eng-alpha", A2_PENDING)
-    assert_pending(result, "b1-pending", "eng-beta", NO_LONGER_FITS)
+    assert_waiting(result, "a2-pending", "eng-alpha", A2_PENDING)
+    assert_waiting(result, "b1-pending", "eng-beta", NO_LONGER_FITS)
 
 
 # ---------------------------------------------------------------- hierarchical cohorts, flavor choice
@@ -491,8 +480,8 @@ def test_in_a_hierarchical_cohort_workload_borrowing_less_is_scheduled_first() -
     }
     assert left(result, "Pending") == {"best-effort": ["eng-alpha/best-effort"]}
     assert left(result, "Inadmissible") == {}
-    assert_admitted(result, "guaranteed", "eng-alpha", "guaranteed")
-    assert_pending(result, "best-effort", "eng-alpha", NO_LONGER_FITS)
+    assert_admitted_now(result, "guaranteed", "eng-alpha", "guaranteed")
+    assert_waiting(result, "best-effort", "eng-alpha", NO_LONGER_FITS)
 
 
 def test_dont_assign_flavor_if_there_are_no_candidates_for_preemption() -> None:
@@ -526,7 +515,7 @@ def test_dont_assign_flavor_if_there_are_no_candidates_for_preemption() -> None:
     assert left(result, "Pending") == {}
     assert left(result, "Inadmissible") == {}
     assert_untouched(result, "admitted", "eng-alpha")
-    assert_admitted(result, "new", "eng-alpha", "cq1")
+    assert_admitted_now(result, "new", "eng-alpha", "cq1")
 
 
 def test_workload_slice_fits_in_single_cluster_queue() -> None:
@@ -560,7 +549,7 @@ def test_workload_slice_fits_in_single_cluster_queue() -> None:
     assert condition(result, "foo-1", "sales", "Finished") == (
         "True", "WorkloadSliceReplaced",
         "Replaced to accommodate a workload (UID: , JobUID: ) due to workload slice aggregation")
-    assert_admitted(result, "foo-2", "sales", "sales")
+    assert_admitted_now(result, "foo-2", "sales", "sales")
     assert event_reasons(result) == sorted([
         ("sales/foo-1", "WorkloadSliceReplaced", "Normal"),
         ("sales/foo-2", "QuotaReserved", "Normal"),

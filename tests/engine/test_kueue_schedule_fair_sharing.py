@@ -36,6 +36,9 @@ from scheduler.results import PassResult
 from .kueue_schedule import (
     Quota,
     admission,
+    assert_admitted_now,
+    assert_preempted,
+    assert_waiting,
     assignments,
     cluster_queue,
     cohort,
@@ -45,6 +48,7 @@ from .kueue_schedule import (
     left,
     local_queue,
     pod_set,
+    preemption_message,
     reserve_quota,
     resource_group,
     schedule,
@@ -105,34 +109,12 @@ def one(cq: str, flavors: Mapping[str, str], count: int = 1, ps: str = "one") ->
     return admission(cq, **{ps: (flavors, count)})
 
 
-def assert_admitted_now(result: PassResult, name: str, ns: str, cq: str) -> None:
-    assert condition(result, name, ns, "QuotaReserved") == ("True", "QuotaReserved",
-                                                             f"Quota reserved in ClusterQueue {cq}")
-    assert condition(result, name, ns, "Admitted") == ("True", "Admitted", "The workload is admitted")
-
-
-def assert_pending(result: PassResult, name: str, ns: str, message: str) -> None:
-    """Not admitted: QuotaReserved=False/Pending with `message`, no Admitted condition (the gate off)."""
-    assert condition(result, name, ns, "QuotaReserved") == ("False", "Pending", message)
-    assert condition(result, name, ns, "Admitted") is None
-
-
 def assert_untouched(result: PassResult, name: str, ns: str, cq: str) -> None:
     """Holding quota before the cycle, neither evicted nor preempted by it."""
     assert condition(result, name, ns, "QuotaReserved") == ("True", "QuotaReserved",
                                                              f"Quota reserved in ClusterQueue {cq}")
     assert condition(result, name, ns, "Evicted") is None
     assert condition(result, name, ns, "Preempted") is None
-
-
-def assert_preempted(result: PassResult, name: str, ns: str, reason: str, message: str) -> None:
-    assert condition(result, name, ns, "Evicted") == ("True", "Preempted", message)
-    assert condition(result, name, ns, "Preempted") == ("True", reason, message)
-
-
-def preempted_message(uid: str, job_uid: str, why: str, preemptor: str, preemptee: str) -> str:
-    return (f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {why}; "
-            f"preemptor path: {preemptor}; preemptee path: {preemptee}")
 
 
 # ---------------------------------------------------------------- fair sharing ordering
@@ -159,7 +141,7 @@ def test_with_fair_sharing_schedule_workload_with_lowest_share_first():
     assert left(result, "Pending") == {"eng-beta": ["eng-beta/older-new"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "new", "eng-alpha", "eng-alpha")
-    assert_pending(result, "older-new", "eng-beta", NO_LONGER_FITS)
+    assert_waiting(result, "older-new", "eng-beta", NO_LONGER_FITS)
     assert_untouched(result, "all-nominal", "eng-alpha", "eng-alpha")
     assert_untouched(result, "borrowing", "eng-beta", "eng-beta")
 
@@ -201,7 +183,7 @@ def test_with_fair_sharing_nominal_first_ordering_admits_workload_fitting_within
     assert left(result, "Pending") == {"fs-nom-b": ["eng-beta/borrow-wl"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "nom-wl", "eng-alpha", "fs-nom-a")
-    assert_pending(result, "borrow-wl", "eng-beta", NO_LONGER_FITS)
+    assert_waiting(result, "borrow-wl", "eng-beta", NO_LONGER_FITS)
     assert_untouched(result, "spot-heavy", "eng-alpha", "fs-nom-a")
     assert_untouched(result, "light-usage", "eng-beta", "fs-nom-b")
 
@@ -216,7 +198,7 @@ def _two_pending_in_a_and_b(result: PassResult, admitted_before: Mapping[str, st
     assert left(result, "Pending") == {"cq-b": ["eng-alpha/wl-b"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, a_name, "eng-alpha", a_cq)
-    assert_pending(result, "wl-b", "eng-alpha", NO_LONGER_FITS)
+    assert_waiting(result, "wl-b", "eng-alpha", NO_LONGER_FITS)
     for name, cq in admitted_before.items():
         assert_untouched(result, name, "eng-alpha", cq)
 
@@ -361,7 +343,7 @@ def test_with_fair_sharing_hierarchical_nominal_first_per_flavor_ignores_cross_f
     assert left(result, "Pending") == {"cq-b": ["eng-alpha/wl-b"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "wl-a", "eng-alpha", "cq-a")
-    assert_pending(result, "wl-b", "eng-alpha", NO_LONGER_FITS)
+    assert_waiting(result, "wl-b", "eng-alpha", NO_LONGER_FITS)
     assert_untouched(result, "spot-admitted", "eng-alpha", "cq-a")
     assert_untouched(result, "od-admitted", "eng-alpha", "cq-b")
 
@@ -420,7 +402,7 @@ def test_hierarchical_fair_sharing_schedule_workload_which_wins_tournament():
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "d1", "eng-alpha", "d")
     for name in ("e1", "f1", "g1"):
-        assert_pending(result, name, "eng-alpha", NO_LONGER_FITS)
+        assert_waiting(result, name, "eng-alpha", NO_LONGER_FITS)
     for name, cq in (("d0", "d"), ("e0", "e"), ("g0", "g")):
         assert_untouched(result, name, "eng-alpha", cq)
 
@@ -448,7 +430,7 @@ def test_fair_sharing_schedule_workload_with_lowest_drf_after_admission():
     assert left(result, "Pending") == {"c": ["eng-alpha/c1"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "b1", "eng-alpha", "b")
-    assert_pending(result, "c1", "eng-alpha", NO_LONGER_FITS)
+    assert_waiting(result, "c1", "eng-alpha", NO_LONGER_FITS)
     assert_untouched(result, "b0", "eng-alpha", "b")
 
 
@@ -477,7 +459,7 @@ def _assert_c1_borrows_less(result: PassResult) -> None:
     assert left(result, "Pending") == {"b": ["eng-alpha/b1"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "c1", "eng-alpha", "c")
-    assert_pending(result, "b1", "eng-alpha", NO_LONGER_FITS)
+    assert_waiting(result, "b1", "eng-alpha", NO_LONGER_FITS)
     assert_untouched(result, "b0", "eng-alpha", "b")
 
 
@@ -538,7 +520,7 @@ def _assert_c1_first(result: PassResult) -> None:
     assert left(result, "Pending") == {"b": ["eng-alpha/b1"]}
     assert left(result, "Inadmissible") == {}
     assert_admitted_now(result, "c1", "eng-alpha", "c")
-    assert_pending(result, "b1", "eng-alpha", NO_LONGER_FITS)
+    assert_waiting(result, "b1", "eng-alpha", NO_LONGER_FITS)
 
 
 def test_fair_sharing_schedule_highest_priority_first():
@@ -588,12 +570,12 @@ def test_with_fair_sharing_preempt_workload_from_cq_with_the_highest_share():
     # Preemptor is not admitted in this cycle.
     assert left(result, "Pending") == {"eng-beta": ["eng-beta/preemptor"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "preemptor", "eng-beta",
+    assert_waiting(result, "preemptor", "eng-beta",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "on-demand, 30 more needed, insufficient unused quota for cpu in flavor spot, 30 more "
                    "needed. Pending the preemption of 2 workload(s)")
     for name, ns in (("alpha1", "eng-alpha"), ("gamma1", "eng-gamma")):
-        assert_preempted(result, name, ns, "InCohortReclamation", preempted_message(
+        assert_preempted(result, name, ns, "InCohortReclamation", preemption_message(
             "wl-preemptor", "job-preemptor", "reclamation within the cohort", "/eng/eng-beta", f"/eng/{ns}"))
     assert_untouched(result, "all-spot", "eng-alpha", "eng-alpha")
     for i in range(2, 5):
@@ -642,10 +624,10 @@ def test_multiple_preemptions_within_cq_when_fair_sharing():
     assert left(result, "Pending") == {f"other-{s}": [f"{ns}/preemptor"] for _, ns, s in spaces}
     assert left(result, "Inadmissible") == {}
     for name, ns, s in spaces:
-        assert_preempted(result, name, ns, "InClusterQueue", preempted_message(
+        assert_preempted(result, name, ns, "InClusterQueue", preemption_message(
             "wl-preemptor", "job-preemptor", "prioritization in the ClusterQueue",
             f"/other/other-{s}", f"/other/other-{s}"))
-        assert_pending(result, "preemptor", ns,
+        assert_waiting(result, "preemptor", ns,
                        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                        "default, 3 more needed. Pending the preemption of 1 workload(s)")
 
@@ -697,18 +679,18 @@ def test_multiple_preemptions_skip_overlapping_preemption_targets():
     assert left(result, "Pending") == {"other-alpha": ["eng-alpha/preemptor"],
                                        "other-beta": ["eng-beta/pretending-preemptor"]}
     assert left(result, "Inadmissible") == {}
-    assert_preempted(result, "a1", "eng-alpha", "InClusterQueue", preempted_message(
+    assert_preempted(result, "a1", "eng-alpha", "InClusterQueue", preemption_message(
         "wl-preemptor", "job-preemptor", "prioritization in the ClusterQueue",
         "/other/other-alpha", "/other/other-alpha"))
-    assert_preempted(result, "c1", "eng-gamma", "InCohortFairSharing", preempted_message(
+    assert_preempted(result, "c1", "eng-gamma", "InCohortFairSharing", preemption_message(
         "wl-preemptor", "job-preemptor", "Fair Sharing within the cohort",
         "/other/other-alpha", "/other/other-gamma"))
     assert_untouched(result, "b1", "eng-beta", "other-beta")
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for alpha-resource in "
                    "flavor default, 1 more needed, insufficient unused quota for cpu in flavor default, 3 more "
                    "needed. Pending the preemption of 2 workload(s)")
-    assert_pending(result, "pretending-preemptor", "eng-beta", OVERLAPPING)
+    assert_waiting(result, "pretending-preemptor", "eng-beta", OVERLAPPING)
 
 
 def test_multiple_preemptions_overlapping_targets_recomputed():
@@ -719,10 +701,10 @@ def test_multiple_preemptions_overlapping_targets_recomputed():
     result = _overlapping_targets_case({})
     assert left(result, "Pending") == {"other-alpha": ["eng-alpha/preemptor"],
                                        "other-beta": ["eng-beta/pretending-preemptor"]}
-    assert_preempted(result, "b1", "eng-beta", "InClusterQueue", preempted_message(
+    assert_preempted(result, "b1", "eng-beta", "InClusterQueue", preemption_message(
         "pretending-preemptor", "UNKNOWN", "prioritization in the ClusterQueue",
         "/other/other-beta", "/other/other-beta"))
-    assert_pending(result, "pretending-preemptor", "eng-beta",
+    assert_waiting(result, "pretending-preemptor", "eng-beta",
                    "couldn't assign flavors to pod set main: insufficient unused quota for beta-resource in "
                    "flavor default, 1 more needed. Pending the preemption of 1 workload(s)")
 
@@ -734,7 +716,7 @@ def test_not_enough_resources_with_fair_sharing_enabled():
     assert assignments(result) == {}
     assert left(result, "Pending") == {"sales": ["sales/new"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "new", "sales",
+    assert_waiting(result, "new", "sales",
                    "couldn't assign flavors to pod set one: insufficient quota for cpu in flavor default, "
                    "previously considered podsets requests (0) + current podset request (100) > maximum "
                    "capacity (50)")
@@ -774,9 +756,9 @@ def test_with_fair_sharing_prefer_reclamation_over_cq_priority_based_preemption_
     assert left(result, "Pending") == {"other-alpha": ["eng-alpha/preemptor"]}
     assert left(result, "Inadmissible") == {}
     assert_untouched(result, "a1", "eng-alpha", "other-alpha")
-    assert_preempted(result, "b1", "eng-beta", "InCohortFairSharing", preempted_message(
+    assert_preempted(result, "b1", "eng-beta", "InCohortFairSharing", preemption_message(
         "wl-preemptor", "job-preemptor", "Fair Sharing within the cohort", "/other/other-alpha", "/other/other-beta"))
-    assert_pending(result, "preemptor", "eng-alpha",
+    assert_waiting(result, "preemptor", "eng-alpha",
                    "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor "
                    "on-demand, 3 more needed, insufficient unused quota for gpu in flavor spot, 3 more needed. "
                    "Pending the preemption of 1 workload(s)")
@@ -854,10 +836,10 @@ def test_preemption_over_borrowing_with_fair_sharing_preempt_in_first_flavor_ins
     assert assignments(result) == {"default/fs-low-pob": one("fs-pob-cq", {"cpu": "on-demand"}, ps="main")}
     assert left(result, "Pending") == {"fs-pob-cq": ["default/fs-high-pob"]}
     assert left(result, "Inadmissible") == {}
-    assert_pending(result, "fs-high-pob", "default",
+    assert_waiting(result, "fs-high-pob", "default",
                    "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
                    "on-demand, 5 more needed. Pending the preemption of 1 workload(s)")
-    assert_preempted(result, "fs-low-pob", "default", "InClusterQueue", preempted_message(
+    assert_preempted(result, "fs-low-pob", "default", "InClusterQueue", preemption_message(
         "wl-fs-high-pob", "job-fs-high-pob", "prioritization in the ClusterQueue",
         "/fs-pob-cohort/fs-pob-cq", "/fs-pob-cohort/fs-pob-cq"))
     assert event_reasons(result) == sorted([
