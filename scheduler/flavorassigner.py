@@ -16,7 +16,7 @@ from enum import IntEnum
 from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import ClusterState
 from scheduler.config import NO_CONFIGURATION, Configuration
-from scheduler.model import ClusterQueue, PodSet, ResourceFlavor, ResourceGroup, Taint, Workload
+from scheduler.model import ClusterQueue, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Taint, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for, untolerated_taint
 from scheduler.preemption import POSSIBLE_NONE, POSSIBLE_PREEMPT, Preemptor, Targets
 from scheduler.quantity import PODS, format_value
@@ -364,21 +364,25 @@ class FlavorAssigner:
         return self.state.config.fair_sharing is not None and \
             self.cq.preemption.get("reclaimWithinCohort", "Never") != "Never"
 
-    def quota_mode(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int]
-                   ) -> tuple[GranularMode, str, str]:
+    def quota_mode(self, flavor: str, resource: str, need: int, pending: Mapping[FlavorResource, int],
+                   released: int = 0) -> tuple[GranularMode, str, str]:
         """How `need` more of a resource fits a flavor on top of what earlier PodSets of the workload
         take (Kueue's fitsResourceQuota): the mode, why it does not simply fit, and the kind of
-        reason when it cannot fit at all."""
+        reason when it cannot fit at all. `released` is what the workload slice it replaces holds
+        of it there: Kueue asks the maximum capacity for the difference only (the replaced
+        slice's usage is out of the state while a replacement is assigned, which makes the other
+        checks the same)."""
         tree = self.state.quota
         fr = FlavorResource(flavor, resource)
         already = pending.get(fr, 0)
         value = already + need
         maximum = tree.potential_available(self.cq.name, fr)
-        if value > maximum:
+        if value - released > maximum:
             return GranularMode(Grain.NO_FIT), (
                 f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
-                f"({format_value(resource, already)}) + current podset request ({format_value(resource, need)}) "
-                f"> maximum capacity ({format_value(resource, maximum)})"), EXCEEDS_MAX_QUOTA
+                f"({format_value(resource, already)}) + current podset request "
+                f"({format_value(resource, need - released)}) > maximum capacity ({format_value(resource, maximum)})"
+            ), EXCEEDS_MAX_QUOTA
         node = tree.queues[self.cq.name]
         borrow, may_reclaim = borrowing_height(node, fr, value)
         available = tree.available(self.cq.name, fr)
@@ -555,7 +559,19 @@ class FlavorAssigner:
             mode = GranularMode(Grain.FIT)
             max_borrow, flavor_reasons, kind = 0, [], ""
             for r in resources:
-                m, why, why_kind = self.quota_mode(fq.name, r, needs[r], pending)
+                original, released = self.replaced_request(members, r, fq.name)
+                if original is not None:
+                    # Kueue keeps a replacement slice on its predecessor's flavors: this flavor does
+                    # not fit, whatever its quota says (checked all the same, as Kueue does)
+                    flavor_reasons.append(f"could not assign {fq.name} flavor since the original workload is "
+                                          f"assigned: {original}")
+                    kind = most_severe(kind, NO_MATCHING_FLAVOR)
+                    _m, why, _k = self.quota_mode(fq.name, r, needs[r], pending)
+                    if why:
+                        flavor_reasons.append(why)
+                    mode = GranularMode(Grain.NO_FIT)
+                    break
+                m, why, why_kind = self.quota_mode(fq.name, r, needs[r], pending, released)
                 max_borrow = max(max_borrow, m.borrow)
                 if why:
                     flavor_reasons.append(why)
@@ -672,6 +688,33 @@ class FlavorAssigner:
             if attempts:
                 parts.append(f"{psf.pod_set.name}: {', '.join(attempts)}")
         return " | ".join(parts)
+
+    def replaced_request(self, members: list[PodSet], resource: str, flavor: str) -> tuple[str | None, int]:
+        """Replacing a workload slice (Kueue's TotalRequests of the slice, by PodSet index): the
+        slice's flavor of `resource` where one of its PodSets at the positions of `members` has
+        another flavor than `flavor` ("" for none), else None; and what those before it hold of
+        the resource. (None, 0) without a replaced slice."""
+        old = self.replaced
+        if old is None or old.admission is None:
+            return None, 0
+        released = 0
+        for ps in members:
+            index = next(i for i, p in enumerate(self.wl.pod_sets) if p is ps)
+            old_ps = old.pod_sets[index] if index < len(old.pod_sets) else None
+            psa = old.admission.assignment_for(old_ps.name) if old_ps is not None else None
+            original = psa.flavors.get(resource, "") if psa is not None else ""
+            if psa is None or old_ps is None or original != flavor:
+                return original, released
+            released += self.slice_usage(psa, old_ps).get(resource, 0)
+        return None, released
+
+    def slice_usage(self, psa: PodSetAssignment, ps: PodSet) -> Mapping[str, int]:
+        """What a PodSet of the replaced slice holds: its admission's resource usage, else its
+        requests times its admitted count."""
+        if psa.resource_usage:
+            return psa.resource_usage
+        count = psa.count if psa.count is not None else ps.count
+        return {r: v * count for r, v in self.state.config.quota_requests(ps.spec.requests).items()}
 
     # ------------------------------------------------------------ TAS
 
