@@ -52,6 +52,19 @@ REQUEUE_GENERIC = "Generic"
 REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"  # parked even in a StrictFIFO ClusterQueue
 REQUEUE_PREEMPTION_GATED = "PreemptionGated"
 BULK_REASONS = frozenset({REQUEUE_NO_FIT, REQUEUE_NO_CANDIDATES})
+PARKED_ALONE = "parked-alone"  # the mark of a class of one workload parked without its equivalents
+ACTIVE_ALONE = "active-alone"  # one changed while parked, back in the heap without its equivalents
+
+
+def update_signature(wl: Workload) -> tuple:
+    """What Kueue's PushOrUpdate compares to decide whether a parked workload may have become
+    admissible: its spec (its generation and queue name), reclaimable pods, and Evicted and
+    Requeued conditions."""
+    def condition(cond_type: str) -> tuple | None:
+        c = wl.condition(cond_type)
+        return None if c is None else (c.status, c.reason, c.message)
+    return (wl.generation, wl.queue_name, tuple(sorted(wl.reclaimable_pods.items())),
+            condition("Evicted"), condition("Requeued"))
 
 # stale entries a heap may hold beyond twice its live ones before it is compacted
 COMPACT_SLACK = 256
@@ -190,6 +203,9 @@ class ClusterQueueQueue:
     sticky: str | None = None
     # admission fair sharing orders it by LocalQueue usage first (UsageOrderedQueue)
     by_usage: bool = False
+    # workloads parked on their own (a requeue reason Kueue does not bulk-move their equivalents
+    # for): the class they left for a class of one, which an unchanged update keeps them out of
+    alone: dict[str, Hashable] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.class_of)
@@ -266,7 +282,8 @@ class ClusterQueueQueue:
         entry = self.entry(key, order)
         old_shape = self.class_of.get(key)
         if old_shape is not None:
-            if old_shape == shape and self.classes[old_shape].members.get(key) == entry:
+            if self.classes[old_shape].members.get(key) == entry and (
+                    old_shape == shape or self.alone.get(key) == shape):
                 return
             self.remove(key)
         cls = self.classes.get(shape)
@@ -285,7 +302,20 @@ class ClusterQueueQueue:
             self.preemptor = self.sticky = None
         self.remove(key)
 
+    def alone_shape(self, key: str, shape: Hashable, mark: str = "parked-alone") -> Hashable:
+        """The class of one a workload parked (or requeued) on its own moves to."""
+        return (mark, key)
+
+    def park_alone(self, key: str, order: tuple, shape: Hashable, parked: Parked) -> None:
+        """Park the workload without its equivalents (Kueue records the equivalence hash only for
+        the bulk reasons): it leaves its class for one of its own."""
+        alone = self.alone_shape(key, shape, PARKED_ALONE)
+        self.push(key, order, alone)
+        self.park_class(alone, parked)
+        self.alone[key] = shape
+
     def remove(self, key: str) -> None:
+        self.alone.pop(key, None)
         shape = self.class_of.pop(key, None)
         if shape is None:
             return
@@ -503,6 +533,9 @@ class UsageOrderedQueue(ClusterQueueQueue):
             out |= super().members_of(s)
         return out
 
+    def alone_shape(self, key: str, shape: Hashable, mark: str = "parked-alone") -> Hashable:
+        return ((mark, key), shape[1])
+
     def local_queue_of(self, key: str) -> str | None:
         shape = self.class_of.get(key)
         return shape[1] if shape is not None else None
@@ -533,6 +566,8 @@ class QueueManager:
         self.assigned: dict[str, str] = {}  # pending workload -> ClusterQueue it waits in
         self.orders: dict[str, tuple] = {}  # pending workload -> its queue-order key
         self.orphans: dict[str, Orphan] = {}
+        # what each placed workload looked like when last placed (`update_signature`)
+        self.seen: dict[str, tuple] = {}
         self.second_pass: dict[str, SecondPassEntry] = {}
         # per pending workload, where its flavor scan resumes (Kueue keeps it in the queue manager's
         # workload info, in memory: it is lost on restart, and the scan starts from the first flavor)
@@ -653,7 +688,14 @@ class QueueManager:
         self.assigned[key] = target
         self.orders[key] = order
         q = self.queues[target]
-        q.push(key, order, self.queue_shape(q, wl))
+        shape = self.queue_shape(q, wl)
+        seen = self.seen.get(key)
+        self.seen[key] = now_seen = update_signature(wl)
+        q.push(key, order, shape)
+        if seen is not None and seen != now_seen and q.is_parked(key) is not None:
+            # Kueue's PushOrUpdate: a parked workload whose spec, reclaimable pods, Evicted or
+            # Requeued condition changed goes back to the heap, without its equivalents
+            q.push(key, order, q.alone_shape(key, shape, ACTIVE_ALONE))
 
     def queue_shape(self, q: ClusterQueueQueue, wl: Workload) -> Hashable:
         """The workload's class in `q`: its equivalence class, of its LocalQueue in a queue ordered
@@ -672,6 +714,7 @@ class QueueManager:
     def remove(self, key: str) -> None:
         cq = self.assigned.pop(key, None)
         self.orders.pop(key, None)
+        self.seen.pop(key, None)
         if cq is not None and cq in self.queues:
             self.queues[cq].forget(key)
         self.orphans.pop(key, None)
@@ -799,10 +842,11 @@ class QueueManager:
             return True, set(), 0
         # Kueue bulk-moves the equivalent workloads only for BestEffortFIFO and these reasons;
         # without hashing every workload is a class of its own
-        bulk = q.strategy == BEST_EFFORT_FIFO and reason in BULK_REASONS
-        members = q.park_class(shape, Parked(key, representative, under_hold, topology_blocked))
-        if not bulk:
+        parked = Parked(key, representative, under_hold, topology_blocked)
+        if not (q.strategy == BEST_EFFORT_FIFO and reason in BULK_REASONS):
+            q.park_alone(key, order, shape, parked)
             return False, set(), 0
+        members = q.park_class(shape, parked)
         if not keys:
             return False, set(), members - 1
         moved = q.members_of(shape)
