@@ -57,6 +57,8 @@ class DRS:
             return math.inf
         if self.is_zero:
             return 0.0
+        if self.weight == 0:  # a share over a zero weight, as Go's float division gives it
+            return math.copysign(math.inf, self.ratio)
         return self.ratio / self.weight
 
     @property
