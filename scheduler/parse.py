@@ -761,7 +761,8 @@ def parse_resource_flavor(obj: Mapping, where: Where) -> ResourceFlavor:
     )
 
 
-def parse_resource_groups(spec: Mapping, where: Where, parent_field: str = "") -> tuple[ResourceGroup, ...]:
+def parse_resource_groups(spec: Mapping, where: Where, parent_field: str = "", *,
+                          lending_within_nominal: bool = True) -> tuple[ResourceGroup, ...]:
     """spec.resourceGroups of a ClusterQueue or Cohort, checked as Kueue's API and webhooks
     check them. `parent_field`: the spec field naming its parent Cohort, when it is not set
     (then it neither borrows nor lends, and a borrowing or lending limit is refused)."""
@@ -801,7 +802,7 @@ def parse_resource_groups(spec: Mapping, where: Where, parent_field: str = "") -
                     raise rw.at("name").error(f"must match the name in coveredResources[{ri}] ({covered[ri]!r}): "
                                               f"list the resources in the order of coveredResources {list(covered)}")
                 named.add(rname)
-                quotas.append(resource_quota(rq, rname, rw, parent_field))
+                quotas.append(resource_quota(rq, rname, rw, parent_field, lending_within_nominal))
             if covered and len(named) != len(covered):  # Kueue's API: a quota for each covered resource
                 missing = [r for r in covered if r not in named]
                 raise fw.at("resources").error(f"has no quota for {', '.join(repr(r) for r in missing)} of "
@@ -811,16 +812,19 @@ def parse_resource_groups(spec: Mapping, where: Where, parent_field: str = "") -
     return tuple(groups)
 
 
-def resource_quota(rq: Mapping, name: str, where: Where, parent_field: str) -> ResourceQuota:
-    """One resource's quota; its lending limit at most its nominal quota, and no limits at all
-    without a parent Cohort (`parent_field` names the unset field then), as Kueue's API checks."""
+def resource_quota(rq: Mapping, name: str, where: Where, parent_field: str,
+                   lending_within_nominal: bool = True) -> ResourceQuota:
+    """One resource's quota; its lending limit at most its nominal quota (a ClusterQueue's: Kueue's
+    Cohort webhook does not ask it of a Cohort, which may lend what its children lend it), and no
+    limits at all without a parent Cohort (`parent_field` names the unset field then), as Kueue's
+    API checks."""
     quota = ResourceQuota(name, quota_value(rq, "nominalQuota", name, where, required=True),
                           quota_value(rq, "borrowingLimit", name, where), quota_value(rq, "lendingLimit", name, where))
     for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
         if limit is not None and parent_field:
             raise where.at(key).error(f"must be nil when {parent_field} is empty: without a parent Cohort nothing "
                                       "is borrowed or lent")
-    if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+    if lending_within_nominal and quota.lending_limit is not None and quota.lending_limit > quota.nominal:
         raise where.at("lendingLimit").error(f"must be less than or equal to the nominalQuota ({rq['nominalQuota']}), "
                                              f"got {rq['lendingLimit']}")
     return quota
@@ -991,7 +995,8 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
     parent = parent_name(spec, field, sw)
     if parent and parent == name:
         raise sw.at(field).error(f"a Cohort cannot be its own parent ({name!r})")
-    return Cohort(name, parent or None, parse_resource_groups(spec, sw, "" if parent else field),
+    return Cohort(name, parent or None, parse_resource_groups(spec, sw, "" if parent else field,
+                                                              lending_within_nominal=False),
                   parse_fair_weight(spec, sw))
 
 
