@@ -733,7 +733,7 @@ class QueueManager:
     def _requeue(self, changes: Changes) -> None:
         if changes.requeue_all:
             for q in self.queues.values():
-                q.unpark_all()
+                self._unpark(q)
             return
         names: set[str] = set()
         for cq in changes.cluster_queues:
@@ -743,14 +743,24 @@ class QueueManager:
         for name in names:
             q = self.queues.get(name)
             if q is not None:
-                q.unpark_all()
+                self._unpark(q)
         if changes.tas_released:
             # TAS capacity freed on nodes every ClusterQueue of the flavor shares: what waits for
             # topology (not quota) elsewhere may fit now, whatever its cohort
             for name in self.queues_using(changes.tas_released) - names:
                 q = self.queues.get(name)
                 if q is not None:
-                    q.unpark_all(topology_only=True)
+                    self._unpark(q, topology_only=True)
+
+    def _unpark(self, q: ClusterQueueQueue, *, topology_only: bool = False) -> None:
+        """QueueInadmissibleWorkloads on one ClusterQueue: its parked classes back in the heap, and
+        the workloads parked alone back in their equivalence classes."""
+        q.unpark_all(topology_only=topology_only)
+        for key, shape in list(q.alone.items()):
+            alone = q.classes.get(q.alone_shape(key, shape, PARKED_ALONE))
+            if alone is not None and alone.parked is None:
+                del q.alone[key]
+                q.push(key, self.orders[key], shape)
 
     def queues_using(self, flavors: set[str]) -> set[str]:
         return {name for name, cq in self.state.cluster_queues.items() if flavors & set(cq.flavor_names())}
@@ -759,12 +769,12 @@ class QueueManager:
         """QueueInadmissibleWorkloads: the ClusterQueues' (or every) parked workloads back to the heaps."""
         if cluster_queues is None:
             for q in self.queues.values():
-                q.unpark_all()
+                self._unpark(q)
             return
         for name in cluster_queues:
             for member in self.cohort_tree_queues(name):
                 if member in self.queues:
-                    self.queues[member].unpark_all()
+                    self._unpark(self.queues[member])
 
     def cohort_tree_queues(self, cq_name: str) -> set[str]:
         """Every ClusterQueue in the cohort tree of `cq_name` (just itself without a cohort)."""

@@ -42,6 +42,7 @@ from scheduler.flavorassigner import FIT
 from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, LocalQueue, Workload
 from scheduler.parse import ParsedObjects
 from scheduler.quantity import parse_quantity
+from scheduler.queues import ACTIVE_ALONE, PARKED_ALONE
 from scheduler.results import Answers, PassResult
 
 from .factories import (
@@ -155,11 +156,19 @@ def rebuild(engine: Engine) -> Engine:
     for key in [k for k in dst.backoff if k not in src.backoff]:
         del dst.backoff[key]
         dst.place(key, fresh.state.workload(key))
+    dst.seen = dict(src.seen)
     for name, q in src.queues.items():
         target = dst.queues[name]
+        alone = {q.alone_shape(key, shape, PARKED_ALONE): key for key, shape in q.alone.items()}
         for shape, cls in q.classes.items():
-            if cls.parked is not None:
+            if cls.parked is not None and shape not in alone:
                 target.park_class(shape, copy.copy(cls.parked))
+        for shape, key in alone.items():  # parked without their equivalents
+            if key in target.class_of and q.classes[shape].parked is not None:
+                target.park_alone(key, dst.orders[key], target.class_of[key], copy.copy(q.classes[shape].parked))
+        for key, shape in list(q.class_of.items()):  # back in the heap without their equivalents
+            if key in target.class_of and shape == q.alone_shape(key, target.class_of[key], ACTIVE_ALONE):
+                target.push(key, dst.orders[key], shape)
         # the preemptor (kept at the head) lives in memory, as in Kueue
         target.preemptor, target.preemptor_generation, target.sticky = q.preemptor, q.preemptor_generation, q.sticky
         if q.sticky in target.class_of:
