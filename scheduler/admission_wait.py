@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.cluster import ClusterState, has_failed_checks
-from scheduler.model import AdmissionCheckState, Condition, Workload
+from scheduler.model import AdmissionCheckState, Condition, Workload, checks_reset_on_eviction
 from scheduler.pods_ready import set_condition
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 from scheduler.second_pass import DELAYED, READY, delayed_requests, failure_message, place_delayed, second_pass_blocked
@@ -121,7 +121,7 @@ def synced_checks(state: ClusterState, wl: Workload) -> list[AdmissionCheckState
     if cq is None:
         return [listed[name] for name in sorted(listed)]
     flavors = {f for psa in wl.admission.pod_set_assignments for f in psa.flavors.values()}
-    required = sorted({name for f in flavors for name in state.checks_on_flavor(cq, f)})
+    required = sorted(state.checks_for_flavors(cq, flavors))
     return [listed.get(name) or AdmissionCheckState(name, "Pending") for name in required]
 
 
@@ -192,10 +192,7 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
     else:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
     set_condition(wl, Condition("Evicted", "True", reason, message, now))
-    wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
-        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", (),
-        (c.retry_count or 0) + 1 if c.state == RETRY else None, c.requeue_after_seconds, now)
-        for c in wl.admission_checks]
+    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
     wl.unhealthy_nodes.clear()
     result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))

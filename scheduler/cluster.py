@@ -291,6 +291,9 @@ class ClusterState:
         # holders listing an admission check in Retry or Rejected: Kueue's workload controller
         # evicts or deactivates them
         self.with_failed_checks: set[str] = set()
+        # deactivated workloads (spec.active false, or a DeactivationTarget) not yet evicted for it:
+        # Kueue's workload controller evicts them
+        self.to_deactivate: set[str] = set()
         # workloads (finished ones aside) with an admission check in Retry that asks for a delay
         # (requeueAfterSeconds): Kueue's workload controller keeps them out of the queue until then
         self.with_retry_delay: set[str] = set()
@@ -605,6 +608,13 @@ class ClusterState:
     def checks_on_flavor(self, cq: ClusterQueue, flavor: str) -> list[str]:
         """Names of the ClusterQueue's admission checks that apply to workloads using `flavor`."""
         return [rule.name for rule in cq.admission_checks if not rule.on_flavors or flavor in rule.on_flavors]
+
+    def checks_for_flavors(self, cq: ClusterQueue, flavors: Iterable[str]) -> set[str]:
+        """Names of the ClusterQueue's admission checks a workload assigned `flavors` must pass, as
+        Kueue's AdmissionChecksForWorkload gives them: a check without onFlavors applies whatever
+        the flavors (even none), one with onFlavors when a flavor is among them."""
+        flavors = set(flavors)
+        return {rule.name for rule in cq.admission_checks if not rule.on_flavors or flavors & set(rule.on_flavors)}
 
     def delays_topology(self, cq: ClusterQueue, flavor: str) -> bool:
         """A ProvisioningRequest check (or MultiKueue) on the flavor: the nodes do not exist yet,
@@ -1028,6 +1038,10 @@ class ClusterState:
             self.with_retry_delay.add(key)
         else:
             self.with_retry_delay.discard(key)
+        if not wl.active and not wl.is_finished and not wl.condition_true("Evicted"):
+            self.to_deactivate.add(key)
+        else:
+            self.to_deactivate.discard(key)
         if released is not None:
             self._released_generation[released.cluster_queue] += 1
             if not _same_charge(released, new_charge):
@@ -1045,6 +1059,7 @@ class ClusterState:
         self.reserved_not_admitted.discard(key)
         self.with_failed_checks.discard(key)
         self.with_retry_delay.discard(key)
+        self.to_deactivate.discard(key)
         self.order.pop(key, None)
         released = self._uncharge(key)
         if released is not None:

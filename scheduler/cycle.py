@@ -46,6 +46,7 @@ from scheduler.model import (
     PodSetAssignment,
     Requirement,
     Workload,
+    checks_reset_on_eviction,
 )
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
@@ -785,7 +786,7 @@ class SchedulingCycle:
         # Kueue's prepareWorkload: Admitted is synced only when the workload lists every check its
         # ClusterQueue requires for these flavors, and is then True only if all the checks the
         # workload lists (required or not) are Ready
-        required = {name for f in flavors for name in self.state.checks_on_flavor(cq, f)}
+        required = self.state.checks_for_flavors(cq, flavors)
         states = {ac.name: ac.state for ac in wl.admission_checks}
         synced = required <= states.keys()
         needs_checks = not synced or any(state != "Ready" for state in states.values())
@@ -842,6 +843,7 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     wl.conditions = [c for c in wl.conditions if c.type not in ("Evicted", "Preempted")]
     wl.conditions += [Condition("Evicted", "True", "Preempted", message, now),
                       Condition("Preempted", "True", t.reason, message, now)]
+    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
     state.workload_changed(wl)  # still holds its quota until its pods are gone
     result.events += [
         Event(wl.key, "Normal", "EvictedDueToPreempted", message),

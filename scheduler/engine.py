@@ -56,7 +56,7 @@ from scheduler.model import (
 )
 from scheduler.node_failure import NodeFailureController, is_admitted_by_tas, is_evicted
 from scheduler.parse import ParsedObjects
-from scheduler.pods_ready import time_out, timeout_deadline
+from scheduler.pods_ready import deactivate, time_out, timeout_deadline
 from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
@@ -173,6 +173,7 @@ class Engine:
         changed: set[str] = set()
         holds: list[Charge] = []
         try:
+            self._deactivated(now, outcome, changed)
             self._pods_ready_timeouts(now, outcome, changed)
             self._sync_admission_checks(now, outcome, changed)
             self._delay_retries(now, outcome, changed)
@@ -196,6 +197,12 @@ class Engine:
         stands, and answered so."""
         self.state.workload_changed(wl)
         outcome.decided[wl.key] = unchanged_result(self.state, wl)
+
+    def _deactivated(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
+        """Kueue's workload controller on deactivated workloads: evicted (those holding quota keep
+        it until their pods are gone)."""
+        self._rewrite_each(self.state.to_deactivate, lambda wl: True, lambda wl: deactivate(wl, now, outcome.result),
+                           now, outcome, changed)
 
     def _pods_ready_timeouts(self, now: datetime, outcome: PassOutcome, changed: set[str]) -> None:
         """waitForPodsReady: evict the admitted workloads whose pods did not get ready in time."""

@@ -32,6 +32,7 @@ from scheduler.model import (
     Taint,
     Toleration,
     Workload,
+    checks_reset_on_eviction,
 )
 from scheduler.results import (
     NODE_RECOVERED,
@@ -309,6 +310,7 @@ def evict_workload(wl: Workload, message: str, now: datetime, result: PassResult
     """Set the Evicted condition (reason NodeFailures) and record why."""
     wl.conditions = [c for c in wl.conditions if c.type != "Evicted"]
     wl.conditions.append(Condition("Evicted", "True", "NodeFailures", message, now))
+    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
     result.events.append(Event(wl.key, "Normal", EVICTED_BY_NODE_FAILURES, message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, node, trigger, message))
 

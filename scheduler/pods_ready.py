@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from scheduler.clock import later
 from scheduler.config import CREATION, WaitForPodsReady
-from scheduler.model import Condition, Workload
+from scheduler.model import Condition, Workload, checks_reset_on_eviction
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 
 PODS_READY = "PodsReady"
@@ -83,6 +83,7 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
         set_condition(wl, Condition("DeactivationTarget", "True", REQUEUING_LIMIT_EXCEEDED,
                                     DEACTIVATION_TARGET_MESSAGE, now))
         set_condition(wl, Condition("Evicted", "True", DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now))
+        wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
         wl.active = False
         wl.requeue_count, wl.requeue_at = 0, None
         result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{DEACTIVATED_BY_LIMIT}", DEACTIVATED_MESSAGE))
@@ -94,9 +95,29 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
     at = later(now, backoff(wl.requeue_count, config))
     wl.requeue_at = at if wl.requeue_at is None or wl.requeue_at < at else wl.requeue_at
     set_condition(wl, Condition("Evicted", "True", PODS_READY_TIMEOUT, message, now))
+    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
     set_condition(wl, Condition("Requeued", "False", PODS_READY_TIMEOUT, message, now))
     result.events.append(Event(wl.key, "Normal", "EvictedDueToPodsReadyTimeout", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", PODS_READY_TIMEOUT, message))
+
+
+def deactivate(wl: Workload, now: datetime, result: PassResult) -> None:
+    """Kueue's workload controller on a deactivated workload (spec.active false): Evicted, reason
+    Deactivated (DeactivatedDueTo<its DeactivationTarget's reason>, which it replaces), its
+    requeue state cleared; a workload holding quota keeps it until its pods are gone, and the
+    eviction is recorded."""
+    target = wl.condition("DeactivationTarget")
+    if target is not None and target.status == "True":
+        reason, message = f"DeactivatedDueTo{target.reason}", f"The workload is deactivated due to {target.message}"
+        wl.conditions = [c for c in wl.conditions if c.type != "DeactivationTarget"]
+    else:
+        reason, message = "Deactivated", "The workload is deactivated"
+    set_condition(wl, Condition("Evicted", "True", reason, message, now))
+    wl.requeue_count, wl.requeue_at = 0, None
+    if wl.has_quota_reservation:
+        wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+        result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
+        result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
 
 
 def set_condition(wl: Workload, condition: Condition) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
-from scheduler.model import STOP_HOLD_AND_DRAIN, STOP_NONE, Condition, Workload
+from scheduler.model import STOP_HOLD_AND_DRAIN, STOP_NONE, Condition, Workload, checks_reset_on_eviction
 from scheduler.node_failure import is_evicted
 from scheduler.results import INADMISSIBLE, WORKLOAD_EVICTED, Decision, Event, PassResult
 
@@ -57,6 +57,7 @@ def evict_stopped(wl: Workload, reason: str, message: str, now: datetime, result
     decision recorded; the workload keeps its quota until its pods are gone."""
     wl.conditions = [c for c in wl.conditions if c.type != "Evicted"]
     wl.conditions.append(Condition("Evicted", "True", reason, message, now))
+    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
     result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
 

@@ -427,3 +427,83 @@ def test_why_pending_in_the_backoff_says_the_check_asked_for_it():
     assert (stop.step, stop.message) == (
         "backoff", "in its requeue backoff until 2025-06-01T12:02:00Z, after its eviction by an admission check in "
                    "Retry; the delay its checks' controllers asked for: prov 120s")
+
+
+# ---------------------------------------------------------------- every eviction resets the checks
+
+READY_RESET = ("prov", "Pending", "Reset to Pending after eviction. Previously: Ready")
+
+
+def checked_and_admitted(name: str, *, cpu: str = "2", priority: int | None = None, **status_extra) -> dict:
+    """`name` admitted in cq after its check `prov` turned Ready."""
+    wl = admitted(workload(name, count=1, cpu=cpu, priority=priority, unconstrained=True),
+                  assignments={"main": domains_json(HOSTNAME_LEVELS, [("b1-r1-n1", 1)])})
+    wl["status"]["admissionChecks"] = [{"name": "prov", "state": "Ready", "message": "provisioned"}]
+    wl["status"].update(status_extra)
+    return wl
+
+
+def checks_of(engine: Engine, key: str) -> list[tuple[str, str, str]]:
+    return [(c.name, c.state, c.message) for c in engine.state.workload(key).admission_checks]
+
+
+def test_a_preempted_workload_must_pass_its_checks_again():
+    """Kueue resets a preemption victim's checks to Pending: once its quota is given back and it
+    is reserved again, it waits for its check instead of being admitted on the old Ready."""
+    cq = cluster_queue(quota={"cpu": "2"}, admission_checks=("prov",))
+    cq["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    objects = [topology(), resource_flavor(), admission_check("prov"), cq, local_queue(), *grid(1, 1, 2),
+               checked_and_admitted("victim", priority=0), workload("urgent", count=1, cpu="2", priority=100,
+                                                                     unconstrained=True)]
+    engine = Engine.from_parsed(parse(objects), gates())
+    engine.run_pass(NOW)
+    victim = engine.state.workload("default/victim")
+    assert victim.condition_true("Evicted") and victim.condition_true("Preempted")
+    assert checks_of(engine, "default/victim") == [READY_RESET]
+    # the victim's job stopped (Kueue clears its reservation), the preemptor is gone
+    released = parse_one(checked_and_admitted("victim", priority=0))
+    released.admission = None
+    released.conditions = []
+    released.admission_checks = engine.state.workload("default/victim").admission_checks
+    engine.upsert(released)
+    engine.delete("Workload", "default/urgent")
+    outcome = engine.run_pass(NOW + timedelta(seconds=1))
+    assert outcome.decided["default/victim"].status == "QuotaReserved"
+    assert not engine.state.workload("default/victim").is_admitted
+
+
+@pytest.mark.parametrize("evict", ["hold and drain", "deactivated", "PodsReady timeout"])
+def test_every_eviction_resets_the_checks(evict):
+    extra: list[dict] = []
+    cq = cluster_queue(admission_checks=("prov",))
+    wl = checked_and_admitted("train")
+    config = None
+    if evict == "hold and drain":
+        cq["spec"]["stopPolicy"] = "HoldAndDrain"
+    elif evict == "deactivated":
+        wl["spec"]["active"] = False
+    else:
+        from scheduler.config import parse_configuration
+        config = parse_configuration({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                      "waitForPodsReady": {"timeout": "1m"}})
+        wl["status"]["conditions"][1]["lastTransitionTime"] = "2025-06-01T11:00:00Z"
+    objects = [topology(), resource_flavor(), admission_check("prov"), cq, local_queue(), *grid(1, 1, 2), *extra, wl]
+    engine = Engine.from_parsed(parse(objects), gates(), config=config)
+    engine.run_pass(NOW)
+    assert engine.state.workload(KEY).condition_true("Evicted")
+    assert checks_of(engine, KEY) == [READY_RESET]
+
+
+def test_checks_without_on_flavors_apply_to_a_reservation_of_no_flavor():
+    """Kueue's AdmissionChecksForWorkload: a check on every flavor is required whatever the
+    workload's flavors, even none; one with onFlavors only when a flavor matches."""
+    cq = cluster_queue(flavors=("f1", "f2"))
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "all"}, {"name": "only-f2",
+                                                                                   "onFlavors": ["f2"]}]}
+    objects = [topology(), resource_flavor("f1"), resource_flavor("f2"), admission_check("all"),
+               admission_check("only-f2"), cq]
+    engine = Engine.from_parsed(parse(objects), gates())
+    parsed_cq = engine.state.cluster_queues["cq"]
+    assert engine.state.checks_for_flavors(parsed_cq, []) == {"all"}
+    assert engine.state.checks_for_flavors(parsed_cq, ["f1"]) == {"all"}
+    assert engine.state.checks_for_flavors(parsed_cq, ["f1", "f2"]) == {"all", "only-f2"}

@@ -206,7 +206,8 @@ def test_a_reservation_is_admitted_once_its_admission_check_is_ready():
     assert admitted["status"] == "True" and admitted["message"] == "The workload is admitted"
     assert row.raw["status"]["admissionChecks"][0]["state"] == "Ready"  # the controller's word is kept
     (event,) = WorkloadEvent.objects.filter(workload_key="ml/checked", scheduling_pass=second, kind="Admitted")
-    assert event.message == f"Admitted by ClusterQueue {row.cluster_queue}" and event.details["afterReservation"] is True
+    assert event.message == f"Admitted by ClusterQueue {row.cluster_queue}"
+    assert event.details["afterReservation"] is True
     second.refresh_from_db()
     assert second.admitted == 0  # the pass that reserved the quota counted it
 
