@@ -611,10 +611,13 @@ class ClusterState:
 
     def checks_for_flavors(self, cq: ClusterQueue, flavors: Iterable[str]) -> set[str]:
         """Names of the ClusterQueue's admission checks a workload assigned `flavors` must pass, as
-        Kueue's AdmissionChecksForWorkload gives them: a check without onFlavors applies whatever
-        the flavors (even none), one with onFlavors when a flavor is among them."""
+        Kueue's AdmissionChecksForWorkload gives them: a check without onFlavors, or whose
+        onFlavors cover every flavor of the ClusterQueue, applies whatever the flavors (even
+        none); one with other onFlavors when a flavor is among them."""
         flavors = set(flavors)
-        return {rule.name for rule in cq.admission_checks if not rule.on_flavors or flavors & set(rule.on_flavors)}
+        every = set(cq.flavor_names())
+        return {rule.name for rule in cq.admission_checks
+                if not rule.on_flavors or flavors & set(rule.on_flavors) or every <= set(rule.on_flavors)}
 
     def delays_topology(self, cq: ClusterQueue, flavor: str) -> bool:
         """A ProvisioningRequest check (or MultiKueue) on the flavor: the nodes do not exist yet,

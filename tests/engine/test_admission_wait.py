@@ -507,3 +507,23 @@ def test_checks_without_on_flavors_apply_to_a_reservation_of_no_flavor():
     assert engine.state.checks_for_flavors(parsed_cq, []) == {"all"}
     assert engine.state.checks_for_flavors(parsed_cq, ["f1"]) == {"all"}
     assert engine.state.checks_for_flavors(parsed_cq, ["f1", "f2"]) == {"all", "only-f2"}
+
+
+@pytest.mark.parametrize(("flavors", "expected"), [
+    pytest.param(["flavor1", "flavor2"], {"ac1", "ac2", "ac3", "ac4", "ac6"},
+                 id="Only relevant checks returned for an admitted workload"),
+    pytest.param([], {"ac3", "ac4", "ac6"},
+                 id="Only correct checks covering all relevant flavors returned for Workload without Quota Reserved"),
+])
+def test_kueue_admission_checks_for_workload(flavors, expected):
+    """Kueue's TestAdmissionChecksForWorkload (pkg/workload): a check whose onFlavors cover every
+    flavor of the ClusterQueue applies even before flavors are assigned."""
+    cq = cluster_queue(flavors=("flavor1", "flavor2"))
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [
+        {"name": "ac1", "onFlavors": ["flavor1"]}, {"name": "ac2", "onFlavors": ["flavor2"]},
+        {"name": "ac3", "onFlavors": ["flavor1", "flavor2"]},
+        {"name": "ac4", "onFlavors": ["flavor1", "flavor2", "non-existent-flavor"]},
+        {"name": "ac5", "onFlavors": ["non-existent-flavor"]}, {"name": "ac6"}]}
+    engine = Engine.from_parsed(parse([topology(), resource_flavor("flavor1"), resource_flavor("flavor2"), cq]),
+                                gates())
+    assert engine.state.checks_for_flavors(engine.state.cluster_queues["cq"], flavors) == expected
