@@ -54,7 +54,7 @@ from scheduler.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from scheduler.node_failure import NodeFailureController, is_admitted_by_tas, is_evicted
+from scheduler.node_failure import NodeFailureController, has_assignment_on_unhealthy_node, is_evicted
 from scheduler.parse import ParsedObjects
 from scheduler.pods_ready import deactivate, time_out, timeout_deadline
 from scheduler.queues import QueueManager
@@ -72,7 +72,7 @@ def needs_second_pass(wl: Workload) -> bool:
     a reserved one whose delayed topology request can now be placed."""
     if not holds_quota(wl) or is_evicted(wl):
         return False
-    return bool(wl.unhealthy_nodes and is_admitted_by_tas(wl)) or awaiting_second_pass(wl)
+    return has_assignment_on_unhealthy_node(wl) or awaiting_second_pass(wl)
 
 
 @dataclass(slots=True)

@@ -78,6 +78,17 @@ def is_admitted_by_tas(wl: Workload) -> bool:
         psa.topology_assignment is not None for psa in wl.admission.pod_set_assignments)
 
 
+def has_assignment_on_unhealthy_node(wl: Workload) -> bool:
+    """Kueue's HasTopologyAssignmentWithUnhealthyNode: an admitted workload one of whose
+    TopologyAssignment domains is, at its lowest level, a node its unhealthyNodes list."""
+    if not wl.unhealthy_nodes or not wl.is_admitted or wl.admission is None:
+        return False
+    unhealthy = set(wl.unhealthy_nodes)
+    return any(dom.values and dom.values[-1] in unhealthy
+               for psa in wl.admission.pod_set_assignments if psa.topology_assignment is not None
+               for dom in psa.topology_assignment.domains)
+
+
 def assigned_nodes(wl: Workload) -> list[str]:
     """Hostnames in the workload's assignments (only assignments whose lowest level is the hostname)."""
     seen: dict[str, None] = {}

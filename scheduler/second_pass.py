@@ -25,10 +25,13 @@ DELAYED, READY = "Pending", "Ready"
 
 
 def awaiting_second_pass(wl: Workload) -> bool:
-    """Quota reserved, a PodSet's topology delayed, and every admission check Ready."""
-    if not wl.has_quota_reservation or wl.is_finished or wl.condition_true("Evicted") or wl.admission is None:
+    """Kueue's needsSecondPassForDelayedAssignment: quota reserved, not admitted yet, a PodSet's
+    topology delayed, and admission checks listed, all of them Ready."""
+    if not wl.has_quota_reservation or wl.is_finished or wl.condition_true("Evicted") or wl.admission is None \
+            or wl.is_admitted or not wl.admission_checks:
         return False
-    if not any(psa.delayed_topology_request == DELAYED for psa in wl.admission.pod_set_assignments):
+    if not any(psa.delayed_topology_request == DELAYED and psa.topology_assignment is None
+               for psa in wl.admission.pod_set_assignments):
         return False
     return all(check.state == "Ready" for check in wl.admission_checks)
 
