@@ -181,13 +181,8 @@ def pods_ready(timeout: str = "0s", *, recovery: str | None = None, limit: int |
     """WithWaitForPodsReady(&waitForPodsReadyConfig{timeout, recoveryTimeout,
     requeuingBackoffLimitCount, requeuingBackoffBaseSeconds, requeuingBackoffMaxDuration}) as
     Kueue's configuration (jitter is 0 in every case)."""
-    strategy: dict[str, Any] = {}
-    if limit is not None:
-        strategy["backoffLimitCount"] = limit
-    if base is not None:
-        strategy["backoffBaseSeconds"] = base
-    if maximum is not None:
-        strategy["backoffMaxSeconds"] = maximum
+    strategy = {name: value for name, value in (("backoffLimitCount", limit), ("backoffBaseSeconds", base),
+                                                 ("backoffMaxSeconds", maximum)) if value is not None}
     section: dict[str, Any] = {"timeout": timeout}
     if recovery is not None:
         section["recoveryTimeout"] = recovery
