@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.cluster import ClusterState, has_failed_checks
-from scheduler.model import AdmissionCheckState, Condition, Workload, checks_reset_on_eviction
-from scheduler.pods_ready import set_condition
+from scheduler.model import AdmissionCheckState, Condition, Workload
+from scheduler.pods_ready import evict, set_condition
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 from scheduler.second_pass import DELAYED, READY, delayed_requests, failure_message, place_delayed, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
@@ -191,8 +191,7 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
         wl.active = False
     else:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
-    set_condition(wl, Condition("Evicted", "True", reason, message, now))
-    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+    evict(wl, reason, message, now)
     wl.unhealthy_nodes.clear()
     result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))

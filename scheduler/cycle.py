@@ -46,9 +46,8 @@ from scheduler.model import (
     PodSetAssignment,
     Requirement,
     Workload,
-    checks_reset_on_eviction,
 )
-from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
+from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, evict, not_ready, set_condition
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
 from scheduler.queues import (
     REQUEUE_GENERIC,
@@ -840,10 +839,8 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
                f"preemptee path: {preemptor.cluster_queue_path(target_cq)}")
     priorities = (f"preemptor effective priority: {priority_text(state, by)}; "
                   f"preemptee effective priority: {priority_text(state, wl)}")
-    wl.conditions = [c for c in wl.conditions if c.type not in ("Evicted", "Preempted")]
-    wl.conditions += [Condition("Evicted", "True", "Preempted", message, now),
-                      Condition("Preempted", "True", t.reason, message, now)]
-    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+    evict(wl, "Preempted", message, now)
+    set_condition(wl, Condition("Preempted", "True", t.reason, message, now))
     state.workload_changed(wl)  # still holds its quota until its pods are gone
     result.events += [
         Event(wl.key, "Normal", "EvictedDueToPreempted", message),

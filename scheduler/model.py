@@ -500,16 +500,6 @@ class AdmissionCheckState:
     last_transition_time: datetime | None = None
 
 
-def checks_reset_on_eviction(checks: list[AdmissionCheckState], now: datetime) -> list[AdmissionCheckState]:
-    """Kueue's resetChecksOnEviction, part of every eviction: each admission check not Pending goes
-    back to Pending (a check in Retry counts one more retry), so that its controller checks the
-    workload again before it is admitted again."""
-    return [c if c.state == "Pending" else AdmissionCheckState(
-        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", (),
-        (c.retry_count or 0) + 1 if c.state == "Retry" else None, c.requeue_after_seconds, now)
-        for c in checks]
-
-
 @dataclass(slots=True)
 class Workload:
     namespace: str

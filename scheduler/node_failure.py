@@ -25,15 +25,14 @@ from scheduler.cluster import ClusterState
 from scheduler.model import (
     NO_EXECUTE,
     NO_SCHEDULE,
-    Condition,
     Node,
     Pod,
     PodSet,
     Taint,
     Toleration,
     Workload,
-    checks_reset_on_eviction,
 )
+from scheduler.pods_ready import evict
 from scheduler.results import (
     NODE_RECOVERED,
     NODE_UNHEALTHY,
@@ -319,9 +318,7 @@ class NodeFailureController:
 def evict_workload(wl: Workload, message: str, now: datetime, result: PassResult, *, node: str = "",
                    trigger: str = "") -> None:
     """Set the Evicted condition (reason NodeFailures) and record why."""
-    wl.conditions = [c for c in wl.conditions if c.type != "Evicted"]
-    wl.conditions.append(Condition("Evicted", "True", "NodeFailures", message, now))
-    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+    evict(wl, "NodeFailures", message, now)
     result.events.append(Event(wl.key, "Normal", EVICTED_BY_NODE_FAILURES, message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, node, trigger, message))
 

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from scheduler.clock import later
 from scheduler.config import CREATION, WaitForPodsReady
-from scheduler.model import Condition, Workload, checks_reset_on_eviction
+from scheduler.model import AdmissionCheckState, Condition, Workload
 from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
 
 PODS_READY = "PodsReady"
@@ -82,8 +82,7 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
     if limit is not None and wl.requeue_count + 1 > limit:
         set_condition(wl, Condition("DeactivationTarget", "True", REQUEUING_LIMIT_EXCEEDED,
                                     DEACTIVATION_TARGET_MESSAGE, now))
-        set_condition(wl, Condition("Evicted", "True", DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now))
-        wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+        evict(wl, DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now)
         wl.active = False
         wl.requeue_count, wl.requeue_at = 0, None
         result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{DEACTIVATED_BY_LIMIT}", DEACTIVATED_MESSAGE))
@@ -94,8 +93,7 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
     # so a later one already set is kept
     at = later(now, backoff(wl.requeue_count, config))
     wl.requeue_at = at if wl.requeue_at is None or wl.requeue_at < at else wl.requeue_at
-    set_condition(wl, Condition("Evicted", "True", PODS_READY_TIMEOUT, message, now))
-    wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+    evict(wl, PODS_READY_TIMEOUT, message, now)
     set_condition(wl, Condition("Requeued", "False", PODS_READY_TIMEOUT, message, now))
     result.events.append(Event(wl.key, "Normal", "EvictedDueToPodsReadyTimeout", message))
     result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", PODS_READY_TIMEOUT, message))
@@ -112,12 +110,25 @@ def deactivate(wl: Workload, now: datetime, result: PassResult) -> None:
         wl.conditions = [c for c in wl.conditions if c.type != "DeactivationTarget"]
     else:
         reason, message = "Deactivated", "The workload is deactivated"
-    set_condition(wl, Condition("Evicted", "True", reason, message, now))
     wl.requeue_count, wl.requeue_at = 0, None
-    if wl.has_quota_reservation:
-        wl.admission_checks = checks_reset_on_eviction(wl.admission_checks, now)
+    if not wl.has_quota_reservation:
+        set_condition(wl, Condition("Evicted", "True", reason, message, now))
+    else:
+        evict(wl, reason, message, now)
         result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
         result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
+
+
+def evict(wl: Workload, reason: str, message: str, now: datetime) -> None:
+    """What every eviction writes on a workload holding quota, as Kueue's workload.Evict: the
+    Evicted condition, and each admission check not Pending reset to Pending (resetChecksOnEviction;
+    one in Retry counts one more retry), so that its controller checks the workload again before
+    it is admitted again."""
+    set_condition(wl, Condition("Evicted", "True", reason, message, now))
+    wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
+        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", (),
+        (c.retry_count or 0) + 1 if c.state == "Retry" else None, c.requeue_after_seconds, now)
+        for c in wl.admission_checks]
 
 
 def set_condition(wl: Workload, condition: Condition) -> None:
