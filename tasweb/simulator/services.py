@@ -737,6 +737,8 @@ class Tick:
         rows = cluster.Workload.objects.filter(status__in=(WorkloadStatus.EVICTED, WorkloadStatus.PREEMPTED),
                                                invalid_reason="").order_by("namespace", "name")
         for wl in rows:
+            if not (wl.raw.get("status") or {}).get("admission"):
+                continue  # nothing to give back: a deactivated workload keeps Evicted while it waits
             for pod in cluster.Pod.objects.filter(namespace=wl.namespace, workload_name=wl.name).order_by("name"):
                 self.writer.delete("Pod", pod.raw)
                 self.report.pods_deleted += 1
@@ -753,8 +755,11 @@ class Tick:
             set_condition(status, "Requeued", "True" if reason in REQUEUED_AT_ONCE else "False", reason, message,
                           self.now)
             # Kueue keeps Evicted=True until it reserves quota again and resets it then; the
-            # engine's admission leaves conditions it does not own alone, so the reset happens here
-            for kind in ("Evicted", "Preempted"):
+            # engine's admission leaves conditions it does not own alone, so the reset happens here,
+            # except for a deactivated workload, which keeps its Evicted (Deactivated...) as in Kueue
+            # until it is active again and admitted
+            inactive = (raw.get("spec") or {}).get("active", True) is False
+            for kind in () if inactive else ("Evicted", "Preempted"):
                 condition = _condition(status, kind)
                 if condition and condition.get("status") == "True":
                     set_condition(status, kind, "False", "Requeued", f"Previously: {condition.get('message', '')}",
@@ -787,7 +792,7 @@ class Tick:
             requeued = _condition(status, "Requeued") or {}
             if requeued.get("status") != "False":
                 continue
-            reason = requeued.get("reason")
+            reason = requeued.get("reason") or ""
             lq = queues.get((wl.namespace, wl.queue_name))
             restarted = None
             if reason in BACKOFF_REASONS:
@@ -796,7 +801,7 @@ class Tick:
                 if due is None or due <= self.now:
                     state.pop("requeueAt", None)
                     restarted = ("BackoffFinished", "The workload backoff was finished")
-            elif reason == "Deactivated" and (raw.get("spec") or {}).get("active", True) is not False:
+            elif reason.startswith("Deactivated") and (raw.get("spec") or {}).get("active", True) is not False:
                 restarted = ("Reactivated", "The workload was reactivated")
             elif reason == "ClusterQueueStopped" and lq is not None and policies.get(lq.cluster_queue) == STOP_NONE:
                 restarted = ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped")

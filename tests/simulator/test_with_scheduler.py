@@ -341,3 +341,60 @@ def test_a_backoff_over_requeues_and_one_still_running_waits(run_ticks):
     assert over.raw["status"]["requeueState"] == {"count": 1}
     assert requeued_condition(waiting)[:2] == ("False", "PodsReadyTimeout")
     assert "requeueAt" in waiting.raw["status"]["requeueState"]
+
+
+@pytest.mark.parametrize(("target", "reason", "message"), [
+    (None, "Deactivated", "The workload is deactivated"),
+    ({"type": "DeactivationTarget", "status": "True", "reason": "AdmissionCheck",
+      "message": "Admission check(s): prov, were rejected", "lastTransitionTime": "2025-06-01T12:00:00Z"},
+     "DeactivatedDueToAdmissionCheck", "The workload is deactivated due to Admission check(s): prov, were rejected"),
+])
+def test_a_deactivated_workload_gives_its_nodes_back_and_runs_again_once_reactivated(run_ticks, target, reason,
+                                                                                      message):
+    """spec.active false on a running workload (with the DeactivationTarget Kueue sets first, or
+    without): the pass evicts it, its pods stop, it waits without being admitted while inactive,
+    and once active again Kueue's Requeued=True (Reactivated) lets the next pass admit it."""
+    from tasweb.simulator.models import SimulatorState
+    from tasweb.simulator.services import ClusterWriter
+
+    config = quiet(nodes_per_rack=2, blocks=1, racks_per_block=1, runtime_min_seconds=600, runtime_max_seconds=600)
+    simulator_seed(config=config, now=START)
+    wl = simulator_submit(shape=whole_nodes(2), now=START, rng=random.Random(3), config=config)
+    run_ticks(3, config=config, until=lambda: len(running_nodes(wl)) == 2)
+
+    def set_active(active: bool) -> None:
+        wl.refresh_from_db()
+        raw = {**wl.raw, "spec": {**wl.raw["spec"], "active": active}}
+        if not active and target is not None:
+            raw["status"] = {**raw["status"], "conditions": [*raw["status"]["conditions"], target]}
+        state = SimulatorState.objects.get()
+        ClusterWriter(state).put("Workload", raw)
+        state.save()
+
+    set_active(False)
+    run_ticks(1, config=config)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.EVICTED
+    evicted = next(c for c in wl.raw["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (reason, message)
+    assert not any(c["type"] == "DeactivationTarget" for c in wl.raw["status"]["conditions"])
+    assert events(wl, EventKind.EVICTED).exists()
+    run_ticks(2, config=config)
+    wl.refresh_from_db()
+    # deactivated for good: no admission, no pods, Evicted kept (as Kueue keeps it) and nothing
+    # writing the workload again tick after tick
+    assert "admission" not in wl.raw["status"] and not running_nodes(wl)
+    assert requeued_condition(wl)[:2] == ("False", reason)
+    settled = wl.resource_version
+    run_ticks(3, config=config)
+    wl.refresh_from_db()
+    assert wl.resource_version == settled
+    evicted = next(c for c in wl.raw["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["status"], evicted["reason"]) == ("True", reason)
+
+    set_active(True)
+    run_ticks(1, config=config, scheduler=False)
+    assert requeued_condition(wl) == ("True", "Reactivated", "The workload was reactivated")
+    run_ticks(4, config=config, until=lambda: len(running_nodes(wl)) == 2)
+    wl.refresh_from_db()
+    assert wl.status == WorkloadStatus.ADMITTED
