@@ -883,7 +883,8 @@ class NominationProblem:
 
 def nomination_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> NominationProblem | None:
     """Kueue's nomination checks of a head, in its order: an admission check in Retry or Rejected
-    (its controller has to set it back first), then the namespace and the resources
+    (its controller has to set it back first), its ClusterQueue under a cycle of Cohorts (left
+    out of Kueue's snapshot as inactive), then the namespace and the resources
     (`admissibility_problem`). None when the head goes on to flavor assignment."""
     if wl.admission_checks and has_failed_checks(wl):
         failed = ", ".join(f"{c.name} is {c.state}" + (f" ({c.message})" if c.message else "")
@@ -891,11 +892,23 @@ def nomination_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> N
         return NominationProblem(FAILED_CHECKS, REQUEUE_GENERIC, PENDING_EVALUATION, stops.FAILED_CHECKS,
                                  f"{FAILED_CHECKS}: {failed}; it is tried again once its check controller "
                                  "sets them back")
+    cycle = state.quota.cycle_of(cq)
+    if cycle is not None:
+        message = f"ClusterQueue {cq.name} is inactive"
+        return NominationProblem(message, REQUEUE_GENERIC, MISCONFIGURED, stops.MISCONFIGURED,
+                                 f"{message}: {cohort_cycle_text(cq, cycle)}")
     problem = admissibility_problem(state, wl, cq)
     if problem is None:
         return None
     message, requeue = problem
     return NominationProblem(message, requeue, MISCONFIGURED, stops.MISCONFIGURED, message)
+
+
+def cohort_cycle_text(cq: ClusterQueue, cycle: tuple[str, ...]) -> str:
+    """Why a ClusterQueue under a cycle of Cohorts admits nothing, for people."""
+    where = "is in" if cycle[-1] == cycle[0] else "leads into"
+    return (f"its Cohort {cq.cohort} {where} a cycle of Cohorts ({' -> '.join(cycle)}), and Kueue admits nothing "
+            "in the ClusterQueues under a cycle until it is broken")
 
 
 def admissibility_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -> tuple[str, str] | None:

@@ -993,8 +993,6 @@ def parse_cohort(obj: Mapping, where: Where) -> Cohort:
     sw = where.at("spec")
     field = "parent" if spec.get("parent") and not spec.get("parentName") else "parentName"
     parent = parent_name(spec, field, sw)
-    if parent and parent == name:
-        raise sw.at(field).error(f"a Cohort cannot be its own parent ({name!r})")
     return Cohort(name, parent or None, parse_resource_groups(spec, sw, "" if parent else field,
                                                               lending_within_nominal=False),
                   parse_fair_weight(spec, sw))

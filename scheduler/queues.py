@@ -732,8 +732,9 @@ class QueueManager:
 
     def _requeue(self, changes: Changes) -> None:
         if changes.requeue_all:
-            for q in self.queues.values():
-                self._unpark(q)
+            for name, q in self.queues.items():
+                if not self._under_cycle(name):
+                    self._unpark(q)
             return
         names: set[str] = set()
         for cq in changes.cluster_queues:
@@ -742,15 +743,21 @@ class QueueManager:
             names |= self.queues_using(changes.flavors)
         for name in names:
             q = self.queues.get(name)
-            if q is not None:
+            if q is not None and not self._under_cycle(name):
                 self._unpark(q)
         if changes.tas_released:
             # TAS capacity freed on nodes every ClusterQueue of the flavor shares: what waits for
             # topology (not quota) elsewhere may fit now, whatever its cohort
             for name in self.queues_using(changes.tas_released) - names:
                 q = self.queues.get(name)
-                if q is not None:
+                if q is not None and not self._under_cycle(name):
                     self._unpark(q, topology_only=True)
+
+    def _under_cycle(self, name: str) -> bool:
+        """Kueue requeues nothing of a ClusterQueue whose Cohorts form a cycle (it would be
+        turned away again); breaking the cycle changes a Cohort, which requeues it."""
+        cq = self.state.cluster_queues.get(name)
+        return cq is not None and self.state.quota.cycle_of(cq) is not None
 
     def _unpark(self, q: ClusterQueueQueue, *, topology_only: bool = False) -> None:
         """QueueInadmissibleWorkloads on one ClusterQueue: its parked classes back in the heap, and
@@ -768,12 +775,13 @@ class QueueManager:
     def requeue_inadmissible(self, cluster_queues: Iterable[str] | None = None) -> None:
         """QueueInadmissibleWorkloads: the ClusterQueues' (or every) parked workloads back to the heaps."""
         if cluster_queues is None:
-            for q in self.queues.values():
-                self._unpark(q)
+            for name, q in self.queues.items():
+                if not self._under_cycle(name):
+                    self._unpark(q)
             return
         for name in cluster_queues:
             for member in self.cohort_tree_queues(name):
-                if member in self.queues:
+                if member in self.queues and not self._under_cycle(member):
                     self._unpark(self.queues[member])
 
     def cohort_tree_queues(self, cq_name: str) -> set[str]:

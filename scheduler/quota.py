@@ -5,12 +5,17 @@ A node's subtree quota is its nominal quota plus what its children lend (their s
 quota minus what a lending limit keeps local); a child's usage beyond what it keeps
 local counts against its parent. A ClusterQueue can use what is free along the path to
 the root, within its borrowing limits.
+
+Cohorts whose parent chain comes back to a Cohort already on it (those of a cycle, and those
+under one) form no tree: as Kueue does, their ClusterQueues admit nothing until the cycle is
+broken (`QuotaTree.cycles`). The edge that would close a cycle is left out, so that nothing
+here walks one.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model import ClusterQueue, Cohort, ResourceGroup
@@ -72,6 +77,8 @@ class QuotaTree:
                                                     fair_weight=cq.fair_weight)
             if cq.cohort:
                 self._link(node, self._cohort(cq.cohort))
+        # Cohort -> the chain of Cohorts its parents run through until one repeats
+        self.cycles: dict[str, tuple[str, ...]] = cohort_cycles(parents)
         for name, parent in parents.items():
             if parent and not self._would_cycle(name, parent, parents):
                 self._link(self.cohorts[name], self._cohort(parent))
@@ -108,6 +115,12 @@ class QuotaTree:
                 node.subtree[fr] += value - child.local_quota(fr)
 
     # ------------------------------------------------------------ queries
+
+    def cycle_of(self, cq: ClusterQueue) -> tuple[str, ...] | None:
+        """The chain of Cohorts, from the ClusterQueue's own, that runs into a cycle (Kueue's
+        hierarchy.HasCycle of its Cohort): Kueue's snapshot holds such a ClusterQueue inactive.
+        None when its Cohort tree has no cycle."""
+        return self.cycles.get(cq.cohort) if cq.cohort else None
 
     def available(self, cq: str, fr: FlavorResource) -> int:
         return _available(self.queues[cq], fr)
@@ -179,6 +192,32 @@ def _remove(node: QuotaNode, fr: FlavorResource, value: int) -> None:
     node.usage[fr] -= value
     if stored_in_parent > 0 and node.parent is not None:
         _remove(node.parent, fr, min(value, stored_in_parent))
+
+
+def cohort_cycles(parents: Mapping[str, str | None]) -> dict[str, tuple[str, ...]]:
+    """Per Cohort whose parent chain comes back to a Cohort already on it, that chain up to the
+    repeat (`("d", "a", "b", "a")`: d's parent a is in the cycle a -> b -> a). A parent that
+    is not a Cohort object ends a chain: it is a root without quota of its own."""
+    verdicts: dict[str, tuple[str, ...] | None] = {}
+    for start in parents:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current: str | None = start
+        while current is not None and current not in verdicts and current not in on_chain:
+            chain.append(current)
+            on_chain.add(current)
+            current = parents.get(current) or None
+        if current is None:
+            verdicts.update(dict.fromkeys(chain))
+        elif current in on_chain:  # a new cycle: each Cohort's chain ends where it repeats
+            start_of_cycle = chain.index(current)
+            for i, name in enumerate(chain):
+                verdicts[name] = (*chain[i:], *chain[start_of_cycle:max(i, start_of_cycle) + 1])
+        else:  # a Cohort decided before
+            known = verdicts[current]
+            for i, name in enumerate(chain):
+                verdicts[name] = None if known is None else (*chain[i:], *known)
+    return {name: chain for name, chain in verdicts.items() if chain is not None}
 
 
 # ------------------------------------------------------------ hierarchy queries (preemption)

@@ -39,15 +39,16 @@ def awaiting_second_pass(wl: Workload) -> bool:
 def second_pass_blocked(state: ClusterState, wl: Workload) -> str | None:
     """Why Kueue's nomination turns a workload needing a second pass (a delayed topology, an
     unhealthy node to replace) away before any placement is tried, in Kueue's order: an
-    admission check in Retry or Rejected, its ClusterQueue inactive (stopped, or missing what it
-    names) or gone, its namespace or resources no longer admissible. Such a workload keeps what it
-    holds and waits for its next second pass; None when it may be placed."""
+    admission check in Retry or Rejected, its ClusterQueue inactive (stopped, missing what it
+    names, or under a cycle of Cohorts) or gone, its namespace or resources no longer
+    admissible. Such a workload keeps what it holds and waits for its next second pass; None
+    when it may be placed."""
     if has_failed_checks(wl):
         return FAILED_CHECKS
     name = wl.admission.cluster_queue if wl.admission is not None else ""
-    if name in state.inactive_cluster_queues:
-        return f"ClusterQueue {name} is inactive"
     cq = state.cluster_queues.get(name)
+    if name in state.inactive_cluster_queues or (cq is not None and state.quota.cycle_of(cq) is not None):
+        return f"ClusterQueue {name} is inactive"
     if cq is None:
         return f"ClusterQueue {name} not found"
     problem = admissibility_problem(state, wl, cq)

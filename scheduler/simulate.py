@@ -107,7 +107,30 @@ def simulate_parsed(
         if any(c.message != STOPPED for c in causes):  # a stopped one is stopped on purpose
             _, reason, message = active_condition(causes)
             warn(f"ClusterQueue/{name}: inactive ({reason}): {message} None of its workloads is admitted")
+    for warning in cohort_cycle_warnings(engine.state):
+        warn(warning)
     return engine_pass(engine, now, cycles=cycles)
+
+
+def cohort_cycle_warnings(state: ClusterState) -> list[str]:
+    """One line per cycle of Cohorts, naming the ClusterQueues it holds inactive."""
+    quota = state.quota
+    held: dict[frozenset[str], list[str]] = {}
+    for cq in state.cluster_queues.values():
+        chain = quota.cycle_of(cq)
+        if chain is not None:  # the cycle is the chain's tail from the first time its last Cohort appears
+            held.setdefault(frozenset(chain[chain.index(chain[-1]):]), []).append(cq.name)
+    out = []
+    reported: set[frozenset[str]] = set()
+    for name, chain in sorted(quota.cycles.items()):
+        members = frozenset(chain)
+        if chain[0] != chain[-1] or members in reported:
+            continue  # a Cohort that only leads into a cycle, or a cycle already named
+        reported.add(members)
+        queues = ", ".join(sorted(held.get(members, []))) or "none"
+        out.append(f"Cohort/{name}: Cohorts form a cycle ({' -> '.join(chain)}): Kueue holds every ClusterQueue "
+                   f"under it inactive until it is broken (here: {queues}); none of their workloads is admitted")
+    return out
 
 
 def engine_pass(engine: Engine, now: datetime, *, cycles: int | None = 1) -> PassResult:

@@ -266,6 +266,10 @@ def preemption_stop(waiting: str, targets: Iterable[Any], checks: list[QuotaChec
 def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked: bool) -> list[str]:
     """What requeues a parked workload of `cq` (Kueue's requeue events, as the queue manager
     follows them)."""
+    cycle = state.quota.cycle_of(cq)
+    if cycle is not None:  # nothing but the cycle broken lets it admit
+        return [f"change to ClusterQueue {cq.name} or to Cohort(s) {', '.join(sorted(set(cycle)))} that breaks "
+                "the cycle"]
     node = state.quota.queues.get(cq.name)
     root = root_of(node) if node is not None else None
     where = f"cohort {root.name}" if root is not None and root is not node else f"ClusterQueue {cq.name}"

@@ -1,5 +1,6 @@
-"""Checks that need more than one object: a Cohort tree without cycles, and admitted
-topology assignments stated in the levels of their flavor's Topology.
+"""Checks that need more than one object: admitted topology assignments stated in the levels
+of their flavor's Topology. (A cycle of Cohorts is no input error: Kueue keeps the objects and
+holds the ClusterQueues under it inactive, as the engine does; see `scheduler.quota`.)
 
 `parse` checks each object on its own; these run once every object is read. The same
 checks serve the command line (each is an error there) and the service's mirror (which
@@ -8,40 +9,11 @@ marks the offending object invalid).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.errors import InputError
-from scheduler.model import Cohort, Workload
+from scheduler.model import Workload
 from scheduler.parse import ParsedObjects
-
-
-def cohort_cycle(name: str, parents: Mapping[str, str | None]) -> list[str] | None:
-    """The cycle of Cohorts `name`'s parent chain runs into and that holds `name`
-    (`[name, its parent, ..., name]`), or None."""
-    chain = [name]
-    current = parents.get(name)
-    while current:
-        if current == name:
-            return [*chain, name]
-        if current in chain:
-            return None  # a cycle further up that `name` only leads into
-        chain.append(current)
-        current = parents.get(current)
-    return None
-
-
-def cohort_cycle_errors(cohorts: Sequence[Cohort], origins: Mapping[str, str]) -> Iterator[InputError]:
-    parents = {c.name: c.parent for c in cohorts}
-    reported: set[str] = set()
-    for c in cohorts:
-        if c.name in reported:
-            continue
-        cycle = cohort_cycle(c.name, parents)
-        if cycle:
-            reported.update(cycle)
-            label = f"Cohort/{c.name}"
-            yield InputError(f"Cohorts form a cycle: {' -> '.join(cycle)}", field="spec.parentName", obj=label,
-                             file=origins.get(label, ""))
 
 
 def _in_order(assigned: tuple[str, ...], levels: tuple[str, ...]) -> bool:
@@ -78,7 +50,7 @@ def flavor_topology_levels(parsed: ParsedObjects) -> dict[str, tuple[str, ...]]:
 
 def cross_object_errors(parsed: ParsedObjects) -> list[InputError]:
     """Every cross-object problem of a set of files, in the order read."""
-    errors = list(cohort_cycle_errors(parsed.cohorts, parsed.origins))
+    errors: list[InputError] = []
     levels = flavor_topology_levels(parsed)
     for wl in parsed.workloads:
         error = assignment_level_error(wl, levels)

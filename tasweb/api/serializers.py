@@ -225,6 +225,10 @@ class CohortSerializer(s.Serializer):
     clusterQueues = string_list("ClusterQueues in this Cohort")
     children = string_list("Cohorts whose parent is this one")
     resourceGroups = ResourceGroupSerializer(many=True, help_text="quota the Cohort itself provides")
+    cycle = s.ListField(child=s.CharField(), allow_null=True,
+                        help_text="when its parent chain runs into a cycle of Cohorts: that chain, from this Cohort "
+                                  "to the first one it repeats (Kueue holds every ClusterQueue under the cycle "
+                                  "inactive until it is broken); null otherwise")
     invalidReason = s.CharField(allow_null=True, help_text="why the engine cannot read the object; null when it can")
 
 

@@ -41,8 +41,8 @@ from scheduler.parse import (
     parse_topology,
     parse_workload,
 )
-from scheduler.validate import assignment_level_error, cohort_cycle
-from tasweb.cluster.models import KINDS, Cohort, MirroredObject, ResourceFlavor, Topology, WorkloadStatus
+from scheduler.validate import assignment_level_error
+from tasweb.cluster.models import KINDS, MirroredObject, ResourceFlavor, Topology, WorkloadStatus
 
 logger = logging.getLogger(__name__)
 
@@ -232,21 +232,6 @@ def _simple(parser, **fields):
     return extract
 
 
-def _cohort_fields(obj: Mapping) -> dict[str, Any]:
-    """A Cohort whose parent chain, through the valid mirrored Cohorts, leads back to it
-    closes a cycle: it is stored invalid, so the tree the engine builds has none."""
-    where = Where(object_label(obj))
-    cohort = parse_cohort(obj, where)
-    if cohort.parent:
-        parents: dict[str, str | None] = dict(
-            Cohort.objects.filter(invalid_reason="").exclude(name=cohort.name).values_list("name", "parent"))
-        parents[cohort.name] = cohort.parent
-        cycle = cohort_cycle(cohort.name, parents)
-        if cycle:
-            raise where.at("spec").at("parentName").error(f"Cohorts form a cycle: {' -> '.join(cycle)}")
-    return {"parent": cohort.parent or ""}
-
-
 EXTRACTORS = {
     "Node": _node_fields,
     "Pod": _pod_fields,
@@ -256,7 +241,9 @@ EXTRACTORS = {
                               node_labels=lambda f: dict(f.node_labels)),
     "ClusterQueue": _simple(parse_cluster_queue, cohort=lambda c: c.cohort or ""),
     "LocalQueue": _simple(parse_local_queue, cluster_queue=lambda q: q.cluster_queue),
-    "Cohort": _cohort_fields,
+    # a Cohort closing a cycle is no error: Kueue keeps it and holds the ClusterQueues under the
+    # cycle inactive, as the engine does
+    "Cohort": _simple(parse_cohort, parent=lambda c: c.parent or ""),
     "AdmissionCheck": _simple(parse_admission_check, controller_name=lambda a: a.controller_name),
     "WorkloadPriorityClass": _simple(parse_priority_class, value=lambda p: p.value),
 }

@@ -59,6 +59,16 @@ def test_cohorts(scheduled, client):
     assert root["children"] == ["research"] and root["parent"] is None
     assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["cohort"] == "research"
     assert client.get("/api/v1/cohorts/nope/").status_code == 404
+    assert research["cycle"] is None and root["cycle"] is None
+
+
+def test_a_cohort_under_a_cycle_says_so(scheduled, client):
+    for name, parent in (("a", "b"), ("b", "a"), ("leaf", "a"), ("root", None)):
+        upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name},
+                "spec": {"parentName": parent} if parent else {}})
+    cycles = {c["name"]: c["cycle"] for c in client.get("/api/v1/cohorts/").json()["results"]}
+    assert cycles == {"a": ["a", "b", "a"], "b": ["b", "a", "b"], "leaf": ["leaf", "a", "b", "a"], "root": None}
+    assert client.get("/api/v1/cohorts/leaf/").json()["invalidReason"] is None
 
 
 def test_queue_lists_order_and_refuse_unknown_orderings(scheduled, client):

@@ -732,16 +732,6 @@ def test_an_unhealthy_node_that_names_no_node_is_refused(tmp_path, capsys, entry
                    f"got {shown}")
 
 
-def test_a_cohort_that_is_its_own_parent_is_refused(tmp_path, capsys):
-    path = write(tmp_path / "c.yaml", dump([cohort("a", "a")]))
-    assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "spec.parentName", "own parent")
-
-
-def test_a_cohort_cycle_is_refused_by_name(tmp_path, capsys):
-    path = write(tmp_path / "c.yaml", dump([cohort("a", "b"), cohort("b", "c"), cohort("c", "a"), cohort("d", "a")]))
-    assert_refused(*run_cli(capsys, "simulate", path), "Cohort/a", "a -> b -> c -> a")
-
-
 @pytest.mark.parametrize("count", [10**30, 2**31])
 def test_a_pod_set_count_over_int32_is_refused(tmp_path, capsys, count):
     path = write(tmp_path / "c.yaml", dump([*tas_setup(), workload("train", count=count)]))

@@ -230,10 +230,37 @@ def test_update_cluster_queue():
     assert dump(engine) == {"cq1": [key("a")], "cq2": [key("b")]}
 
 
-# TestRequeueWorkloadsCohortCycle and TestQueueInadmissibleWorkloads' "cohort cycle" are not
-# carried: Kueue treats a ClusterQueue whose Cohorts form a cycle as inactive and never requeues
-# its workloads; the engine drops the Cohort parent link that would close the cycle and keeps the
-# ClusterQueue schedulable.
+def cycle_setup() -> Engine:
+    """cohort-a -> cohort-b -> cohort-c -> cohort-a, and cq1 in cohort-a with workload a parked."""
+    engine = engine_of([
+        cohort("cohort-a", "cohort-b"), cohort("cohort-b", "cohort-c"), cohort("cohort-c", "cohort-a"),
+        cq("cq1", cohort="cohort-a"), lq("foo", "cq1"), wl("a", "foo", created=0),
+    ])
+    assert head_names(engine) == {"a"}
+    requeue(engine, "a", "cq1", REQUEUE_GENERIC)
+    return engine
+
+
+def test_requeue_workloads_cohort_cycle():
+    """TestRequeueWorkloadsCohortCycle: requeueing the workloads of a cohort with a cycle moves
+    nothing, and the workload stays assigned to its LocalQueue."""
+    engine = cycle_setup()
+    engine.queues.requeue_inadmissible(["cq1"])
+    assert dump(engine) is None
+    assert dump_inadmissible(engine) == {"cq1": [key("a")]}
+
+
+def test_queue_inadmissible_workloads_cohort_cycle():
+    """TestQueueInadmissibleWorkloads / "cohort cycle": the parked workload stays parked, whether
+    its ClusterQueue or every one is named; breaking the cycle (a Cohort update) requeues it."""
+    engine = cycle_setup()
+    engine.queues.requeue_inadmissible()
+    assert dump(engine) is None
+    assert dump_inadmissible(engine) == {"cq1": [key("a")]}
+
+    apply(engine, cohort("cohort-c"))
+    assert dump_inadmissible(engine) is None
+    assert dump(engine) == {"cq1": [key("a")]}
 
 
 # ---------------------------------------------------------------- TestQueueInadmissibleWorkloads

@@ -288,6 +288,25 @@ def test_snapshot_inactive_cluster_queues():
     assert set(state.inactive_cluster_queues) == {"flavor-nonexistent-cq"}
 
 
+def test_snapshot_cohorts_with_cycles_and_their_cqs_excluded_from_snapshot():
+    """Go: TestSnapshot (snapshot_test.go), case "cohorts with cycles and their cqs excluded from
+    snapshot": a Cohort its own parent and two Cohorts each other's parent hold their ClusterQueues
+    inactive (Kueue's InactiveClusterQueueSets, the engine's `QuotaTree.cycle_of`); a Cohort
+    without a cycle does not. Their Active condition stays Ready: Kueue's cache status does not
+    look at Cohorts."""
+    arm = resource_group(flavor_quotas("arm", cpu="0"))
+    state = state_of([
+        flavor("arm"),
+        cohort("autocycle", parent="autocycle"), cohort("cycle-a", parent="cycle-b"),
+        cohort("cycle-b", parent="cycle-a"), cohort("nocycle"),
+        cluster_queue("cq-autocycle", arm, cohort="autocycle"), cluster_queue("cq-a", arm, cohort="cycle-a"),
+        cluster_queue("cq-b", arm, cohort="cycle-b"), cluster_queue("cq-nocycle", arm, cohort="nocycle"),
+    ])
+    held = {name for name, cq in state.cluster_queues.items() if state.quota.cycle_of(cq) is not None}
+    assert held == {"cq-autocycle", "cq-a", "cq-b"}
+    assert state.inactive_cluster_queues == {}
+
+
 def test_snapshot_cohort():
     """Go: TestSnapshot (snapshot_test.go), case "cohort": two ClusterQueues of the Cohort
     "borrowing" (no Cohort object) holding reservations, and a ClusterQueue of no cohort. Usage of
@@ -759,9 +778,7 @@ def test_cluster_queue_readiness_with_tas(case: str):
 #
 # snapshot_test.go, TestSnapshot: "empty", "independent clusterQueues" (workload maps of
 # ClusterQueues, no quota), "resourceFlavors", "clusterQueues with preemption" (snapshot fields
-# that are not quota or usage); "cohorts with cycles and their cqs excluded from snapshot" (the
-# engine refuses a Cohort cycle as an input error, scheduler/validate.py, where Kueue keeps the
-# objects and holds the cycle's ClusterQueues inactive); the three "overlapping flavors" cases
+# that are not quota or usage); the three "overlapping flavors" cases
 # (TAS usage per topology domain, not quota). TestSnapshotLog: the scheduler's log lines.
 # clusterqueue_test.go: the Go cases' starting cache status (pending, active) is internal state set
 # by hand; the engine's is what its objects make it, so each case starts from objects that make it.

@@ -77,21 +77,17 @@ def test_a_label_the_api_server_refuses_makes_a_node_invalid(label, value, fragm
     assert selectors.engine_nodes() == []  # no pass places a pod on it
 
 
-def test_a_cohort_that_is_its_own_parent_is_invalid():
-    c = objects.cohort("a")
-    c["spec"]["parentName"] = "a"
-    store("Cohort", c)
-    assert "own parent" in reason(cluster.Cohort, "a")
-
-
-def test_the_cohort_closing_a_cycle_is_invalid_by_name():
-    for name, parent in (("a", "b"), ("b", "c"), ("c", "a")):
+def test_cohorts_forming_a_cycle_are_kept_for_the_engine():
+    """Kueue keeps them and holds the ClusterQueues under the cycle inactive (the engine does the
+    same: tests/engine/test_cohort_cycle.py), so the mirror stores them valid."""
+    for name, parent in (("a", "b"), ("b", "c"), ("c", "a"), ("s", "s")):
         c = objects.cohort(name)
         c["spec"]["parentName"] = parent
         store("Cohort", c)
-    assert reason(cluster.Cohort, "a") == ""
-    assert reason(cluster.Cohort, "b") == ""
-    assert "Cohorts form a cycle: c -> a -> b -> c" in reason(cluster.Cohort, "c")
+    for name in "abcs":
+        assert reason(cluster.Cohort, name) == ""
+    parents = {c.name: c.parent for c in selectors.engine_inputs().cohorts}
+    assert parents == {"a": "b", "b": "c", "c": "a", "s": "s"}
 
 
 def test_a_pod_set_count_over_int32_is_invalid():
