@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -18,7 +17,6 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 
-from scheduler.quota import cohort_cycles
 from tasweb.api import selectors
 from tasweb.api import serializers as out
 from tasweb.api.filters import (
@@ -488,34 +486,13 @@ class LocalQueueDetailApi(BaseApi):
                                          selectors.local_queue_fair_sharing()))
 
 
-def cohort_json(row: cluster.Cohort, relations: CohortRelations) -> dict[str, Any]:
+def cohort_json(row: cluster.Cohort, relations: selectors.CohortRelations) -> dict[str, Any]:
     groups = selectors.cohort_quota(name=row.name) if not row.invalid_reason else None
     cycle = relations.cycles.get(row.name)
     return {"name": row.name, "parent": row.parent or None,
             "clusterQueues": sorted(relations.members.get(row.name, [])),
             "children": sorted(relations.children.get(row.name, [])), "resourceGroups": groups or [],
             "cycle": list(cycle) if cycle else None, "invalidReason": invalid_or_none(row.invalid_reason)}
-
-
-@dataclass(frozen=True)
-class CohortRelations:
-    members: dict[str, list[str]]  # Cohort -> its ClusterQueues
-    children: dict[str, list[str]]  # Cohort -> the Cohorts whose parent it is
-    cycles: dict[str, tuple[str, ...]]  # Cohort -> its parent chain up to the Cohort it repeats
-
-
-def cohort_relations() -> CohortRelations:
-    members: dict[str, list[str]] = defaultdict(list)
-    for name, cohort in cluster.ClusterQueue.objects.exclude(cohort="").values_list("name", "cohort"):
-        members[cohort].append(name)
-    children: dict[str, list[str]] = defaultdict(list)
-    parents: dict[str, str | None] = {}
-    for name, parent, invalid in cluster.Cohort.objects.values_list("name", "parent", "invalid_reason"):
-        if parent:
-            children[parent].append(name)
-        if not invalid:  # the engine reads only the valid ones
-            parents[name] = parent or None
-    return CohortRelations(members, children, cohort_cycles(parents))
 
 
 @extend_schema(tags=["queues"])
@@ -535,7 +512,7 @@ class CohortListApi(ListApi):
         return self.list(request, *args, **kwargs)
 
     def rows_json(self, rows):
-        relations = cohort_relations()
+        relations = selectors.cohort_relations()
         return [cohort_json(row, relations) for row in rows]
 
 
@@ -552,7 +529,7 @@ class CohortDetailApi(BaseApi):
         row = cluster.Cohort.objects.filter(name=name).first()
         if row is None:
             raise NotFound(f"Cohort {name!r} not found")
-        return Response(cohort_json(row, cohort_relations()))
+        return Response(cohort_json(row, selectors.cohort_relations()))
 
 
 # ---------------------------------------------------------------- workloads

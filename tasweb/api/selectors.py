@@ -34,6 +34,7 @@ from scheduler.model import slice_split
 from scheduler.parse import Where, group_leaders, object_label, parse_workload
 from scheduler.quantity import format_value
 from scheduler.queue_status import active_condition, local_queue_condition
+from scheduler.quota import cohort_cycles
 from scheduler.snapshot import TASFlavorSnapshot
 from scheduler.stops import NOT_HEAD, UNDECIDED, WAITS, StopRecord
 from scheduler.tree import TopologyTree, moved_leaves
@@ -630,6 +631,29 @@ def local_queue_usage_order(cluster_queue: str) -> dict[tuple[str, str], float] 
             return None
         return {(lq.namespace, lq.name): state.local_queue_usage(key)
                 for key, lq in state.local_queues.items() if lq.cluster_queue == cluster_queue}
+
+
+@dataclass(frozen=True)
+class CohortRelations:
+    """How the mirrored Cohorts and ClusterQueues hang together."""
+
+    members: dict[str, list[str]]  # Cohort -> its ClusterQueues
+    children: dict[str, list[str]]  # Cohort -> the Cohorts whose parent it is
+    cycles: dict[str, tuple[str, ...]]  # Cohort -> its parent chain up to the Cohort it repeats
+
+
+def cohort_relations() -> CohortRelations:
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, cohort in cluster.ClusterQueue.objects.exclude(cohort="").values_list("name", "cohort"):
+        members[cohort].append(name)
+    children: dict[str, list[str]] = defaultdict(list)
+    parents: dict[str, str | None] = {}
+    for name, parent, invalid in cluster.Cohort.objects.values_list("name", "parent", "invalid_reason"):
+        if parent:
+            children[parent].append(name)
+        if not invalid:  # the engine reads only the valid ones
+            parents[name] = parent or None
+    return CohortRelations(members, children, cohort_cycles(parents))
 
 
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:

@@ -763,6 +763,12 @@ class QueueCard:
     # admission fair sharing: its LocalQueues (those the reader may read) with their weight and
     # usage, lowest usage first; None when the ClusterQueue does not order by it
     local_queue_usage: list[dict[str, Any]] | None = None
+    # its Cohort's parent chain when it runs into a cycle of Cohorts (Kueue admits nothing here)
+    cohort_cycle: tuple[str, ...] | None = None
+
+    @property
+    def cohort_cycle_text(self) -> str:
+        return " -> ".join(self.cohort_cycle or ())
 
     @property
     def inactive_message(self) -> str:
@@ -793,6 +799,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                 and scope.allows_namespace(namespace)):
             inactive_lqs.setdefault(target, []).append({"namespace": namespace, "name": name, **active})
     usage_by_cq = local_queue_usage_by_cluster_queue(targets, scope)
+    cycles = api.cohort_relations().cycles
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
@@ -814,7 +821,8 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                predicted=predicted_admissions(cluster_queue=row.name, scope=scope),
                                stop_policy=stop_policy_of(row.raw), active=activity.get(row.name),
                                inactive_local_queues=inactive_lqs.get(row.name, []),
-                               local_queue_usage=usage_by_cq.get(row.name)))
+                               local_queue_usage=usage_by_cq.get(row.name),
+                               cohort_cycle=cycles.get(row.cohort) if row.cohort else None))
     return cards
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from tasweb.cluster.services import object_upsert
 from tasweb.dashboard.staticfiles import (
     PLOTLY_CSS_PATH,
     PLOTLY_GZ_PATH,
@@ -198,3 +199,18 @@ def test_why_pending_of_a_missing_workload_in_a_browser_is_a_404_page(cluster, c
     response = client.get("/workloads/research/ghost/why-pending/", HTTP_ACCEPT=BROWSER_ACCEPT, follow=True)
     assert response.status_code == 404
     assert "Workload research/ghost not found" in response.content.decode()
+
+
+def test_a_queue_under_a_cycle_of_cohorts_says_so(cluster, client):
+    for name, parent in (("a", "b"), ("b", "a")):
+        object_upsert(kind="Cohort", obj={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                                          "metadata": {"name": name}, "spec": {"parentName": parent}})
+    object_upsert(kind="ClusterQueue", obj={
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cyclic"},
+        "spec": {"cohortName": "a", "namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "tas-gpu", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    body = client.get("/queues/?cluster_queue=cyclic").content.decode()
+    assert 'data-cohort-cycle="a -&gt; b -&gt; a"' in body
+    assert "Under a cycle of Cohorts (a -&gt; b -&gt; a)" in body
+    assert "data-cohort-cycle" not in client.get("/queues/?cluster_queue=cluster-queue").content.decode()
