@@ -81,6 +81,7 @@ from datetime import datetime, timedelta
 from scheduler.assignment import TopologyAssignment
 from scheduler.clone import clone_engine
 from scheduler.cluster import holds_quota, is_pending
+from scheduler.cycle import cohort_cycle_text
 from scheduler.engine import Engine, PassOutcome
 from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
@@ -103,8 +104,8 @@ NEVER_FITS = "never: its topology cannot hold it"
 NEVER_EXCEEDS_QUOTA = "never: more than its ClusterQueue can ever have"
 # a ConcurrentAdmission parent: one of its variants is admitted, never the parent itself
 NEVER_AS_PARENT = "never itself: a ConcurrentAdmission parent, one of its variants is admitted"
-# its LocalQueue or ClusterQueue is missing, stopped or inactive: nothing is admitted from there
-# until someone changes that (the cause follows)
+# its LocalQueue or ClusterQueue is missing, stopped or inactive (under a cycle of Cohorts too):
+# nothing is admitted from there until someone changes that (the cause follows)
 NEVER_WHILE = "not while"
 INTERRUPTED = "estimate stopped: a scheduling pass was waiting"
 PLAY_FAILED = "estimate stopped: the play failed"
@@ -275,6 +276,10 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         wl = state.workload(key)
         if wl is not None and is_pending(wl) and (blocked := waiting_summary(state, wl)):
             never[key] = f"{NEVER_WHILE} {blocked}"
+    for wl in pending:  # its ClusterQueue is under a cycle of Cohorts: nothing admits it until that changes
+        cq = state.cluster_queue_for(wl)
+        if cq is not None and (cycle := state.quota.cycle_of(cq)) is not None:
+            never[wl.key] = f"{NEVER_WHILE} ClusterQueue {cq.name} is inactive: {cohort_cycle_text(cq, cycle)}"
     queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime

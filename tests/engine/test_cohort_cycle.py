@@ -15,6 +15,7 @@ import yaml
 
 from scheduler.cli import main
 from scheduler.engine import Engine
+from scheduler.eta import estimate
 from scheduler.quota import cohort_cycles
 from scheduler.second_pass import second_pass_blocked
 
@@ -153,3 +154,18 @@ def test_a_workload_waiting_for_a_second_pass_under_a_cycle_is_turned_away():
     state = Engine.from_parsed(parse([*cluster(cohort("a", "b"), cohort("b", "a"), queues={"cq": "a"}), running]),
                                gates()).state
     assert second_pass_blocked(state, state.workload("default/held")) == "ClusterQueue cq is inactive"
+
+
+def test_the_start_estimate_names_the_cycle_instead_of_a_start():
+    engine = Engine.from_parsed(parse(cluster(cohort("a", "b"), cohort("b", "a"), queues={"cq": "a", "free": None})),
+                                gates())
+    engine.run_pass(NOW)
+    predictions = estimate(engine, NOW).predictions
+    assert predictions["default/wl-cq"].start is None
+    assert predictions["default/wl-cq"].reason == (
+        "not while ClusterQueue cq is inactive: its Cohort a is in a cycle of Cohorts (a -> b -> a), and Kueue "
+        "admits nothing in the ClusterQueues under a cycle until it is broken")
+    # once the cycle is broken, the estimate predicts a start again
+    engine.upsert(parse_one(cohort("b")))
+    engine.sync(NOW)
+    assert estimate(engine, NOW).predictions["default/wl-cq"].start is not None
