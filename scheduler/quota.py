@@ -8,8 +8,8 @@ the root, within its borrowing limits.
 
 Cohorts whose parent chain comes back to a Cohort already on it (those of a cycle, and those
 under one) form no tree: as Kueue does, their ClusterQueues admit nothing until the cycle is
-broken (`QuotaTree.cycles`). The edge that would close a cycle is left out, so that nothing
-here walks one.
+broken (`QuotaTree.cycles`). They are not linked to their parents, so that nothing here walks
+a cycle.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class QuotaTree:
         # Cohort -> the chain of Cohorts its parents run through until one repeats
         self.cycles: dict[str, tuple[str, ...]] = cohort_cycles(parents)
         for name, parent in parents.items():
-            if parent and not self._would_cycle(name, parent, parents):
+            if parent and name not in self.cycles:  # the Cohorts of a cycle stay apart, each a root
                 self._link(self.cohorts[name], self._cohort(parent))
         for root in [n for n in [*self.cohorts.values(), *self.queues.values()] if n.parent is None]:
             self._accumulate(root)
@@ -95,17 +95,6 @@ class QuotaTree:
     def _link(child: QuotaNode, parent: QuotaNode) -> None:
         child.parent = parent
         parent.children.append(child)
-
-    @staticmethod
-    def _would_cycle(name: str, parent: str, parents: dict[str, str | None]) -> bool:
-        seen = {name}
-        current: str | None = parent
-        while current:
-            if current in seen:
-                return True
-            seen.add(current)
-            current = parents.get(current)
-        return False
 
     def _accumulate(self, node: QuotaNode) -> None:
         node.subtree = defaultdict(int, {fr: q.nominal for fr, q in node.quotas.items()})
