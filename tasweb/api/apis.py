@@ -374,7 +374,8 @@ class NodeDetailApi(BaseApi):
 
 
 def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str, list[str]],
-                       reader: AccessScope, activity: dict[str, dict[str, str]], by_usage: set[str]) -> dict[str, Any]:
+                       reader: AccessScope, activity: dict[str, dict[str, str]], by_usage: set[str],
+                       chains: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     spec = (row.raw or {}).get("spec") or {}
     groups = selectors.cluster_queue_quota(name=row.name) if not row.invalid_reason else None
     return {
@@ -383,6 +384,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
         "stopPolicy": stop_policy_of(row.raw),
         "active": activity.get(row.name),
+        "cohortCycle": list(chains[row.cohort]) if row.cohort in chains else None,
         "admissionMode": (spec.get("admissionScope") or {}).get("admissionMode") or None,
         "ordersByLocalQueueUsage": row.name in by_usage,
         "flavors": [f["name"] for g in groups or [] for f in g["flavors"]],
@@ -419,7 +421,9 @@ class ClusterQueueListApi(ListApi):
     def rows_json(self, rows):
         counts, queues = selectors.cluster_queue_counts(), local_queues_by_cluster_queue()
         activity, by_usage = selectors.cluster_queue_activity(), selectors.cluster_queues_by_usage()
-        return [cluster_queue_json(row, counts, queues, scope(self.request), activity, by_usage) for row in rows]
+        chains = selectors.cohort_chains()
+        return [cluster_queue_json(row, counts, queues, scope(self.request), activity, by_usage, chains)
+                for row in rows]
 
 
 @extend_schema(tags=["queues"])
@@ -437,7 +441,7 @@ class ClusterQueueDetailApi(BaseApi):
             raise NotFound(f"ClusterQueue {name!r} not found")
         return Response(cluster_queue_json(row, selectors.cluster_queue_counts(), local_queues_by_cluster_queue(),
                                            scope(request), selectors.cluster_queue_activity(),
-                                           selectors.cluster_queues_by_usage()))
+                                           selectors.cluster_queues_by_usage(), selectors.cohort_chains()))
 
 
 def local_queue_json(row: cluster.LocalQueue, counts: dict, activity: dict[tuple[str, str], dict[str, str]],

@@ -647,13 +647,16 @@ def cohort_relations() -> CohortRelations:
     for name, cohort in cluster.ClusterQueue.objects.exclude(cohort="").values_list("name", "cohort"):
         members[cohort].append(name)
     children: dict[str, list[str]] = defaultdict(list)
-    parents: dict[str, str | None] = {}
-    for name, parent, invalid in cluster.Cohort.objects.values_list("name", "parent", "invalid_reason"):
-        if parent:
-            children[parent].append(name)
-        if not invalid:  # the engine reads only the valid ones
-            parents[name] = parent or None
-    return CohortRelations(members, children, cohort_cycles(parents))
+    for name, parent in cluster.Cohort.objects.exclude(parent="").values_list("name", "parent"):
+        children[parent].append(name)
+    return CohortRelations(members, children, cohort_chains())
+
+
+def cohort_chains() -> dict[str, tuple[str, ...]]:
+    """Per Cohort under a cycle of Cohorts, its parent chain up to the Cohort it repeats (of the
+    Cohorts the engine reads: the valid ones)."""
+    rows = cluster.Cohort.objects.filter(invalid_reason="").values_list("name", "parent")
+    return cohort_cycles({name: parent or None for name, parent in rows})
 
 
 def cohort_quota(*, name: str) -> list[dict[str, Any]] | None:

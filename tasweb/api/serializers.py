@@ -173,6 +173,10 @@ class ClusterQueueSerializer(s.Serializer):
                              "evicts its admitted workloads)")
     active = ActiveConditionSerializer(allow_null=True, help_text="Kueue's Active condition of the ClusterQueue: "
                                        "whether it admits, and if not why; null when the engine cannot read it")
+    cohortCycle = s.ListField(child=s.CharField(), allow_null=True,
+                              help_text="when its Cohort's parent chain runs into a cycle of Cohorts: that chain, "
+                                        "to the first Cohort it repeats. Kueue admits nothing here until the cycle "
+                                        "is broken, though the Active condition says Ready; null otherwise")
     admissionMode = s.CharField(allow_null=True, help_text="spec.admissionScope.admissionMode: "
                                 "UsageBasedAdmissionFairSharing or NoAdmissionFairSharing; null when unset")
     ordersByLocalQueueUsage = s.BooleanField(help_text="whether its workloads are ordered by their LocalQueues' "

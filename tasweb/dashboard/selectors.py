@@ -799,7 +799,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                 and scope.allows_namespace(namespace)):
             inactive_lqs.setdefault(target, []).append({"namespace": namespace, "name": name, **active})
     usage_by_cq = local_queue_usage_by_cluster_queue(targets, scope)
-    cycles = api.cohort_relations().cycles
+    cycles = api.cohort_chains()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,

@@ -69,6 +69,13 @@ def test_a_cohort_under_a_cycle_says_so(scheduled, client):
     cycles = {c["name"]: c["cycle"] for c in client.get("/api/v1/cohorts/").json()["results"]}
     assert cycles == {"a": ["a", "b", "a"], "b": ["b", "a", "b"], "leaf": ["leaf", "a", "b", "a"], "root": None}
     assert client.get("/api/v1/cohorts/leaf/").json()["invalidReason"] is None
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cyclic"},
+            "spec": {"cohortName": "leaf", "namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "tas-gpu", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    assert client.get("/api/v1/clusterqueues/cyclic/").json()["cohortCycle"] == ["leaf", "a", "b", "a"]
+    listed = {q["name"]: q["cohortCycle"] for q in results(client.get("/api/v1/clusterqueues/"))}
+    assert listed == {"cluster-queue": None, "cyclic": ["leaf", "a", "b", "a"]}
 
 
 def test_queue_lists_order_and_refuse_unknown_orderings(scheduled, client):
