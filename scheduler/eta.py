@@ -276,11 +276,13 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         wl = state.workload(key)
         if wl is not None and is_pending(wl) and (blocked := waiting_summary(state, wl)):
             never[key] = f"{NEVER_WHILE} {blocked}"
-    for wl in pending:  # its ClusterQueue is under a cycle of Cohorts: nothing admits it until that changes
+    queue_of: dict[str, str] = {}
+    for wl in pending:
         cq = state.cluster_queue_for(wl)
+        queue_of[wl.key] = cq.name if cq is not None else ""
+        # its ClusterQueue is under a cycle of Cohorts: nothing admits it until that changes
         if cq is not None and (cycle := state.quota.cycle_of(cq)) is not None:
             never[wl.key] = f"{NEVER_WHILE} ClusterQueue {cq.name} is inactive: {cohort_cycle_text(cq, cycle)}"
-    queue_of = {wl.key: cq.name if (cq := state.cluster_queue_for(wl)) else "" for wl in pending}
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime
     # when a play admits it, or for its prediction after the plays (the budget is for the plays)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import FAILED_CHECKS, ClusterState, has_failed_checks
-from scheduler.cycle import admissibility_problem, preempt_target, seconds_since
+from scheduler.cycle import nomination_problem, preempt_target, seconds_since
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import WORKLOAD_ADMITTED, ClusterQueue, Condition, Workload
 from scheduler.placement import PodSetPlacement, TASPodSetRequest, pod_set_updates_for
@@ -46,13 +46,13 @@ def second_pass_blocked(state: ClusterState, wl: Workload) -> str | None:
     if has_failed_checks(wl):
         return FAILED_CHECKS
     name = wl.admission.cluster_queue if wl.admission is not None else ""
-    cq = state.cluster_queues.get(name)
-    if name in state.inactive_cluster_queues or (cq is not None and state.quota.cycle_of(cq) is not None):
+    if name in state.inactive_cluster_queues:
         return f"ClusterQueue {name} is inactive"
+    cq = state.cluster_queues.get(name)
     if cq is None:
         return f"ClusterQueue {name} not found"
-    problem = admissibility_problem(state, wl, cq)
-    return problem[0] if problem is not None else None
+    problem = nomination_problem(state, wl, cq)  # a cycle of Cohorts, the namespace, the resources
+    return problem.message if problem is not None else None
 
 
 def admit_reservation(wl: Workload, now: datetime) -> Event:
