@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.cluster import ClusterState, has_failed_checks
+from scheduler.eviction import DUE_TO, evict_and_record, set_condition
 from scheduler.model import AdmissionCheckState, Condition, Workload
-from scheduler.pods_ready import evict, set_condition
-from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
+from scheduler.results import Event, PassResult
 from scheduler.second_pass import DELAYED, READY, delayed_requests, failure_message, place_delayed, second_pass_blocked
 from scheduler.stop_policy import withdrawn_reservation
 
 RETRY, REJECTED = "Retry", "Rejected"
 EVICTED_BY_CHECK = "AdmissionCheck"  # Kueue's WorkloadEvictedByAdmissionCheck
 RETRY_MESSAGE = "At least one admission check is false"
-DUE_TO = "DueTo"
 
 
 @dataclass(slots=True)
@@ -191,10 +190,8 @@ def evict_by_checks(wl: Workload, now: datetime, result: PassResult) -> None:
         wl.active = False
     else:
         reason, message, trigger = EVICTED_BY_CHECK, RETRY_MESSAGE, "admission check retry"
-    evict(wl, reason, message, now)
+    evict_and_record(wl, reason, message, now, result, trigger=trigger)
     wl.unhealthy_nodes.clear()
-    result.events.append(Event(wl.key, "Normal", f"Evicted{DUE_TO}{reason}", message))
-    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", trigger, message))
 
 
 def eviction_wait(wl: Workload) -> str | None:

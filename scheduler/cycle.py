@@ -24,6 +24,7 @@ from typing import Any
 from scheduler import stops
 from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import FAILED_CHECK_STATES, FAILED_CHECKS, Charge, ClusterState, TASCharge, has_failed_checks
+from scheduler.eviction import evict, set_condition
 from scheduler.fair_sharing import FairSharingIterator, HeadInfo
 from scheduler.flavorassigner import (
     EXCEEDS_MAX_QUOTA,
@@ -47,7 +48,7 @@ from scheduler.model import (
     Requirement,
     Workload,
 )
-from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, evict, not_ready, set_condition
+from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
 from scheduler.queues import (
     REQUEUE_GENERIC,

@@ -40,6 +40,7 @@ from scheduler.admission_wait import (
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
+from scheduler.eviction import is_evicted
 from scheduler.explain import WorkloadExplanation, explain_workload
 from scheduler.features import FeatureGates
 from scheduler.model import (
@@ -54,7 +55,7 @@ from scheduler.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from scheduler.node_failure import NodeFailureController, has_assignment_on_unhealthy_node, is_evicted
+from scheduler.node_failure import NodeFailureController, has_assignment_on_unhealthy_node
 from scheduler.parse import ParsedObjects
 from scheduler.pods_ready import deactivate, time_out, timeout_deadline
 from scheduler.queues import QueueManager

@@ -83,9 +83,9 @@ from scheduler.clone import clone_engine
 from scheduler.cluster import holds_quota, is_pending
 from scheduler.cycle import cohort_cycle_text
 from scheduler.engine import Engine, PassOutcome
+from scheduler.eviction import is_evicted
 from scheduler.memory import gc_paused
 from scheduler.model import Condition, Workload
-from scheduler.node_failure import is_evicted
 from scheduler.queue_status import waiting_summary
 from scheduler.results import ADMITTED, QUOTA_RESERVED, WorkloadResult
 from scheduler.runtimes import HIGH, LEVELS, LOW, MEDIAN, RuntimeEstimate, RuntimeHistory, runtime_class

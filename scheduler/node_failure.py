@@ -22,6 +22,7 @@ from enum import Enum
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.clock import later
 from scheduler.cluster import ClusterState
+from scheduler.eviction import evict_and_record, is_evicted
 from scheduler.model import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -32,12 +33,10 @@ from scheduler.model import (
     Toleration,
     Workload,
 )
-from scheduler.pods_ready import evict
 from scheduler.results import (
     NODE_RECOVERED,
     NODE_UNHEALTHY,
     POD_TERMINATED,
-    WORKLOAD_EVICTED,
     Decision,
     Event,
     PassResult,
@@ -49,7 +48,7 @@ WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 MULTIPLE_FAILURES = "Workload eviction triggered due to multiple TAS assigned node failures, including: {}"
-EVICTED_BY_NODE_FAILURES = "EvictedDueToNodeFailures"
+NODE_FAILURES = "NodeFailures"
 
 
 class Health(Enum):
@@ -66,10 +65,6 @@ class NodeCheck:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def is_evicted(wl: Workload) -> bool:
-    return wl.condition_true("Evicted")
 
 
 def is_admitted_by_tas(wl: Workload) -> bool:
@@ -318,9 +313,7 @@ class NodeFailureController:
 def evict_workload(wl: Workload, message: str, now: datetime, result: PassResult, *, node: str = "",
                    trigger: str = "") -> None:
     """Set the Evicted condition (reason NodeFailures) and record why."""
-    evict(wl, "NodeFailures", message, now)
-    result.events.append(Event(wl.key, "Normal", EVICTED_BY_NODE_FAILURES, message))
-    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, node, trigger, message))
+    evict_and_record(wl, NODE_FAILURES, message, now, result, trigger=trigger, node=node)
 
 
 def _seconds(delta: timedelta) -> str:

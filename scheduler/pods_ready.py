@@ -20,8 +20,9 @@ from datetime import datetime, timedelta
 
 from scheduler.clock import later
 from scheduler.config import CREATION, WaitForPodsReady
-from scheduler.model import AdmissionCheckState, Condition, Workload
-from scheduler.results import WORKLOAD_EVICTED, Decision, Event, PassResult
+from scheduler.eviction import EVICTED, evict_and_record, is_evicted, set_condition
+from scheduler.model import Condition, Workload
+from scheduler.results import PassResult
 
 PODS_READY = "PodsReady"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
@@ -50,7 +51,7 @@ def any_not_ready(holders: Iterable[Workload]) -> bool:
 def timeout_deadline(wl: Workload, config: WaitForPodsReady) -> datetime | None:
     """When an admitted workload whose pods are not ready is evicted; None when it is not
     counting towards a timeout (not admitted, ready, evicted, inactive)."""
-    if not wl.is_admitted or not wl.active or wl.is_finished or wl.condition_true("Evicted") or pods_ready(wl):
+    if not wl.is_admitted or not wl.active or wl.is_finished or is_evicted(wl) or pods_ready(wl):
         return None
     ready = wl.condition(PODS_READY)
     if ready is not None and ready.reason == WAIT_FOR_RECOVERY:
@@ -82,21 +83,18 @@ def time_out(wl: Workload, config: WaitForPodsReady, now: datetime, result: Pass
     if limit is not None and wl.requeue_count + 1 > limit:
         set_condition(wl, Condition("DeactivationTarget", "True", REQUEUING_LIMIT_EXCEEDED,
                                     DEACTIVATION_TARGET_MESSAGE, now))
-        evict(wl, DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now)
+        evict_and_record(wl, DEACTIVATED_BY_LIMIT, DEACTIVATED_MESSAGE, now, result,
+                         trigger=REQUEUING_LIMIT_EXCEEDED)
         wl.active = False
         wl.requeue_count, wl.requeue_at = 0, None
-        result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{DEACTIVATED_BY_LIMIT}", DEACTIVATED_MESSAGE))
-        result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", REQUEUING_LIMIT_EXCEEDED, DEACTIVATED_MESSAGE))
         return
     wl.requeue_count += 1
     # Kueue's SetRequeueState: requeueAt is shared with the admission checks' delays (KEP-3258),
     # so a later one already set is kept
     at = later(now, backoff(wl.requeue_count, config))
     wl.requeue_at = at if wl.requeue_at is None or wl.requeue_at < at else wl.requeue_at
-    evict(wl, PODS_READY_TIMEOUT, message, now)
+    evict_and_record(wl, PODS_READY_TIMEOUT, message, now, result)
     set_condition(wl, Condition("Requeued", "False", PODS_READY_TIMEOUT, message, now))
-    result.events.append(Event(wl.key, "Normal", "EvictedDueToPodsReadyTimeout", message))
-    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", PODS_READY_TIMEOUT, message))
 
 
 def deactivate(wl: Workload, now: datetime, result: PassResult) -> None:
@@ -112,33 +110,15 @@ def deactivate(wl: Workload, now: datetime, result: PassResult) -> None:
         reason, message = "Deactivated", "The workload is deactivated"
     wl.requeue_count, wl.requeue_at = 0, None
     if not wl.has_quota_reservation:
-        set_condition(wl, Condition("Evicted", "True", reason, message, now))
+        set_condition(wl, Condition(EVICTED, "True", reason, message, now))
     else:
-        evict(wl, reason, message, now)
-        result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
-        result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
-
-
-def evict(wl: Workload, reason: str, message: str, now: datetime) -> None:
-    """What every eviction writes on a workload holding quota, as Kueue's workload.Evict: the
-    Evicted condition, and each admission check not Pending reset to Pending (resetChecksOnEviction;
-    one in Retry counts one more retry), so that its controller checks the workload again before
-    it is admitted again."""
-    set_condition(wl, Condition("Evicted", "True", reason, message, now))
-    wl.admission_checks = [c if c.state == "Pending" else AdmissionCheckState(
-        c.name, "Pending", f"Reset to Pending after eviction. Previously: {c.state}", (),
-        (c.retry_count or 0) + 1 if c.state == "Retry" else None, c.requeue_after_seconds, now)
-        for c in wl.admission_checks]
-
-
-def set_condition(wl: Workload, condition: Condition) -> None:
-    wl.conditions = [c for c in wl.conditions if c.type != condition.type] + [condition]
+        evict_and_record(wl, reason, message, now, result)
 
 
 def queue_order_time(wl: Workload, config: WaitForPodsReady | None) -> datetime | None:
     """Kueue's queue-order timestamp when it is not the creation time: the eviction for a
     PodsReady timeout (unless the strategy says Creation) or by an admission check."""
-    evicted = wl.condition("Evicted")
+    evicted = wl.condition(EVICTED)
     if evicted is None or evicted.status != "True" or evicted.last_transition_time is None:
         return None
     if evicted.reason == PODS_READY_TIMEOUT:

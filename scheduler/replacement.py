@@ -16,9 +16,10 @@ from datetime import datetime
 
 from scheduler.assignment import TopologyAssignment
 from scheduler.cluster import Charge, ClusterState, TASCharge
+from scheduler.eviction import is_evicted
 from scheduler.flavorassigner import FlavorAssigner
 from scheduler.model import ClusterQueue, PodSetAssignment, Workload
-from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas, is_evicted
+from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitted_by_tas
 from scheduler.placement import TASPodSetRequest, pod_set_updates_for
 from scheduler.results import ASSIGNMENT_KEPT, NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
 from scheduler.second_pass import second_pass_blocked

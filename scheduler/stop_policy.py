@@ -14,10 +14,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
+from scheduler.eviction import evict_and_record, is_evicted
 from scheduler.model import STOP_HOLD_AND_DRAIN, STOP_NONE, Condition, Workload
-from scheduler.node_failure import is_evicted
-from scheduler.pods_ready import evict
-from scheduler.results import INADMISSIBLE, WORKLOAD_EVICTED, Decision, Event, PassResult
+from scheduler.results import INADMISSIBLE, PassResult
 
 CLUSTER_QUEUE_STOPPED = ("ClusterQueueStopped", "The ClusterQueue is stopped")
 LOCAL_QUEUE_STOPPED = ("LocalQueueStopped", "The LocalQueue is stopped")
@@ -56,9 +55,7 @@ def to_drain(state: ClusterState) -> list[tuple[Workload, tuple[str, str]]]:
 def evict_stopped(wl: Workload, reason: str, message: str, now: datetime, result: PassResult) -> None:
     """Kueue's workload.Evict for a stopped queue: the Evicted condition, its event, and the
     decision recorded; the workload keeps its quota until its pods are gone."""
-    evict(wl, reason, message, now)
-    result.events.append(Event(wl.key, "Normal", f"EvictedDueTo{reason}", message))
-    result.decisions.append(Decision(wl.key, WORKLOAD_EVICTED, "", reason, message))
+    evict_and_record(wl, reason, message, now, result)
 
 
 def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:

@@ -30,8 +30,9 @@ from datetime import datetime
 
 from scheduler.assignment import HOSTNAME_LABEL
 from scheduler.cluster import WORKLOAD_ANNOTATION, ClusterState, selected_hostname
+from scheduler.eviction import is_evicted
 from scheduler.model import Admission, Node, Pod, Workload
-from scheduler.node_failure import NODE_FAILURE_DELAY, is_evicted
+from scheduler.node_failure import NODE_FAILURE_DELAY
 from scheduler.results import POD_TERMINATED, Decision, Event, PassResult, PodTermination
 
 NO_ADMISSION = "the workload has no admission"
