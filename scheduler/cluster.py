@@ -49,6 +49,7 @@ from scheduler.model import (
     Topology,
     Workload,
     WorkloadPriorityClass,
+    selector_matches,
 )
 from scheduler.parse import (
     ANNOTATION_PREFERRED,
@@ -578,6 +579,20 @@ class ClusterState:
             self._inactive = {name: causes for name, cq in self.cluster_queues.items()
                               if (causes := inactive_causes(self, cq))}
         return self._inactive
+
+    def namespace_hold(self, namespace: str, cq: ClusterQueue) -> str:
+        """Why no workload of `namespace` is admitted in `cq` whatever else changes (the namespace
+        check of Kueue's nomination, which its QueueInadmissibleWorkloads applies too): the
+        Namespace does not exist, or the ClusterQueue's namespaceSelector does not select it;
+        "" when neither, or when the input lists no Namespaces (they are not checked then)."""
+        if not self.namespaces:
+            return ""
+        labels = self.namespaces.get(namespace)
+        if labels is None:
+            return f"its Namespace {namespace} does not exist"
+        if not selector_matches(cq.namespace_selector, labels):
+            return f"the namespaceSelector of ClusterQueue {cq.name} does not select its Namespace {namespace}"
+        return ""
 
     def cluster_queue_for(self, wl: Workload) -> ClusterQueue | None:
         if wl.admission is not None:

@@ -39,14 +39,13 @@ from scheduler.flavorassigner import (
     FlavorScanProgress,
 )
 from scheduler.model import (
-    LABEL_SELECTOR_OPERATORS,
     WORKLOAD_ADMITTED,
     Admission,
     ClusterQueue,
     Condition,
     PodSetAssignment,
-    Requirement,
     Workload,
+    selector_matches,
 )
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
@@ -213,7 +212,7 @@ class SchedulingCycle:
             result.status = PENDING if in_heap else INADMISSIBLE
             if isinstance(result.stop, StopRecord) and not in_heap:
                 result.stop.parked = True
-                result.stop.requeue_on = requeue_triggers(self.state, entry.cq,
+                result.stop.requeue_on = requeue_triggers(self.state, entry.cq, wl=entry.wl,
                                                           topology_blocked=entry.assignment.topology_failed)
             if not in_heap:
                 self.parked += 1
@@ -854,22 +853,6 @@ def preempt_target(state: ClusterState, result: PassResult, preemptor: Preemptor
     out.status, out.message, out.eviction_reason = PREEMPTED, message, message
     out.decided = True
     return out
-
-
-def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
-    empty one everything; an operator a label selector does not have matches nothing."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for req in selector.get("matchExpressions") or []:
-        op = req.get("operator")
-        if op not in LABEL_SELECTOR_OPERATORS or \
-                not Requirement(req.get("key"), op, tuple(req.get("values") or ())).matches(labels):
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

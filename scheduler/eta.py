@@ -283,6 +283,9 @@ def estimate(engine: Engine, now: datetime, runtimes: RuntimeSource | RuntimeHis
         # its ClusterQueue is under a cycle of Cohorts: nothing admits it until that changes
         if cq is not None and (cycle := state.quota.cycle_of(cq)) is not None:
             never[wl.key] = f"{NEVER_WHILE} ClusterQueue {cq.name} is inactive: {cohort_cycle_text(cq, cycle)}"
+        # nomination turns it away, and no requeue of its ClusterQueue brings it back
+        elif cq is not None and (hold := state.namespace_hold(wl.namespace, cq)):
+            never[wl.key] = f"{NEVER_WHILE} {hold}"
     # every play times the running workloads' ends: their runtimes and how long they have run
     # are made here, once, for all of them (and the forked plays); a waiting workload's runtime
     # when a play admits it, or for its prediction after the plays (the budget is for the plays)

@@ -396,6 +396,22 @@ class TopologyRequest:
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
+    empty one everything; an operator a label selector does not have matches nothing."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for req in selector.get("matchExpressions") or []:
+        op = req.get("operator")
+        if op not in LABEL_SELECTOR_OPERATORS or \
+                not Requirement(req.get("key"), op, tuple(req.get("values") or ())).matches(labels):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class SliceSplit:
     """How a PodSet's pods are cut into slices of its outermost slice layer: `whole` slices of

@@ -26,7 +26,7 @@ and a requeue moves only the parked workloads of the ClusterQueues concerned.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -391,14 +391,14 @@ class ClusterQueueQueue:
         cls = self.classes.get(shape)
         return set(cls.members) if cls is not None else set()
 
-    def unpark_all(self, *, topology_only: bool = False) -> int:
+    def unpark_all(self, *, topology_only: bool = False, keep: Collection[Hashable] = ()) -> int:
         """Parked classes back into the heap (QueueInadmissibleWorkloads); with `topology_only`,
-        only those whose TAS placement failed."""
+        only those whose TAS placement failed; the classes of `keep` stay parked."""
         if not topology_only:
             self.queue_inadmissible_cycle = self.pop_cycle
         moved = 0
         for cls in self.classes.values():
-            if cls.parked is None or (topology_only and not cls.parked.topology_blocked):
+            if cls.parked is None or (topology_only and not cls.parked.topology_blocked) or cls.shape in keep:
                 continue
             cls.parked = None
             self._schedule(cls)
@@ -761,13 +761,52 @@ class QueueManager:
 
     def _unpark(self, q: ClusterQueueQueue, *, topology_only: bool = False) -> None:
         """QueueInadmissibleWorkloads on one ClusterQueue: its parked classes back in the heap, and
-        the workloads parked alone back in their equivalence classes."""
-        q.unpark_all(topology_only=topology_only)
+        the workloads parked alone back in their equivalence classes; those of a namespace it
+        does not select stay parked."""
+        q.unpark_all(topology_only=topology_only, keep=self._held_by_namespace(q, topology_only))
         for key, shape in list(q.alone.items()):
             alone = q.classes.get(q.alone_shape(key, shape, PARKED_ALONE))
             if alone is not None and alone.parked is None:
                 del q.alone[key]
                 q.push(key, self.orders[key], shape)
+
+    def _held_by_namespace(self, q: ClusterQueueQueue, topology_only: bool) -> set[Hashable]:
+        """Kueue's QueueInadmissibleWorkloads leaves parked a workload whose Namespace is missing or
+        not selected by the ClusterQueue's namespaceSelector (nomination would turn it away
+        again). Each such parked workload is moved to a parked class of its own, whose shape is
+        returned, so that its equivalents of other namespaces go back without it. Namespaces are
+        known only when the input lists them (the admissibility check reads them alike)."""
+        state = self.state
+        cq = state.cluster_queues.get(q.name)
+        if not state.namespaces or cq is None:
+            return set()
+        holds: dict[str, bool] = {}
+
+        def held(key: str) -> bool:
+            namespace = key.partition("/")[0]
+            hold = holds.get(namespace)
+            if hold is None:
+                hold = holds[namespace] = bool(state.namespace_hold(namespace, cq))
+            return hold
+
+        kept: set[Hashable] = set()
+        for cls in list(q.classes.values()):
+            parked = cls.parked
+            if parked is None or (topology_only and not parked.topology_blocked):
+                continue
+            for key in [k for k in cls.members if held(k)]:
+                original = q.alone.get(key)
+                if original is not None and cls.shape == q.alone_shape(key, original, PARKED_ALONE):
+                    kept.add(cls.shape)
+                    continue
+                q.park_alone(key, self.orders.get(key) or self._order_of(key), cls.shape, parked)
+                kept.add(q.alone_shape(key, cls.shape, PARKED_ALONE))
+        return kept
+
+    def _order_of(self, key: str) -> tuple:
+        wl = self.state.workload(key)
+        assert wl is not None, key
+        return queue_order_key(self.state, wl)
 
     def queues_using(self, flavors: set[str]) -> set[str]:
         return {name for name, cq in self.state.cluster_queues.items() if flavors & set(cq.flavor_names())}

@@ -263,9 +263,13 @@ def preemption_stop(waiting: str, targets: Iterable[Any], checks: list[QuotaChec
                       details={"targets": [{"workload": t.workload.key, "reason": t.reason} for t in targets]})
 
 
-def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked: bool) -> list[str]:
+def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked: bool,
+                     wl: Workload | None = None) -> list[str]:
     """What requeues a parked workload of `cq` (Kueue's requeue events, as the queue manager
     follows them)."""
+    hold = state.namespace_hold(wl.namespace, cq) if wl is not None else ""
+    if hold:
+        return [namespace_trigger(cq, hold)]
     cycle = state.quota.cycle_of(cq)
     if cycle is not None:  # nothing but the cycle broken lets it admit
         return [f"change to ClusterQueue {cq.name} or to Cohort(s) {', '.join(sorted(set(cycle)))} that breaks "
@@ -280,6 +284,21 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
     if topology_blocked:
         out.append(f"TAS capacity freed on flavor(s) {flavors} by any ClusterQueue")
     return out
+
+
+def namespace_trigger(cq: ClusterQueue, hold: str) -> str:
+    """What requeues a workload its Namespace keeps parked: not the ClusterQueue's requeues."""
+    return (f"change to the Workload's spec (a requeue of ClusterQueue {cq.name} leaves it parked "
+            f"while {hold})")
+
+
+def namespace_stop(cq: ClusterQueue, hold: str, now: datetime | None) -> StopRecord:
+    """Why a workload parked with an equivalent (or before its ClusterQueue's namespaceSelector
+    changed) stays parked: Kueue's QueueInadmissibleWorkloads leaves it there."""
+    return StopRecord(MISCONFIGURED, f"parked as inadmissible: {hold}, so nomination would turn it away and "
+                      f"a requeue of ClusterQueue {cq.name} leaves it parked; only a change to the Workload's "
+                      "spec requeues it", cluster_queue=cq.name, parked=True,
+                      requeue_on=[namespace_trigger(cq, hold)], computed_now=True, at=now)
 
 
 # ---------------------------------------------------------------- what the cycle did not reach
@@ -344,6 +363,12 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
     parked = queues.parked_info(key)
     if parked is not None:
         record = getattr(parked.result, "stop", None)
+        cq = state.cluster_queues.get(queues.assigned.get(key) or "")
+        hold = state.namespace_hold(wl.namespace, cq) if cq is not None else ""
+        if hold and not (isinstance(record, StopRecord) and parked.representative == key
+                         and record.requeue_on == [namespace_trigger(cq, hold)]):
+            assert cq is not None
+            return namespace_stop(cq, hold, now)
         if isinstance(record, StopRecord):
             return record
     cq_name = queues.assigned.get(key)

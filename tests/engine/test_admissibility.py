@@ -4,17 +4,24 @@ large for int64 (Kueue's TestSchedule)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from scheduler.engine import Engine
 from scheduler.errors import InputError
+from scheduler.eta import estimate
 
 from .factories import (
+    CLUSTER_QUEUE,
+    NOW,
     admitted,
     cluster_queue,
     container,
     gates,
     local_queue,
     parse,
+    parse_one,
     pod_set,
     queue_with_policy,
     resource_flavor,
@@ -47,6 +54,77 @@ class TestNamespaceSelector:
     def test_a_namespace_the_selector_matches_is_admitted(self):
         result = run(plain_cluster(namespace("default", team="eng"), workload("wl"), selector=self.ENG))
         assert result_of(result, "wl").status == "Admitted"
+
+    def selective_queue(self, cpu: str) -> dict:
+        obj = cluster_queue(quota={"cpu": cpu})
+        obj["spec"]["namespaceSelector"] = self.ENG
+        return obj
+
+    def two_namespaces(self, *workloads: dict) -> Engine:
+        """Namespaces eng (selected) and sales (not), each with a LocalQueue, and 1 CPU of quota."""
+        objects = [resource_flavor(topology_name=None), self.selective_queue("1"), namespace("eng", team="eng"),
+                   namespace("sales", team="sales"), local_queue(namespace="eng"), local_queue(namespace="sales"),
+                   *workloads]
+        return Engine.from_parsed(parse(objects), gates())
+
+    def test_a_requeue_leaves_a_workload_of_an_unselected_namespace_parked(self):
+        """Kueue's QueueInadmissibleWorkloads moves back only the workloads whose namespace the
+        ClusterQueue selects: after the quota grows, the first cycle's head is the workload that
+        fits, not the higher-priority one nomination would turn away again."""
+        engine = self.two_namespaces(workload("outsider", namespace="sales", priority=100, cpu="1"),
+                                     workload("big", namespace="eng", cpu="2"))
+        first = engine.run_pass(NOW).decided
+        assert (first["sales/outsider"].status, first["eng/big"].status) == ("Inadmissible", "Inadmissible")
+
+        engine.upsert(parse_one(self.selective_queue("2")))  # requeues the ClusterQueue's parked workloads
+        decided = engine.run_pass(NOW + timedelta(seconds=1), cycles=1).decided
+        assert decided["eng/big"].status == "Admitted"
+        assert "sales/outsider" not in decided
+        assert "sales/outsider" in engine.queues.queues[CLUSTER_QUEUE].parked
+        record = engine.stop_record("sales/outsider")
+        assert record is not None
+        assert record.headline().startswith("workload namespace doesn't match ClusterQueue selector; parked as "
+                                            "inadmissible since pass")
+        assert record.requeue_on == [
+            "change to the Workload's spec (a requeue of ClusterQueue cq leaves it parked while the "
+            "namespaceSelector of ClusterQueue cq does not select its Namespace sales)"]
+        prediction = estimate(engine, NOW + timedelta(seconds=1)).predictions["sales/outsider"]
+        assert (prediction.start, prediction.reason) == (
+            None, "not while the namespaceSelector of ClusterQueue cq does not select its Namespace sales")
+
+    def test_an_equivalent_parked_with_it_stays_parked_while_the_rest_of_its_class_goes_back(self):
+        """Equivalent workloads parked together for no fit (Kueue's bulk move) go back on a
+        requeue, but for the one of a namespace the ClusterQueue does not select."""
+        engine = self.two_namespaces(workload("first", namespace="eng", cpu="2", created=0),
+                                     workload("second", namespace="sales", cpu="2", created=1))
+        engine.run_pass(NOW, cycles=1)
+        queue = engine.queues.queues[CLUSTER_QUEUE]
+        assert set(queue.parked) == {"eng/first", "sales/second"}  # one evaluation parked both
+
+        engine.upsert(parse_one(self.selective_queue("4")))
+        decided = engine.run_pass(NOW + timedelta(seconds=1)).decided
+        assert decided["eng/first"].status == "Admitted"
+        assert "sales/second" not in decided
+        assert set(queue.parked) == {"sales/second"}
+        assert queue.parked["sales/second"].representative == "eng/first"
+        # why-pending does not repeat its equivalent's no-fit answer, which a requeue ended for it
+        record = engine.stop_record("sales/second")
+        assert record is not None and record.parked
+        assert record.message == (
+            "parked as inadmissible: the namespaceSelector of ClusterQueue cq does not select its Namespace "
+            "sales, so nomination would turn it away and a requeue of ClusterQueue cq leaves it parked; only a "
+            "change to the Workload's spec requeues it")
+
+    @pytest.mark.parametrize(("namespaces", "want"), [
+        ([], ""),  # no Namespaces listed: not checked
+        ([namespace("default", team="eng")], ""),
+        ([namespace("default", team="sales")],
+         "the namespaceSelector of ClusterQueue cq does not select its Namespace default"),
+        ([namespace("other", team="eng")], "its Namespace default does not exist"),
+    ])
+    def test_namespace_hold(self, namespaces, want):
+        engine = Engine.from_parsed(parse(plain_cluster(*namespaces, workload("wl"), selector=self.ENG)), gates())
+        assert engine.state.namespace_hold("default", engine.state.cluster_queues[CLUSTER_QUEUE]) == want
 
     @pytest.mark.parametrize(("expression", "admits"), [
         ({"key": "team", "operator": "In", "values": ["eng", "ops"]}, True),

@@ -24,10 +24,6 @@ Mapping of Kueue's calls:
 #   for Requeued=true ...", TestBackoffWaitingTimeExpired's "workload still have Requeued=false"):
 #   the engine waits out `requeueState.requeueAt` only, which Kueue's controller follows with
 #   Requeued=True;
-# * QueueInadmissibleWorkloads leaving the workloads of a non-matching namespace parked ("count
-#   only workloads that actually moved", "avoid re-queueing ... namespace selector"): the engine
-#   reads Namespaces when it is built and does not requeue on their changes, so it lets such a
-#   workload be evaluated again rather than leave it parked for good;
 # * RequeueIfNotPresent called on a parked workload, or on one still in the heap ("re-queue
 #   admissible workload that was inadmissible", "didn't fit but pending flavors" requeued twice):
 #   a cycle requeues only the heads it popped.
@@ -386,8 +382,13 @@ IMPL_CASES = {
         add=[W1], inadmissible=[W2, W4], flush=True, want_active={W1, W2}, want_pending=3, want_requeued=1),
     "re-queue multiple inadmissible workloads and count": dict(
         inadmissible=[W1, W2], flush=True, want_active={W1, W2}, want_pending=2, want_requeued=2),
+    # W2 (ns2, sales) is selected and goes back; W3 (ns3, marketing) is not and stays parked
+    "count only workloads that actually moved": dict(
+        add=[W1], inadmissible=[W2, W3], flush=True, want_active={W1, W2}, want_pending=3, want_requeued=1),
     "workload already on heap is not made inadmissible": dict(
         add=[W2], inadmissible=[W2], flush=True, want_active={W2}, want_pending=1, want_requeued=0),
+    "avoid re-queueing inadmissible workloads not matching namespace selector": dict(
+        add=[W1], inadmissible=[W3], flush=True, want_active={W1}, want_pending=2, want_requeued=0),
     "update inadmissible workload": dict(
         add=[W1], inadmissible=[W2], update=[(W2, "q1")], want_active={W1, W2}, want_pending=2),
     "delete inadmissible workload": dict(
@@ -404,7 +405,9 @@ IMPL_CASES = {
     "requeue_inadmissible_workload_workloads_with_requeue_state_cant_requeue",
     "requeue_inadmissible_workload_and_flush",
     "requeue_multiple_inadmissible_workloads_and_count",
+    "count_only_workloads_that_actually_moved",
     "workload_already_on_heap_is_not_made_inadmissible",
+    "avoid_requeueing_inadmissible_workloads_not_matching_namespace_selector",
     "update_inadmissible_workload",
     "delete_inadmissible_workload",
     "update_inadmissible_workload_without_changes",
