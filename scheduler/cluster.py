@@ -41,6 +41,7 @@ from scheduler.model import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    Namespace,
     Node,
     Pod,
     PodSet,
@@ -1351,6 +1352,15 @@ class ClusterState:
         if self.admission_checks.pop(name, None) is not None:
             self._inactive = None
             self.changes.requeue_all = True
+
+    def upsert_namespace(self, namespace: Namespace) -> None:
+        """A Namespace's labels, for the namespaceSelectors. As in Kueue, a change requeues
+        nothing: a workload its namespace kept parked goes back at its ClusterQueue's next
+        requeue, if the namespace is selected then."""
+        self.namespaces[namespace.name] = dict(namespace.labels)
+
+    def delete_namespace(self, name: str) -> None:
+        self.namespaces.pop(name, None)
 
     def upsert_priority_class(self, pc: WorkloadPriorityClass) -> None:
         if self.priority_classes.get(pc.name) == pc:

@@ -48,6 +48,7 @@ from scheduler.model import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    Namespace,
     Node,
     Pod,
     ResourceFlavor,
@@ -415,6 +416,7 @@ def _upsert_map() -> dict[type, Callable[[ClusterState, object], None]]:
         Topology: ClusterState.upsert_topology,
         AdmissionCheck: ClusterState.upsert_admission_check,
         WorkloadPriorityClass: ClusterState.upsert_priority_class,
+        Namespace: ClusterState.upsert_namespace,
     }
 
 
@@ -430,6 +432,7 @@ _DELETE: dict[str, Callable[[ClusterState, str], None]] = {
     "Topology": ClusterState.delete_topology,
     "AdmissionCheck": ClusterState.delete_admission_check,
     "WorkloadPriorityClass": ClusterState.delete_priority_class,
+    "Namespace": ClusterState.delete_namespace,
 }
 
 __all__ = ["Engine", "PassOutcome", "needs_second_pass", "node_is_healthy"]

@@ -342,6 +342,14 @@ class WorkloadPriorityClass:
 
 
 @dataclass(frozen=True, slots=True)
+class Namespace:
+    """A v1 Namespace, for what a ClusterQueue's namespaceSelector is matched against."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class SliceConstraint:
     topology: str
     size: int

@@ -32,6 +32,7 @@ from scheduler.model import (
     Condition,
     FlavorQuotas,
     LocalQueue,
+    Namespace,
     Node,
     NodeAffinity,
     NodeSelectorTerm,
@@ -1048,6 +1049,11 @@ def parse_admission_check(obj: Mapping, where: Where) -> AdmissionCheck:
     return AdmissionCheck(name, string(spec, "controllerName", where.at("spec")), active, stated)
 
 
+def parse_namespace(obj: Mapping, where: Where) -> Namespace:
+    meta, name = metadata_name(obj, where)
+    return Namespace(name, dict(string_map(meta, "labels", where.at("metadata"))))
+
+
 def parse_priority_class(obj: Mapping, where: Where) -> WorkloadPriorityClass:
     _, name = metadata_name(obj, where)
     return WorkloadPriorityClass(name, integer(obj, "value", where, default=0, minimum=MIN_INT32,
@@ -1687,8 +1693,8 @@ def parse_objects(
             elif kind == "Workload" and group == KUEUE_GROUP:
                 out.workloads.append(parse_workload(obj, where, decode_assignment))
             elif kind == "Namespace" and group == "":
-                meta, name = metadata_name(obj, where)
-                out.namespaces[name] = dict(string_map(meta, "labels", where.at("metadata")))
+                namespace = parse_namespace(obj, where)
+                out.namespaces[namespace.name] = namespace.labels
             else:
                 warn(f"{file}: {label}: kind {kind!r} ({api_version or 'no apiVersion'}) is not read; skipped")
                 continue

@@ -74,6 +74,7 @@ MIRRORED_MODELS = (
     cluster.Cohort,
     cluster.AdmissionCheck,
     cluster.WorkloadPriorityClass,
+    cluster.Namespace,
     cluster.Workload,
 )
 MEMO_ENTRIES = 256  # computed answers (trees, explanations) kept per view

@@ -107,6 +107,12 @@ class WorkloadPriorityClass(MirroredObject):
     value = models.IntegerField(default=0)
 
 
+class Namespace(MirroredObject):
+    """What the ClusterQueues' namespaceSelectors are matched against."""
+
+    labels = models.JSONField(default=dict)
+
+
 class WorkloadStatus(models.TextChoices):
     PENDING = "Pending"
     INADMISSIBLE = "Inadmissible"
@@ -195,5 +201,6 @@ KINDS: dict[str, type[MirroredObject]] = {
     "Cohort": Cohort,
     "AdmissionCheck": AdmissionCheck,
     "WorkloadPriorityClass": WorkloadPriorityClass,
+    "Namespace": Namespace,
     "Workload": Workload,
 }

@@ -34,6 +34,7 @@ from scheduler.parse import (
     parse_cluster_queue,
     parse_cohort,
     parse_local_queue,
+    parse_namespace,
     parse_node,
     parse_pod,
     parse_priority_class,
@@ -246,6 +247,7 @@ EXTRACTORS = {
     "Cohort": _simple(parse_cohort, parent=lambda c: c.parent or ""),
     "AdmissionCheck": _simple(parse_admission_check, controller_name=lambda a: a.controller_name),
     "WorkloadPriorityClass": _simple(parse_priority_class, value=lambda p: p.value),
+    "Namespace": _simple(parse_namespace, labels=lambda n: dict(n.labels)),
 }
 
 

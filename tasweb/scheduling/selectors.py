@@ -32,6 +32,7 @@ from scheduler.parse import (
     parse_cluster_queue,
     parse_cohort,
     parse_local_queue,
+    parse_namespace,
     parse_pod,
     parse_priority_class,
     parse_resource_flavor,
@@ -283,6 +284,7 @@ ENGINE_READERS: dict[str, Callable[[QuerySet], list]] = {
     "Cohort": lambda rows: _parsed(cluster.Cohort, parse_cohort, rows),
     "AdmissionCheck": lambda rows: _parsed(cluster.AdmissionCheck, parse_admission_check, rows),
     "WorkloadPriorityClass": lambda rows: _parsed(cluster.WorkloadPriorityClass, parse_priority_class, rows),
+    "Namespace": lambda rows: _parsed(cluster.Namespace, parse_namespace, rows),
 }
 
 
@@ -306,6 +308,7 @@ def engine_inputs(versions: dict[str, int] | None = None,
         admission_checks=_parsed(cluster.AdmissionCheck, parse_admission_check),
         priority_classes=_parsed(cluster.WorkloadPriorityClass, parse_priority_class),
         workloads=workloads,
+        namespaces={ns.name: ns.labels for ns in _parsed(cluster.Namespace, parse_namespace)},
         workload_order=order,
     )
 

@@ -65,6 +65,8 @@ class Resource:
 CORE_RESOURCES = {
     "Node": Resource("Node", "", "v1", "nodes", namespaced=False),
     "Pod": Resource("Pod", "", "v1", "pods", namespaced=True),
+    # what the ClusterQueues' namespaceSelectors are matched against
+    "Namespace": Resource("Namespace", "", "v1", "namespaces", namespaced=False),
 }
 # kind -> (plural, namespaced); the version is found on the server
 KUEUE_RESOURCES = {
@@ -238,6 +240,8 @@ class KubeApi:
             return self.core.list_node(**params, **common)
         if resource.group == "" and resource.plural == "pods":
             return self.core.list_pod_for_all_namespaces(**params, **common)
+        if resource.group == "" and resource.plural == "namespaces":
+            return self.core.list_namespace(**params, **common)
         return self.custom.list_cluster_custom_object(resource.group, resource.version, resource.plural,
                                                       **params, **common)
 

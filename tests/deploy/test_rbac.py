@@ -13,6 +13,7 @@ from django.test import Client
 
 from tasweb.scheduling.models import ClusterWrite
 from tasweb.scheduling.services import scheduling_pass_run
+from tasweb.sources.kubeapi import MIRRORED_KINDS
 from tasweb.sources.tasks import send_cluster_writes
 from tests.api.conftest import upsert, workload_object
 from tests.kubeauth import NODES, WORKLOADS, kube_auth  # noqa: F401 - a fixture
@@ -144,7 +145,7 @@ def test_observe_grants_exactly_what_the_mirror_uses(kube: FakeKube, kubeconfig:
     calls = used(kube)
     # every mirrored kind was listed and watched
     assert {(g, r) for g, r, v in calls if v == "list"} == {(g, r) for g, r, v in calls if v == "watch"}
-    assert len({r for _, r, _ in calls}) == 10
+    assert len({r for _, r, _ in calls}) == len(MIRRORED_KINDS)
     assert_least_privilege("observe", calls)
     assert_least_privilege("trial", calls)
 

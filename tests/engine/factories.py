@@ -17,6 +17,7 @@ from scheduler.codec import decode_assignment
 from scheduler.config import Configuration
 from scheduler.engine import Engine, PassOutcome
 from scheduler.features import DEFAULT_GATES, FeatureGates
+from scheduler.model import Namespace
 from scheduler.parse import ParsedObjects, parse_objects
 from scheduler.placement import TASPodSetRequest
 from scheduler.quota import available_in
@@ -505,6 +506,8 @@ def parse_one(obj: dict) -> object:
         items = getattr(parsed, kind)
         if items:
             return items[0]
+    for name, labels in parsed.namespaces.items():
+        return Namespace(name, labels)
     raise AssertionError(f"{obj.get('kind')} is not read by the engine")
 
 

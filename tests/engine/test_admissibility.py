@@ -115,6 +115,24 @@ class TestNamespaceSelector:
             "sales, so nomination would turn it away and a requeue of ClusterQueue cq leaves it parked; only a "
             "change to the Workload's spec requeues it")
 
+    def test_a_namespace_relabelled_is_selected_at_the_next_requeue(self):
+        """Namespaces change one at a time in a long-lived engine. As in Kueue, a relabel
+        requeues nothing by itself; the next requeue of the ClusterQueue brings the workload back,
+        and it is admitted. A Namespace deleted leaves its workloads inadmissible."""
+        engine = self.two_namespaces(workload("outsider", namespace="sales", cpu="1"))
+        assert engine.run_pass(NOW).decided["sales/outsider"].status == "Inadmissible"
+
+        engine.upsert(parse_one(namespace("sales", team="eng")))
+        assert "sales/outsider" not in engine.run_pass(NOW + timedelta(seconds=1)).decided
+        engine.upsert(parse_one(self.selective_queue("2")))
+        assert engine.run_pass(NOW + timedelta(seconds=2)).decided["sales/outsider"].status == "Admitted"
+
+        engine.delete("Namespace", "eng")
+        engine.upsert(parse_one(workload("late", namespace="eng", cpu="1")))
+        decided = engine.run_pass(NOW + timedelta(seconds=3)).decided
+        assert (decided["eng/late"].status, decided["eng/late"].message) == (
+            "Inadmissible", 'workload namespace "eng" does not exist: namespaces "eng" not found')
+
     @pytest.mark.parametrize(("namespaces", "want"), [
         ([], ""),  # no Namespaces listed: not checked
         ([namespace("default", team="eng")], ""),

@@ -36,6 +36,11 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+def namespace_object(name: str, *, rv: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": f"ns-{name}", "resourceVersion": rv, "labels": labels}}
+
+
 def changes() -> list[tuple[str, str, bool]]:
     return list(cluster.MirrorChange.objects.order_by("id").values_list("kind", "name", "deleted"))
 
@@ -50,6 +55,7 @@ def assert_equal_to_a_rebuild(runtime: rt.SchedulerRuntime) -> None:
     assert snapshot_view(ours) == snapshot_view(theirs)
     assert quota_view(ours) == quota_view(theirs)
     assert index_view(ours) == index_view(theirs)
+    assert ours.namespaces == theirs.namespaces
     pending = {k for k in theirs.workload_map if theirs.workload(k).admission is None}
     assert set(runtime.engine.queues.assigned) | set(runtime.engine.queues.orphans) == pending
 
@@ -183,6 +189,31 @@ class TestIncrementalPasses:
         assert cluster.Workload.objects.get(name="late").status == cluster.WorkloadStatus.ADMITTED
         assert record.admitted == 1
         assert_equal_to_a_rebuild(second)
+
+    def test_namespaces_are_mirrored_and_followed_for_the_namespace_selectors(self):
+        """A Namespace in the mirror is what the ClusterQueue's namespaceSelector is matched
+        against, in the pass and in a runtime kept current by the change log."""
+        import_example_cluster()
+        object_upsert(kind="Namespace", obj=namespace_object("ml", team="sales", rv="1"))
+        queue = cluster.ClusterQueue.objects.get(name="cluster-queue").raw
+        queue["spec"]["namespaceSelector"] = {"matchLabels": {"team": "research"}}
+        queue["metadata"]["resourceVersion"] = "2"
+        object_upsert(kind="ClusterQueue", obj=queue)
+        services.scheduling_pass_run()
+        runtime = rt.runtime_current()
+        late = cluster.Workload.objects.get
+        object_upsert(kind="Workload", obj=small_workload("late"))
+        services.scheduling_pass_run()
+        assert (late(name="late").status, late(name="late").message) == (
+            cluster.WorkloadStatus.INADMISSIBLE, "workload namespace doesn't match ClusterQueue selector")
+
+        object_upsert(kind="Namespace", obj=namespace_object("ml", team="research", rv="3"))
+        object_upsert(kind="Workload", obj=small_workload("later"))  # its arrival requeues nothing parked
+        services.scheduling_pass_run()
+        assert rt.runtime_current() is runtime  # followed, not rebuilt
+        assert runtime.engine.state.namespaces == {"ml": {"team": "research"}}
+        assert late(name="later").status == cluster.WorkloadStatus.ADMITTED
+        assert_equal_to_a_rebuild(runtime)
 
     def test_a_pass_writes_only_what_it_changed(self):
         import_example_cluster()

@@ -42,6 +42,7 @@ KUEUE = "kueue.x-k8s.io"
 KINDS = {
     "Node": ("nodes", False, ""),
     "Pod": ("pods", True, ""),
+    "Namespace": ("namespaces", False, ""),
     "Topology": ("topologies", False, KUEUE),
     "ResourceFlavor": ("resourceflavors", False, KUEUE),
     "ClusterQueue": ("clusterqueues", False, KUEUE),
@@ -399,7 +400,7 @@ class FakeKube:
             return None
 
     def _collection(self, parts: list[str]) -> tuple[str | None, str]:
-        if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in ("nodes", "pods"):
+        if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in ("namespaces", "nodes", "pods"):
             return parts[2], "v1"
         if (len(parts) == 4 and parts[:2] == ["apis", KUEUE] and parts[2] in self.kueue_versions
                 and parts[3] in PLURALS and KINDS[PLURALS[parts[3]]][2] == KUEUE):

@@ -65,6 +65,10 @@ def admission_check(name: str = "prov") -> dict:
             "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}
 
 
+def namespace(name: str = NAMESPACE, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
 def priority_class(name: str = "high", value: int = 1000) -> dict:
     return {"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value}
 
@@ -152,8 +156,8 @@ def small_cluster() -> list[dict]:
     with its two gated pods, and a running non-TAS pod."""
     return [
         *nodes(),
-        topology(), flavor(), cohort(), cluster_queue(), local_queue(), admission_check(), priority_class(),
-        workload("train"),
+        namespace(team="ml"), topology(), flavor(), cohort(), cluster_queue(), local_queue(), admission_check(),
+        priority_class(), workload("train"),
         workload_pod("train-0", "train", other_gates=("example.com/quota",)),
         workload_pod("train-1", "train"),
         running_pod("inference-0", "b1-r1-n1"),
