@@ -1354,10 +1354,16 @@ class ClusterState:
             self.changes.requeue_all = True
 
     def upsert_namespace(self, namespace: Namespace) -> None:
-        """A Namespace's labels, for the namespaceSelectors. As in Kueue, a change requeues
-        nothing: a workload its namespace kept parked goes back at its ClusterQueue's next
-        requeue, if the namespace is selected then."""
-        self.namespaces[namespace.name] = dict(namespace.labels)
+        """A Namespace's labels, for the namespaceSelectors. As Kueue's ClusterQueue controller
+        (its namespace handler), a relabel requeues the ClusterQueues that select the namespace
+        now and did not before; a Namespace created or deleted requeues nothing."""
+        before = self.namespaces.get(namespace.name)
+        labels = self.namespaces[namespace.name] = dict(namespace.labels)
+        if before is None or before == labels:
+            return
+        self.changes.cluster_queues.update(
+            name for name, cq in self.cluster_queues.items()
+            if selector_matches(cq.namespace_selector, labels) and not selector_matches(cq.namespace_selector, before))
 
     def delete_namespace(self, name: str) -> None:
         self.namespaces.pop(name, None)

@@ -269,7 +269,8 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
     follows them)."""
     hold = state.namespace_hold(wl.namespace, cq) if wl is not None else ""
     if hold:
-        return [namespace_trigger(cq, hold)]
+        assert wl is not None
+        return [namespace_trigger(state, cq, wl.namespace, hold)]
     cycle = state.quota.cycle_of(cq)
     if cycle is not None:  # nothing but the cycle broken lets it admit
         return [f"change to ClusterQueue {cq.name} or to Cohort(s) {', '.join(sorted(set(cycle)))} that breaks "
@@ -286,19 +287,28 @@ def requeue_triggers(state: ClusterState, cq: ClusterQueue, *, topology_blocked:
     return out
 
 
-def namespace_trigger(cq: ClusterQueue, hold: str) -> str:
+def namespace_trigger(state: ClusterState, cq: ClusterQueue, namespace: str, hold: str) -> str:
     """What requeues a workload its Namespace keeps parked: not the ClusterQueue's requeues."""
-    return (f"change to the Workload's spec (a requeue of ClusterQueue {cq.name} leaves it parked "
+    return (f"{_namespace_requeue(state, cq, namespace)} (a requeue of ClusterQueue {cq.name} leaves it parked "
             f"while {hold})")
 
 
-def namespace_stop(cq: ClusterQueue, hold: str, now: datetime | None) -> StopRecord:
+def _namespace_requeue(state: ClusterState, cq: ClusterQueue, namespace: str) -> str:
+    """A change to its spec, or (Kueue's namespace handler) a relabel that makes the
+    ClusterQueue select the Namespace; one created requeues nothing, the next requeue finds it."""
+    relabel = f" or relabel of Namespace {namespace} that ClusterQueue {cq.name} selects" \
+        if namespace in state.namespaces else ""
+    return f"change to the Workload's spec{relabel}"
+
+
+def namespace_stop(state: ClusterState, cq: ClusterQueue, namespace: str, hold: str,
+                   now: datetime | None) -> StopRecord:
     """Why a workload parked with an equivalent (or before its ClusterQueue's namespaceSelector
     changed) stays parked: Kueue's QueueInadmissibleWorkloads leaves it there."""
     return StopRecord(MISCONFIGURED, f"parked as inadmissible: {hold}, so nomination would turn it away and "
-                      f"a requeue of ClusterQueue {cq.name} leaves it parked; only a change to the Workload's "
-                      "spec requeues it", cluster_queue=cq.name, parked=True,
-                      requeue_on=[namespace_trigger(cq, hold)], computed_now=True, at=now)
+                      f"a requeue of ClusterQueue {cq.name} leaves it parked; requeued by the next "
+                      f"{_namespace_requeue(state, cq, namespace)}", cluster_queue=cq.name, parked=True,
+                      requeue_on=[namespace_trigger(state, cq, namespace, hold)], computed_now=True, at=now)
 
 
 # ---------------------------------------------------------------- what the cycle did not reach
@@ -366,9 +376,9 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
         cq = state.cluster_queues.get(queues.assigned.get(key) or "")
         hold = state.namespace_hold(wl.namespace, cq) if cq is not None else ""
         if hold and not (isinstance(record, StopRecord) and parked.representative == key
-                         and record.requeue_on == [namespace_trigger(cq, hold)]):
+                         and record.requeue_on == [namespace_trigger(state, cq, wl.namespace, hold)]):
             assert cq is not None
-            return namespace_stop(cq, hold, now)
+            return namespace_stop(state, cq, wl.namespace, hold, now)
         if isinstance(record, StopRecord):
             return record
     cq_name = queues.assigned.get(key)

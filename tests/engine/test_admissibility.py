@@ -86,8 +86,9 @@ class TestNamespaceSelector:
         assert record.headline().startswith("workload namespace doesn't match ClusterQueue selector; parked as "
                                             "inadmissible since pass")
         assert record.requeue_on == [
-            "change to the Workload's spec (a requeue of ClusterQueue cq leaves it parked while the "
-            "namespaceSelector of ClusterQueue cq does not select its Namespace sales)"]
+            "change to the Workload's spec or relabel of Namespace sales that ClusterQueue cq selects (a requeue "
+            "of ClusterQueue cq leaves it parked while the namespaceSelector of ClusterQueue cq does not select its "
+            "Namespace sales)"]
         prediction = estimate(engine, NOW + timedelta(seconds=1)).predictions["sales/outsider"]
         assert (prediction.start, prediction.reason) == (
             None, "not while the namespaceSelector of ClusterQueue cq does not select its Namespace sales")
@@ -112,19 +113,20 @@ class TestNamespaceSelector:
         assert record is not None and record.parked
         assert record.message == (
             "parked as inadmissible: the namespaceSelector of ClusterQueue cq does not select its Namespace "
-            "sales, so nomination would turn it away and a requeue of ClusterQueue cq leaves it parked; only a "
-            "change to the Workload's spec requeues it")
+            "sales, so nomination would turn it away and a requeue of ClusterQueue cq leaves it parked; requeued "
+            "by the next change to the Workload's spec or relabel of Namespace sales that ClusterQueue cq selects")
 
-    def test_a_namespace_relabelled_is_selected_at_the_next_requeue(self):
-        """Namespaces change one at a time in a long-lived engine. As in Kueue, a relabel
-        requeues nothing by itself; the next requeue of the ClusterQueue brings the workload back,
-        and it is admitted. A Namespace deleted leaves its workloads inadmissible."""
+    def test_a_namespace_relabelled_into_a_selector_requeues_its_cluster_queue(self):
+        """Namespaces change one at a time in a long-lived engine. As Kueue's namespace handler
+        does, a relabel that makes a ClusterQueue select the namespace requeues that
+        ClusterQueue (one that changes nothing for it does not), and the workload is admitted. A
+        Namespace deleted leaves its workloads inadmissible."""
         engine = self.two_namespaces(workload("outsider", namespace="sales", cpu="1"))
         assert engine.run_pass(NOW).decided["sales/outsider"].status == "Inadmissible"
 
-        engine.upsert(parse_one(namespace("sales", team="eng")))
+        engine.upsert(parse_one(namespace("sales", team="marketing")))  # still not selected
         assert "sales/outsider" not in engine.run_pass(NOW + timedelta(seconds=1)).decided
-        engine.upsert(parse_one(self.selective_queue("2")))
+        engine.upsert(parse_one(namespace("sales", team="eng")))
         assert engine.run_pass(NOW + timedelta(seconds=2)).decided["sales/outsider"].status == "Admitted"
 
         engine.delete("Namespace", "eng")

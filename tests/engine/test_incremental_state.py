@@ -39,7 +39,15 @@ from scheduler.config import Configuration, parse_configuration
 from scheduler.cycle import SchedulingCycle, nomination_problem
 from scheduler.engine import Engine
 from scheduler.flavorassigner import FIT
-from scheduler.model import TOPOLOGY_GATE, Admission, AdmissionCheckState, Condition, LocalQueue, Workload
+from scheduler.model import (
+    TOPOLOGY_GATE,
+    Admission,
+    AdmissionCheckState,
+    Condition,
+    LocalQueue,
+    Namespace,
+    Workload,
+)
 from scheduler.parse import ParsedObjects
 from scheduler.quantity import parse_quantity
 from scheduler.queues import ACTIVE_ALONE, PARKED_ALONE
@@ -49,6 +57,7 @@ from .factories import (
     BLOCK,
     FLAVOR,
     HOSTNAME,
+    NAMESPACE,
     NOW,
     RACK,
     TOPOLOGY,
@@ -147,7 +156,7 @@ def rebuild(engine: Engine) -> Engine:
         flavors=list(s.flavors.values()), cluster_queues=list(s.cluster_queues.values()),
         local_queues=[with_written_usage(s, lq) for lq in s.local_queues.values()], cohorts=list(s.cohorts.values()),
         admission_checks=list(s.admission_checks.values()), priority_classes=list(s.priority_classes.values()),
-        workloads=[copy_workload(w) for w in s.workloads])
+        workloads=[copy_workload(w) for w in s.workloads], namespaces=dict(s.namespaces))
     fresh = Engine.from_parsed(parsed, s.gates, config=s.config)
     src, dst = engine.queues, fresh.queues
     # built with no clock, the fresh queues hold every requeueAt as to come: those whose
@@ -468,6 +477,20 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         if cohort is None:
             setup.pop("borrowing_limit", None)  # Kueue's validation: no limit without a cohort
         self.engine.upsert(one([cluster_queue_object(name, nominal=nominal, **setup)]))
+
+    @rule(team=st.sampled_from(["eng", "sales", "marketing"]))
+    def change_namespace(self, team) -> None:
+        """The workloads' Namespace labelled as `select_namespaces` selects it or not (never
+        deleted: its workloads would go with it)."""
+        self.engine.upsert(Namespace(NAMESPACE, {"team": team}))
+
+    @rule(name=st.sampled_from(QUEUES), selective=st.booleans())
+    def select_namespaces(self, name, selective) -> None:
+        """A ClusterQueue's namespaceSelector: team eng only, or every namespace."""
+        obj = cluster_queue_object(name, nominal=6, **QUEUE_SETUP[name])
+        if selective:
+            obj["spec"]["namespaceSelector"] = {"matchLabels": {"team": "eng"}}
+        self.engine.upsert(one([obj]))
 
     @rule(data=st.data(), policy=st.sampled_from(["None", "Hold", "HoldAndDrain"]), local=st.booleans())
     def stop_queue(self, data, policy, local) -> None:

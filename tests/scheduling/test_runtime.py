@@ -207,12 +207,12 @@ class TestIncrementalPasses:
         assert (late(name="late").status, late(name="late").message) == (
             cluster.WorkloadStatus.INADMISSIBLE, "workload namespace doesn't match ClusterQueue selector")
 
+        # relabelled so that the ClusterQueue selects it: Kueue requeues the ClusterQueue
         object_upsert(kind="Namespace", obj=namespace_object("ml", team="research", rv="3"))
-        object_upsert(kind="Workload", obj=small_workload("later"))  # its arrival requeues nothing parked
         services.scheduling_pass_run()
         assert rt.runtime_current() is runtime  # followed, not rebuilt
         assert runtime.engine.state.namespaces == {"ml": {"team": "research"}}
-        assert late(name="later").status == cluster.WorkloadStatus.ADMITTED
+        assert late(name="late").status == cluster.WorkloadStatus.ADMITTED
         assert_equal_to_a_rebuild(runtime)
 
     def test_a_pass_writes_only_what_it_changed(self):
