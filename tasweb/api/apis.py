@@ -382,6 +382,7 @@ def cluster_queue_json(row: cluster.ClusterQueue, counts: dict, queues: dict[str
         "name": row.name,
         "cohort": row.cohort or None,
         "queueingStrategy": spec.get("queueingStrategy") or "BestEffortFIFO",
+        "namespaceSelector": spec.get("namespaceSelector"),
         "stopPolicy": stop_policy_of(row.raw),
         "active": activity.get(row.name),
         "cohortCycle": list(chains[row.cohort]) if row.cohort in chains else None,

@@ -169,6 +169,10 @@ class ClusterQueueSerializer(s.Serializer):
     name = s.CharField(help_text="the ClusterQueue's name")
     cohort = s.CharField(allow_null=True, help_text="the Cohort it belongs to; null when none")
     queueingStrategy = s.CharField(allow_null=True, help_text="BestEffortFIFO or StrictFIFO")
+    namespaceSelector = s.JSONField(allow_null=True, help_text="spec.namespaceSelector (matchLabels, "
+                                    "matchExpressions): the namespaces whose workloads it admits, matched as Kueue "
+                                    "matches it against the mirrored Namespaces' labels; {} selects every namespace, "
+                                    "null none. Not checked while the mirror holds no Namespaces (the simulator)")
     stopPolicy = s.CharField(help_text="spec.stopPolicy: None, Hold (admits nothing more) or HoldAndDrain (also "
                              "evicts its admitted workloads)")
     active = ActiveConditionSerializer(allow_null=True, help_text="Kueue's Active condition of the ClusterQueue: "

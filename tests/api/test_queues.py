@@ -149,3 +149,27 @@ def test_a_stopped_cluster_queue_in_the_service(scheduled, client):
     evicted = results(client.get("/api/v1/history/", {"kind": "Evicted"}))
     assert len(evicted) == 7 and {e["message"] for e in evicted} == {"The ClusterQueue is stopped"}
     assert "and its admitted workloads are evicted" in client.get("/queues/").content.decode()
+
+
+def test_a_cluster_queue_names_its_namespace_selector_and_why_pending_reads_the_mirrored_namespaces(
+        scheduled, client):
+    """The mirrored Namespaces are what the namespaceSelector is matched against: a workload of a
+    namespace the ClusterQueue does not select waits, and why-pending says why."""
+    from tasweb.cluster.models import ClusterQueue
+    from tasweb.scheduling.services import scheduling_pass_run
+
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["namespaceSelector"] == {}
+    upsert({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "ml", "uid": "ns-ml", "resourceVersion": "1", "labels": {"team": "sales"}}})
+    cq = ClusterQueue.objects.get(name="cluster-queue").raw
+    cq["spec"]["namespaceSelector"] = {"matchLabels": {"team": "research"}}
+    cq["metadata"]["resourceVersion"] = "2"
+    upsert(cq)
+    assert client.get("/api/v1/clusterqueues/cluster-queue/").json()["namespaceSelector"] == {
+        "matchLabels": {"team": "research"}}
+    upsert(workload_object("outsider", gpus=1, count=1))
+    scheduling_pass_run()
+    body = client.get("/api/v1/workloads/ml/outsider/why-pending/").json()
+    assert body["pending"] is True
+    assert "workload namespace doesn't match ClusterQueue selector" in str(body)
+    assert "the namespaceSelector of ClusterQueue cluster-queue does not select its Namespace ml" in str(body)
