@@ -26,6 +26,7 @@ and a requeue moves only the parked workloads of the ClusterQueues concerned.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -206,6 +207,9 @@ class ClusterQueueQueue:
     # workloads parked on their own (a requeue reason Kueue does not bulk-move their equivalents
     # for): the class they left for a class of one, which an unchanged update keeps them out of
     alone: dict[str, Hashable] = field(default_factory=dict)
+    # how many of its workloads each namespace has: what a requeue checks the namespaceSelector
+    # against before looking at any workload
+    namespaces: Counter[str] = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self.class_of)
@@ -292,6 +296,7 @@ class ClusterQueueQueue:
         before = cls.best()
         cls.add(key, entry)
         self.class_of[key] = shape
+        self.namespaces[key.partition("/")[0]] += 1
         if cls.parked is None and (before is None or entry < before):
             self._schedule(cls)
 
@@ -319,6 +324,10 @@ class ClusterQueueQueue:
         shape = self.class_of.pop(key, None)
         if shape is None:
             return
+        namespace = key.partition("/")[0]
+        self.namespaces[namespace] -= 1
+        if not self.namespaces[namespace]:
+            del self.namespaces[namespace]
         cls = self.classes[shape]
         was_best = cls.best()
         cls.discard(key)
@@ -780,14 +789,12 @@ class QueueManager:
         cq = state.cluster_queues.get(q.name)
         if not state.namespaces or cq is None:
             return set()
-        holds: dict[str, bool] = {}
+        holding = {namespace for namespace in q.namespaces if state.namespace_hold(namespace, cq)}
+        if not holding:  # the common case: no workload is looked at
+            return set()
 
         def held(key: str) -> bool:
-            namespace = key.partition("/")[0]
-            hold = holds.get(namespace)
-            if hold is None:
-                hold = holds[namespace] = bool(state.namespace_hold(namespace, cq))
-            return hold
+            return key.partition("/")[0] in holding
 
         kept: set[Hashable] = set()
         for cls in list(q.classes.values()):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from collections import Counter
 from datetime import timedelta
 
 import hypothesis.strategies as st
@@ -652,6 +653,8 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         """A workload parked as inadmissible (not under another head's hold) still does not fit."""
         cycle = SchedulingCycle(fresh.state, fresh.queues, self.now, PassResult())
         for name, q in self.engine.queues.queues.items():
+            # the per-namespace counts a requeue reads stay those of its workloads
+            assert q.namespaces == Counter(key.partition("/")[0] for key in q.class_of), name
             for key, parked in q.parked.items():
                 if parked.under_hold:
                     continue
