@@ -404,6 +404,19 @@ class TopologyRequest:
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def selector_text(selector: Mapping | None) -> str:
+    """A label selector as kubectl writes it (`team=eng,tier in (a,b),!legacy`); "" for the
+    empty selector (every object) and for a nil one (none): the caller tells them apart."""
+    if not selector:
+        return ""
+    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req.get("key"), req.get("operator"), ",".join(req.get("values") or ())
+        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": f"{key}",
+                      "DoesNotExist": f"!{key}"}.get(op, f"{key} {op} ({values})"))
+    return ",".join(parts)
+
+
 def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelectorAsSelector(selector).Matches(labels): a nil selector matches nothing, an
     empty one everything; an operator a label selector does not have matches nothing."""

@@ -31,7 +31,7 @@ from rest_framework.exceptions import ValidationError
 from scheduler.admission_fair_sharing import display_text
 from scheduler.capacity import level_totals
 from scheduler.cluster import ClusterState, counts_as_non_tas_usage
-from scheduler.model import STOP_NONE, Node, Pod, ResourceFlavor, Topology
+from scheduler.model import STOP_NONE, Node, Pod, ResourceFlavor, Topology, selector_text
 from scheduler.quantity import CPU, MEMORY, PODS, parse_quantity, resource_value
 from scheduler.queue_status import STOPPED_ONLY_MESSAGE
 from scheduler.results import message_shape
@@ -765,6 +765,19 @@ class QueueCard:
     local_queue_usage: list[dict[str, Any]] | None = None
     # its Cohort's parent chain when it runs into a cycle of Cohorts (Kueue admits nothing here)
     cohort_cycle: tuple[str, ...] | None = None
+    # spec.namespaceSelector ({} selects every namespace, None none), and whether the mirror
+    # holds Namespaces to match it against
+    namespace_selector: dict[str, Any] | None = field(default_factory=dict)
+    namespaces_known: bool = False
+
+    @property
+    def namespace_selector_text(self) -> str:
+        return selector_text(self.namespace_selector)
+
+    @property
+    def restricts_namespaces(self) -> bool:
+        """Whether its namespaceSelector leaves any namespace out (a nil one selects none)."""
+        return self.namespace_selector != {}
 
     @property
     def cohort_cycle_text(self) -> str:
@@ -800,6 +813,7 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
             inactive_lqs.setdefault(target, []).append({"namespace": namespace, "name": name, **active})
     usage_by_cq = local_queue_usage_by_cluster_queue(targets, scope)
     cycles = api.cohort_chains()
+    namespaces_known = cluster.Namespace.objects.exists()
     cards = []
     for row in rows.only("name", "cohort", "invalid_reason", "raw"):
         pending = api.pending_in_cluster_queue(name=row.name, offset=0, limit=PENDING_SHOWN,
@@ -822,7 +836,9 @@ def queue_cards(*, cluster_queue: str | None = None, scope: AccessScope = UNREST
                                stop_policy=stop_policy_of(row.raw), active=activity.get(row.name),
                                inactive_local_queues=inactive_lqs.get(row.name, []),
                                local_queue_usage=usage_by_cq.get(row.name),
-                               cohort_cycle=cycles.get(row.cohort) if row.cohort else None))
+                               cohort_cycle=cycles.get(row.cohort) if row.cohort else None,
+                               namespace_selector=((row.raw or {}).get("spec") or {}).get("namespaceSelector"),
+                               namespaces_known=namespaces_known))
     return cards
 
 

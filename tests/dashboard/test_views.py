@@ -214,3 +214,22 @@ def test_a_queue_under_a_cycle_of_cohorts_says_so(cluster, client):
     assert 'data-cohort-cycle="a -&gt; b -&gt; a"' in body
     assert "Under a cycle of Cohorts (a -&gt; b -&gt; a)" in body
     assert "data-cohort-cycle" not in client.get("/queues/?cluster_queue=cluster-queue").content.decode()
+
+
+def test_a_queue_card_names_a_namespace_selector_that_restricts_it(cluster, client):
+    """The card of a ClusterQueue whose namespaceSelector leaves namespaces out shows the
+    selector, and says it is not checked while the mirror holds no Namespaces."""
+    object_upsert(kind="ClusterQueue", obj={
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "selective"},
+        "spec": {"namespaceSelector": {"matchLabels": {"team": "research"},
+                                       "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                     {"name": "tas-gpu", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    body = client.get("/queues/?cluster_queue=selective").content.decode()
+    assert 'data-namespace-selector="team=research,tier in (a,b)"' in body
+    assert "Not checked here: the mirror holds no Namespaces." in body
+    object_upsert(kind="Namespace", obj={"apiVersion": "v1", "kind": "Namespace",
+                                         "metadata": {"name": "research", "labels": {"team": "research"}}})
+    assert "Not checked here" not in client.get("/queues/?cluster_queue=selective").content.decode()
+    # a ClusterQueue selecting every namespace says nothing of it
+    assert "data-namespace-selector" not in client.get("/queues/?cluster_queue=cluster-queue").content.decode()

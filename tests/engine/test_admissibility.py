@@ -11,6 +11,7 @@ import pytest
 from scheduler.engine import Engine
 from scheduler.errors import InputError
 from scheduler.eta import estimate
+from scheduler.model import selector_text
 
 from .factories import (
     CLUSTER_QUEUE,
@@ -245,3 +246,16 @@ def test_requests_beyond_int64_saturate_and_leave_the_workload_pending():
     wl = result_of(result, "wl")
     assert wl.status == "Inadmissible"
     assert "current podset request (9223372036854775807m)" in wl.message
+
+
+@pytest.mark.parametrize(("selector", "want"), [
+    (None, ""),
+    ({}, ""),
+    ({"matchLabels": {"team": "eng", "env": "prod"}}, "env=prod,team=eng"),
+    ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x", "y"]},
+                           {"key": "b", "operator": "NotIn", "values": ["z"]},
+                           {"key": "c", "operator": "Exists"}, {"key": "d", "operator": "DoesNotExist"}]},
+     "a in (x,y),b notin (z),c,!d"),
+])
+def test_selector_text(selector, want):
+    assert selector_text(selector) == want
