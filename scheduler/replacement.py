@@ -23,7 +23,7 @@ from scheduler.node_failure import MULTIPLE_FAILURES, evict_workload, is_admitte
 from scheduler.placement import TASPodSetRequest, pod_set_updates_for
 from scheduler.results import ASSIGNMENT_KEPT, NODE_REPLACED, REPLACEMENT_FAILED, Decision, Event, PassResult
 from scheduler.second_pass import second_pass_blocked
-from scheduler.topology_assignment import find_replacement_assignment
+from scheduler.topology_assignment import add_assumed_usage, find_replacement_assignment
 
 NO_REPLACEMENT = "Workload was evicted as there was no replacement for unhealthy node(s): {}"
 IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
@@ -121,6 +121,9 @@ class NodeReplacer:
             if reason:
                 return {}, (psa.name, reason)
             results[psa.name] = (new, part)
+            # the next PodSet's search sees the pods this one moves (a leader and its workers
+            # leaving one node must not both take the last room of another)
+            add_assumed_usage(assumed, part, req.single_pod_requests, snap)
         return results, None
 
     def apply(self, wl: Workload, node: str, new_assignments: dict) -> None:
