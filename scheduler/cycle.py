@@ -45,7 +45,6 @@ from scheduler.model import (
     Condition,
     PodSetAssignment,
     Workload,
-    selector_matches,
 )
 from scheduler.pods_ready import WAITING_MESSAGE, WAITING_REASON, any_not_ready, not_ready
 from scheduler.preemption import JOB_UID_LABEL, Preemptor, Target, Targets, preemption_message
@@ -899,13 +898,11 @@ def admissibility_problem(state: ClusterState, wl: Workload, cq: ClusterQueue) -
     """Kueue's workload.ValidateAdmissibility, as nomination runs it: (the condition message, how the
     head is requeued) when the namespace does not match the ClusterQueue's namespaceSelector or the
     resources are invalid. Namespaces are checked only when the input lists Namespace objects."""
-    if state.namespaces:
-        labels = state.namespaces.get(wl.namespace)
-        if labels is None:
-            return (f"workload namespace {wl.namespace!r} does not exist: namespaces {wl.namespace!r} not found"
-                    .replace("'", '"'), REQUEUE_GENERIC)
-        if not selector_matches(cq.namespace_selector, labels):
-            return NAMESPACE_MISMATCH, REQUEUE_NAMESPACE_MISMATCH
+    if state.namespace_hold(wl.namespace, cq):  # Kueue's message for each of its two causes
+        if wl.namespace not in state.namespaces:
+            return f'workload namespace "{wl.namespace}" does not exist: namespaces "{wl.namespace}" not found', \
+                REQUEUE_GENERIC
+        return NAMESPACE_MISMATCH, REQUEUE_NAMESPACE_MISMATCH
     errors = []
     for i, ps in enumerate(wl.pod_sets):
         for path, names in ps.limit_violations:

@@ -40,7 +40,7 @@ from scheduler.admission_wait import (
 from scheduler.cluster import Charge, ClusterState, holds_quota, is_pending, node_is_healthy
 from scheduler.config import Configuration
 from scheduler.cycle import SchedulingCycle, unchanged_result
-from scheduler.eviction import is_evicted
+from scheduler.eviction import evict_and_record, is_evicted
 from scheduler.explain import WorkloadExplanation, explain_workload
 from scheduler.features import FeatureGates
 from scheduler.model import (
@@ -63,7 +63,7 @@ from scheduler.queues import QueueManager
 from scheduler.replacement import NodeReplacer
 from scheduler.results import Answers, PassResult, WorkloadResult, message_shape
 from scheduler.second_pass import SecondPass, admit_reservation, awaiting_second_pass
-from scheduler.stop_policy import evict_stopped, to_drain, to_withdraw, withdraw_reservation
+from scheduler.stop_policy import to_drain, to_withdraw, withdraw_reservation
 from scheduler.stops import StopRecord, current_stop
 from scheduler.stray_pods import StrayPodController
 from scheduler.ungater import apply_ungating, ungate_pods, workloads_with_gated_pods
@@ -223,7 +223,7 @@ class Engine:
         the reservations still waiting for admission checks in stopped or missing queues."""
         drained = to_drain(self.state)
         for wl, (reason, message) in drained:
-            evict_stopped(wl, reason, message, now, outcome.result)
+            evict_and_record(wl, reason, message, now, outcome.result)  # Kueue's workload.Evict
             self._rewritten(wl, outcome)
         withdrawn = to_withdraw(self.state)
         for wl, message in withdrawn:

@@ -792,28 +792,19 @@ class QueueManager:
         holding = {namespace for namespace in q.namespaces if state.namespace_hold(namespace, cq)}
         if not holding:  # the common case: no workload is looked at
             return set()
-
-        def held(key: str) -> bool:
-            return key.partition("/")[0] in holding
-
         kept: set[Hashable] = set()
         for cls in list(q.classes.values()):
             parked = cls.parked
             if parked is None or (topology_only and not parked.topology_blocked):
                 continue
-            for key in [k for k in cls.members if held(k)]:
+            for key in [k for k in cls.members if k.partition("/")[0] in holding]:
                 original = q.alone.get(key)
                 if original is not None and cls.shape == q.alone_shape(key, original, PARKED_ALONE):
                     kept.add(cls.shape)
                     continue
-                q.park_alone(key, self.orders.get(key) or self._order_of(key), cls.shape, parked)
+                q.park_alone(key, self.orders[key], cls.shape, parked)
                 kept.add(q.alone_shape(key, cls.shape, PARKED_ALONE))
         return kept
-
-    def _order_of(self, key: str) -> tuple:
-        wl = self.state.workload(key)
-        assert wl is not None, key
-        return queue_order_key(self.state, wl)
 
     def queues_using(self, flavors: set[str]) -> set[str]:
         return {name for name, cq in self.state.cluster_queues.items() if flavors & set(cq.flavor_names())}

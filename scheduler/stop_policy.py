@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scheduler.cluster import ClusterState
-from scheduler.eviction import evict_and_record, is_evicted
+from scheduler.eviction import is_evicted
 from scheduler.model import STOP_HOLD_AND_DRAIN, STOP_NONE, Condition, Workload
-from scheduler.results import INADMISSIBLE, PassResult
+from scheduler.results import INADMISSIBLE
 
 CLUSTER_QUEUE_STOPPED = ("ClusterQueueStopped", "The ClusterQueue is stopped")
 LOCAL_QUEUE_STOPPED = ("LocalQueueStopped", "The LocalQueue is stopped")
@@ -50,12 +50,6 @@ def to_drain(state: ClusterState) -> list[tuple[Workload, tuple[str, str]]]:
                                       else (wl for name in sorted(cqs) for wl in state.holders_in(name)))
     found = {wl.key: (wl, reason) for wl in candidates if (reason := drain_reason(wl, cqs, lqs)) is not None}
     return [found[wl.key] for wl in state.in_order(found)]
-
-
-def evict_stopped(wl: Workload, reason: str, message: str, now: datetime, result: PassResult) -> None:
-    """Kueue's workload.Evict for a stopped queue: the Evicted condition, its event, and the
-    decision recorded; the workload keeps its quota until its pods are gone."""
-    evict_and_record(wl, reason, message, now, result)
 
 
 def withdrawn_reservation(state: ClusterState, wl: Workload) -> str | None:

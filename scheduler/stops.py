@@ -375,10 +375,12 @@ def current_stop(state: ClusterState, queues: QueueManager, decisions: Mapping[s
         record = getattr(parked.result, "stop", None)
         cq = state.cluster_queues.get(queues.assigned.get(key) or "")
         hold = state.namespace_hold(wl.namespace, cq) if cq is not None else ""
-        if hold and not (isinstance(record, StopRecord) and parked.representative == key
-                         and record.requeue_on == [namespace_trigger(state, cq, wl.namespace, hold)]):
+        if hold:  # unless the cycle's own record of it already says so, its namespace keeps it parked
             assert cq is not None
-            return namespace_stop(state, cq, wl.namespace, hold, now)
+            stop = namespace_stop(state, cq, wl.namespace, hold, now)
+            if not (isinstance(record, StopRecord) and parked.representative == key
+                    and record.requeue_on == stop.requeue_on):
+                return stop
         if isinstance(record, StopRecord):
             return record
     cq_name = queues.assigned.get(key)
