@@ -410,8 +410,7 @@ def _feature_gates(doc: Mapping | None) -> Mapping[str, bool]:
     out: dict[str, bool] = {}
     for name, value in (doc or {}).items():
         where = f"featureGates.{name}"
-        problem = gate_problem(name) or (gate_problem(name, value) if isinstance(value, bool)
-                                         else f"must be true or false, got {value!r}")
+        problem = gate_problem(name) or (None if isinstance(value, bool) else f"must be true or false, got {value!r}")
         if problem is not None:
             raise InputError(problem, field=where)
         out[name] = value

@@ -32,8 +32,9 @@ DEFAULTS: dict[str, bool] = {
     # only lets Kueue's job webhooks accept a PodSet group with slices (v0.19.4); grouped sliced
     # PodSets are placed the same either way, as Kueue's scheduler does
     "TASGroupedPodSetSlicing": False,
-    # Kueue v0.19.5 (off in its release branch): the leader of a PodSet group checked against
-    # its own node selector, tolerations and affinity; not implemented, so only false is taken
+    # Kueue v0.19.5 (off in its release branch): on, the leader of a PodSet group is placed on a
+    # node its own node selector, tolerations and required affinity allow, anywhere in the
+    # group's domain; off, it goes where its workers' constraints allow
     "TASLeaderPodSetFeasibility": False,
     # Kueue v0.19.6 (alpha, on by default): a PodSet whose count is not a multiple of its single
     # slice layer's size is placed with a partial last slice. Off, such a PodSet waits with a
@@ -124,12 +125,6 @@ DEFAULTS: dict[str, bool] = {
     "TASRejectFalseUnconstrainedTopology": False,
 }
 
-# gate values Kueue knows whose behaviour the engine does not have: refused, not ignored
-UNSUPPORTED: dict[tuple[str, bool], str] = {
-    ("TASLeaderPodSetFeasibility", True): "the leader of a PodSet group is placed by its workers' node "
-                                          "selector, tolerations and affinity, as Kueue does with this gate off",
-}
-
 # Kueue's gate dependencies: a gate reads as off while any gate it depends on is off, as Kueue's
 # tests switch them (disabling a gate disables its dependents) and as its documentation's gate
 # matrices play out (TASFailedNodeReplacementFailFast does nothing without TASFailedNodeReplacement)
@@ -169,14 +164,10 @@ NOT_IMPLEMENTED: dict[tuple[str, bool], str] = {
 _TRUE = {"true": True, "false": False}
 
 
-def gate_problem(name: str, value: bool | None = None) -> str | None:
-    """Why `name=value` cannot be taken (an unknown gate, a value the engine lacks), or None;
-    without a value, only the name is checked."""
+def gate_problem(name: str) -> str | None:
+    """Why a gate of this name cannot be taken (Kueue has no such gate), or None."""
     if name not in DEFAULTS:
         return f"unknown feature gate {name!r}"
-    instead = UNSUPPORTED.get((name, value)) if value is not None else None
-    if instead is not None:
-        return f"feature gate {name}={str(value).lower()} is not supported: {instead}"
     return None
 
 
@@ -187,9 +178,8 @@ class FeatureGates:
     overrides: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # unknown names first, then values the engine lacks
-        for name in sorted(self.overrides, key=lambda n: (n in DEFAULTS, n)):
-            problem = gate_problem(name, bool(self.overrides[name]))
+        for name in sorted(self.overrides):
+            problem = gate_problem(name)
             if problem is not None:
                 raise FlagError(problem)
         # every gate resolved once, as an attribute of its own: the engine reads gates tens of

@@ -59,10 +59,10 @@ class Shape:
     simulate_empty: bool = False
     tail_size: int = 0  # pods of the partial slice (the count modulo the slice size)
 
-    def key(self, match: NodeMatch | None) -> tuple:
+    def key(self, match: NodeMatch | None, leader_match: NodeMatch | None = None) -> tuple:
         return (self.requests.tobytes(), None if self.leader_requests is None else self.leader_requests.tobytes(),
                 self.slice_level, self.slice_size, tuple(sorted(self.slice_size_at_level.items())),
-                self.simulate_empty, self.tail_size, id(match))
+                self.simulate_empty, self.tail_size, id(match), id(leader_match))
 
     @property
     def counters(self) -> tuple[str, ...]:
@@ -91,6 +91,10 @@ class Counts:
     assumed: np.ndarray | None = None  # leaves counted with assumed usage taken off
     generation: int = 0  # bumped whenever the counters change in place
     lists: dict[str, list[int]] = field(default_factory=dict)
+    # the leader's own node constraints (TASLeaderPodSetFeasibility) and the leaves they leave
+    # it; None: the leader may use the workers' leaves, and only those
+    leader_match: NodeMatch | None = None
+    leader_visited: np.ndarray | None = None
 
     def as_list(self, name: str) -> list[int]:
         """The counter as a Python list (shared: read it, copy before writing)."""
@@ -128,8 +132,14 @@ def count_in(requests: np.ndarray, capacity: np.ndarray, names: Sequence[str]) -
 
 
 def _leaf_counters(shape: Shape, remaining: np.ndarray, visited: np.ndarray, affinity: np.ndarray | None,
-                   names: Sequence[str], lowest_is_slice_level: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The counters of some leaves (`remaining`, `visited` and `affinity` rows of those leaves)."""
+                   names: Sequence[str], lowest_is_slice_level: bool,
+                   leader_visited: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The counters of some leaves (`remaining`, `visited`, `affinity` and `leader_visited` rows
+    of those leaves).
+
+    The leader takes a leaf it fits on among `leader_visited` (its own node constraints) or,
+    without them, among the workers' leaves. A leaf only the leader may use holds the leader
+    and no worker: its `state` and `state_wl` stay 0 (Kueue's fillLeaderOnlyLeafCounts)."""
     state, limiting = count_in(shape.requests, remaining, names)
     state[~visited] = 0
     if shape.leader_requests is not None:
@@ -137,7 +147,7 @@ def _leaf_counters(shape: Shape, remaining: np.ndarray, visited: np.ndarray, aff
         if len(leader_requests) < remaining.shape[1]:  # resources added since: it asks for none of them
             leader_requests = np.pad(leader_requests, (0, remaining.shape[1] - len(leader_requests)))
         leader_fits, _ = count_in(leader_requests, remaining, names)
-        leader_mask = (leader_fits > 0) & visited
+        leader_mask = (leader_fits > 0) & (visited if leader_visited is None else leader_visited)
         after_leader = remaining - np.where(leader_mask[:, None], leader_requests[None, :], 0)
         state_wl, _ = count_in(shape.requests, after_leader, names)
         state_wl[~visited] = 0
@@ -250,11 +260,13 @@ def _starved(visited: np.ndarray, state: np.ndarray, limiting: np.ndarray, names
 
 
 def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining: np.ndarray,
-            visited: np.ndarray, names: Sequence[str]) -> Counts:
+            visited: np.ndarray, names: Sequence[str], leader_match: NodeMatch | None = None,
+            leader_visited: np.ndarray | None = None) -> Counts:
     """Every domain's counters from the leaves' remaining capacity."""
     lowest = tree.depth - 1
     affinity = match.affinity_score if match is not None else None
-    leaf, limiting = _leaf_counters(shape, remaining, visited, affinity, names, shape.slice_level == lowest)
+    leaf, limiting = _leaf_counters(shape, remaining, visited, affinity, names, shape.slice_level == lowest,
+                                    leader_visited)
     names_kept = shape.counters
     arrays = {name: np.empty(tree.size, dtype=np.int64) for name in names_kept}
     window = _window(tree, lowest)
@@ -267,7 +279,8 @@ def compute(tree: TopologyTree, shape: Shape, match: NodeMatch | None, remaining
         window = _window(tree, lvl)
         for name in names_kept:
             arrays[name][window] = rolled[name]
-    return Counts(shape, match, visited, arrays, limiting, _starved(visited, leaf["state"], limiting, names))
+    return Counts(shape, match, visited, arrays, limiting, _starved(visited, leaf["state"], limiting, names),
+                  leader_match=leader_match, leader_visited=leader_visited)
 
 
 def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.ndarray, names: Sequence[str]) -> None:
@@ -280,8 +293,10 @@ def refresh(counts: Counts, tree: TopologyTree, leaves: np.ndarray, rows: np.nda
     lowest = tree.depth - 1
     visited = counts.visited[leaves]
     affinity = counts.match.affinity_score if counts.match is not None else None
+    leader_visited = None if counts.leader_visited is None else counts.leader_visited[leaves]
     leaf, limiting = _leaf_counters(shape, rows, visited,
-                                    None if affinity is None else affinity[leaves], names, shape.slice_level == lowest)
+                                    None if affinity is None else affinity[leaves], names, shape.slice_level == lowest,
+                                    leader_visited)
     window = tree.offsets[lowest] + leaves
     before = arrays["state"][window]
     if (visited & ((before == 0) | (leaf["state"] == 0))).any():  # a leaf was or is starved
@@ -512,18 +527,19 @@ def remaining_less(snap: TASFlavorSnapshot, shape: Shape, assumed: Mapping[int, 
 
 
 def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
-                assumed: Mapping[int, np.ndarray] | None = None) -> Counts:
+                assumed: Mapping[int, np.ndarray] | None = None, leader_match: NodeMatch | None = None) -> Counts:
     """The snapshot's counters for this shape, brought up to date with its capacity and usage,
-    less `assumed` usage per leaf (PodSets of the same workload placed before this one).
+    less `assumed` usage per leaf (PodSets of the same workload placed before this one), with
+    the leader on the leaves of `leader_match` when it is given.
 
     The leaves that carry assumed usage are counted again from the real capacity the next
     time the counters are asked for."""
     cache: OrderedDict[tuple, Counts] = snap.phase1_cache
-    key = shape.key(match)
+    key = shape.key(match, leader_match)
     version = snap.free_version if shape.simulate_empty else snap.version
     counts = cache.get(key)
     assumed_leaves = np.fromiter(sorted(assumed), dtype=np.intp, count=len(assumed)) if assumed else None
-    if counts is not None and counts.match is match:
+    if counts is not None and counts.match is match and counts.leader_match is leader_match:
         cache.move_to_end(key)
         if counts.version == version and counts.assumed is None and assumed_leaves is None:
             return counts
@@ -542,7 +558,8 @@ def kept_counts(snap: TASFlavorSnapshot, shape: Shape, match: NodeMatch | None,
                 counts.version, counts.assumed = version, assumed_leaves
                 return counts
     counts = compute(snap.tree, shape, match, remaining_less(snap, shape, assumed), visited_leaves(snap, match),
-                     snap.resources.names)
+                     snap.resources.names, leader_match,
+                     None if leader_match is None else visited_leaves(snap, leader_match))
     counts.version, counts.assumed = version, assumed_leaves
     cache[key] = counts
     cache.move_to_end(key)

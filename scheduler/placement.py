@@ -441,11 +441,12 @@ class Placer:
 
     def fill_in_counts(
         self, shape: Shape, match: NodeMatch | None, assumed: Mapping[int, np.ndarray] | None = None,
-        in_domain: np.ndarray | None = None,
+        in_domain: np.ndarray | None = None, leader_match: NodeMatch | None = None,
     ) -> None:
         """Phase 1: the snapshot's counters for this request shape, less the `assumed` usage per
         leaf; within `in_domain` (the leaves a replacement must stay in), counters computed
-        for this run alone."""
+        for this run alone. With `leader_match`, the leader goes only where its own node
+        constraints let it (which the failure message's node counts do not include, as in Kueue)."""
         snap = self.snap
         self.stats.total_nodes += snap.tree.leaf_count
         if match is not None:
@@ -453,13 +454,14 @@ class Placer:
             self.stats.node_selector += match.node_selector
             self.stats.affinity += match.affinity
         if in_domain is None:
-            counts = kept_counts(snap, shape, match, assumed)
+            counts = kept_counts(snap, shape, match, assumed, leader_match)
         else:
             visited = visited_leaves(snap, match)
             self.stats.topology_domain += int((visited & ~in_domain).sum())
             visited &= in_domain
+            leader_visited = None if leader_match is None else visited_leaves(snap, leader_match) & in_domain
             counts = compute(self.tree, shape, match, remaining_less(snap, shape, assumed), visited,
-                             snap.resources.names)
+                             snap.resources.names, leader_match, leader_visited)
         self.stats.resources.update(counts.resources)
         self.counts = _Counts(counts)
 

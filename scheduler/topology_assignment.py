@@ -184,13 +184,21 @@ def prepare_placement(
     required = tr is not None and tr.required is not None
     unconstrained = bool(tr is not None and tr.unconstrained) or workers.implied or bool(tr and tr.slice_only)
     multi_layer = tr.slice_layers() if sizes and tr is not None else ()
-    match = None
+    match = leader_match = None
     if snap.lowest_is_node:
-        selector = workers.effective_node_selector()
-        bad = invalid_selector_reason(selector)
-        if bad:
-            return None, None, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
+        # TASLeaderPodSetFeasibility: the leader is checked against its own node constraints
+        # (selector, tolerations, required affinity) on every node; off, it follows its workers'
+        own_leader = leader if gates.TASLeaderPodSetFeasibility else None
+        for request in (workers, own_leader):
+            if request is None:
+                continue
+            selector = request.effective_node_selector()
+            bad = invalid_selector_reason(selector)
+            if bad:
+                return None, None, f"invalid node selectors: {go_string_map(selector)}, reason: {bad}"
         match = node_match_for(snap, workers, gates)
+        if own_leader is not None:
+            leader_match = node_match_for(snap, own_leader, gates)
     tail = partial_slice_size(tr, workers.count)
     if tail and not gates.TASPartialSlices:
         return None, None, (f"the count {workers.count} of PodSet {workers.name} is not a multiple of its slice size "
@@ -212,7 +220,7 @@ def prepare_placement(
         leaf = index.get(leaf_id)
         if leaf is not None:
             assumed[leaf] = snap.vector(usage)
-    placer.fill_in_counts(shape, match, assumed, in_domain)
+    placer.fill_in_counts(shape, match, assumed, in_domain, leader_match)
     placer.params = params
     return placer, params, ""
 

@@ -298,9 +298,8 @@ class TestBadFlags:
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
 
     def test_gates_of_kueues_later_patch_releases(self, capsys, tmp_path, cluster_file):
-        """Gates Kueue's v0.19.4-v0.19.7 releases added: those of its controllers and job
-        integrations are taken; those whose TAS behaviour the engine does not have, only with
-        the value that matches what it does."""
+        """Gates Kueue's v0.19.4-v0.19.7 releases added are taken, those of its controllers and
+        job integrations changing nothing here."""
         wl_file = workloads_file(tmp_path, workload("w", count=5, unconstrained=True))
         taken = ("PodGroupSchedulingShapeOrdering=true,DeploymentJobUIDLabel=true,TASPartialSlices=false,"
                  "TASLeaderPodSetFeasibility=false,MultiKueueReuseClientConnectionConfigForWorkers=true,"
@@ -308,12 +307,10 @@ class TestBadFlags:
         code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", taken)
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
-        code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates", "TASPartialSlices=true")
+        code, out, _ = simulate(capsys, cluster_file, wl_file, "--feature-gates",
+                                "TASPartialSlices=true,TASLeaderPodSetFeasibility=true")
         assert code == 0
         assert json.loads(out)["workloads"][0]["status"] == "Admitted"
-        code, _, err = simulate(capsys, cluster_file, "--feature-gates", "TASLeaderPodSetFeasibility=true")
-        assert code == 2
-        assert_one_error_line(err, "TASLeaderPodSetFeasibility=true is not supported")
 
     @pytest.mark.parametrize("value", ["true", "false"])
     def test_grouped_sliced_pod_sets_are_placed_whatever_the_webhook_gate_says(self, capsys, tmp_path,

@@ -118,8 +118,6 @@ class TestReading:
          "unknown feature gate 'TASBalancedPlacment'"),
         (configuration(featureGates={"TASBalancedPlacement": "true"}), "featureGates.TASBalancedPlacement",
          "must be true or false, got 'true'"),
-        (configuration(featureGates={"TASLeaderPodSetFeasibility": True}), "featureGates.TASLeaderPodSetFeasibility",
-         "true is not supported"),
     ])
     def test_bad_values_name_the_field(self, doc, field, reason):
         with pytest.raises(InputError) as err:

@@ -2,7 +2,8 @@
 the newest stored version of that test has and that neither the conformance placement suite nor
 the other tests of this directory check.
 
-They cover a leader whose own node selector is ignored with TASLeaderPodSetFeasibility off, a
+They cover the leader's own node selector, required affinity and tolerations with
+TASLeaderPodSetFeasibility on (and its node selector ignored with the gate off), a
 podSetUpdate whose node selector conflicts with the PodSet's own, two cases Kueue runs with
 TASNodeFeasibilityForAllLevels off (a gate the engine does not have: it always behaves as with
 the gate off), and the TASPartialSlices cases: a PodSet whose count is not a multiple of its
@@ -92,6 +93,114 @@ def test_grouped_leader_and_workers_the_leaders_own_node_selector_is_ignored_wit
     assert result["leader"].failure == ""
     assert shape(result["leader"].assignment) == expected(("x1", 1))
     assert result["workers"].failure == ""
+    assert shape(result["workers"].assignment) == expected(("x1", 2))
+
+
+# Kueue's newest cases of the leader's own constraints run with the gate's default there (on);
+# Kueue v0.19.5, which the engine follows, has it off by default, so they set it here.
+NO_LEADER_NODE = 'topology "default" allows to fit only 10 out of 2 pod(s)'
+
+
+def assert_group_not_placed(result: dict, reason: str) -> None:
+    assert {name: (p.failure, p.assignment) for name, p in result.items()} == {
+        "leader": (reason, None), "workers": (reason, None)}
+
+
+def test_grouped_leader_and_workers_the_leaders_own_node_selector_matches_no_node():
+    """Go case: "grouped leader and workers; the leader's own nodeSelector matches no node".
+    The workers fit on either node; no domain has a node for the leader."""
+    objects = [*tas_setup(levels=LEVELS), host("b1", "r1", "x1", cpu="5"), host("b1", "r1", "x2", cpu="5")]
+    result = place_all(objects, [
+        pod_set("leader", count=1, cpu="1", required=BLOCK, group=GROUP, node_selector={"accelerator": "true"}),
+        pod_set("workers", count=2, cpu="1", required=BLOCK, group=GROUP),
+    ], TASLeaderPodSetFeasibility=True)
+    assert_group_not_placed(result, NO_LEADER_NODE)
+
+
+def test_grouped_leader_and_workers_the_leaders_own_required_affinity_matches_no_node():
+    """Go case: "grouped leader and workers; the leader's own required affinity matches no node"."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "accelerator", "operator": "In", "values": ["true"]}]}]}}}
+    objects = [*tas_setup(levels=LEVELS), host("b1", "r1", "x1", cpu="5"), host("b1", "r1", "x2", cpu="5")]
+    result = place_all(objects, [
+        pod_set("leader", count=1, cpu="1", required=BLOCK, group=GROUP, affinity=affinity),
+        pod_set("workers", count=2, cpu="1", required=BLOCK, group=GROUP),
+    ], TASLeaderPodSetFeasibility=True)
+    assert_group_not_placed(result, NO_LEADER_NODE)
+
+
+def test_grouped_leader_and_workers_the_leader_does_not_tolerate_a_taint_the_workers_tolerate():
+    """Go case: "grouped leader and workers; the leader does not tolerate a taint the workers
+    tolerate". Every node carries the taint."""
+    gpu_taint = [taint("example.com/gpu", "present", "NoSchedule")]
+    objects = [
+        *tas_setup(levels=LEVELS),
+        node("b1-r1-x1", block="b1", rack="r1", hostname=False, labels={HOSTNAME: "x1"}, cpu="5", pods="10",
+             taints=gpu_taint),
+        node("b1-r1-x2", block="b1", rack="r1", hostname=False, labels={HOSTNAME: "x2"}, cpu="5", pods="10",
+             taints=gpu_taint),
+    ]
+    result = place_all(objects, [
+        pod_set("leader", count=1, cpu="1", required=BLOCK, group=GROUP),
+        pod_set("workers", count=2, cpu="1", required=BLOCK, group=GROUP,
+                tolerations=[{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+    ], TASLeaderPodSetFeasibility=True)
+    assert_group_not_placed(result, NO_LEADER_NODE)
+
+
+def pool_nodes() -> list[dict]:
+    """b1/r1: node gpu (pool=gpu) and node cpu (pool=cpu), 5 CPU and 10 pods each."""
+    return [
+        node(f"b1-r1-{pool}", block="b1", rack="r1", hostname=False, labels={HOSTNAME: pool, "pool": pool},
+             cpu="5", pods="10")
+        for pool in ("gpu", "cpu")
+    ]
+
+
+def pool_group(level: str) -> list[dict]:
+    return [
+        pod_set("leader", count=1, cpu="1", required=level, group=GROUP, node_selector={"pool": "cpu"}),
+        pod_set("workers", count=2, cpu="1", required=level, group=GROUP, node_selector={"pool": "gpu"}),
+    ]
+
+
+def test_grouped_leader_and_workers_need_different_nodes_of_the_same_rack():
+    """Go case: "grouped leader and workers; the leader and the workers need different nodes of
+    the same rack". The topology stops at the rack, so the assignment names the rack and the
+    kube-scheduler picks the nodes in it. (Kueue runs it with TASNodeFeasibilityForAllLevels,
+    newer than the engine, which filters nodes only on a hostname level: both ways, no node
+    filter keeps the group out of r1.)"""
+    result = place_all([*tas_setup(levels=TWO_LEVELS), *pool_nodes()], pool_group(RACK),
+                       TASLeaderPodSetFeasibility=True)
+    assert result["leader"].failure == result["workers"].failure == ""
+    assert shape(result["leader"].assignment) == expected((("b1", "r1"), 1), levels=TWO_LEVELS)
+    assert shape(result["workers"].assignment) == expected((("b1", "r1"), 2), levels=TWO_LEVELS)
+
+
+def test_grouped_leader_and_workers_with_the_hostname_level_each_gets_its_own_node():
+    """Go case: "grouped leader and workers; with the hostname level each of them gets its own
+    node": the leader the CPU node, the workers the GPU one."""
+    result = place_all([*tas_setup(levels=LEVELS), *pool_nodes()], pool_group(BLOCK), TASLeaderPodSetFeasibility=True)
+    assert result["leader"].failure == result["workers"].failure == ""
+    assert shape(result["leader"].assignment) == expected(("cpu", 1))
+    assert shape(result["workers"].assignment) == expected(("gpu", 2))
+
+
+def test_the_resource_flavors_toleration_reaches_the_leader():
+    """Case "ResourceFlavor toleration reaches the leader's simulated pod" of Kueue's
+    TestScheduleForTASSchedulerLibrary (gate on): x1 is tainted, only the flavor tolerates the
+    taint, and both PodSets of the group land on x1."""
+    objects = [
+        *tas_setup(levels=(HOSTNAME,), flavor_kwargs={"tolerations": [{"key": "example.com/gpu",
+                                                                          "operator": "Exists"}]}),
+        node("x1", cpu="3", pods="10", taints=[taint("example.com/gpu", "present", "NoSchedule")]),
+    ]
+    result = place_all(objects, [
+        pod_set("leader", count=1, cpu="1", required=HOSTNAME, group="group"),
+        pod_set("workers", count=2, cpu="1", required=HOSTNAME, group="group"),
+    ], TASLeaderPodSetFeasibility=True)
+    assert result["leader"].failure == result["workers"].failure == ""
+    assert shape(result["leader"].assignment) == expected(("x1", 1))
     assert shape(result["workers"].assignment) == expected(("x1", 2))
 
 

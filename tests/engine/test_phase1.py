@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from scheduler import phase1
 from scheduler.assignment import DomainAssignment, TopologyAssignment
+from scheduler.model import Toleration
 from scheduler.phase1 import Shape, compute, kept_counts, visited_leaves
-from scheduler.placement import match_nodes
+from scheduler.placement import NodeMatch, match_nodes
 from scheduler.snapshot import JOURNAL_KEPT, TASFlavorSnapshot
 
-from .factories import HOSTNAME, flavor_snapshot, node, pod, taint, tas_setup
+from .factories import HOSTNAME, RACK, flavor_snapshot, node, pod, taint, tas_setup
 
 BLOCKS, RACKS, NODES = 2, 3, 4
 LEAVES = BLOCKS * RACKS * NODES
@@ -53,11 +54,20 @@ def shapes(snap: TASFlavorSnapshot) -> list[Shape]:
     ]
 
 
-def from_scratch(snap: TASFlavorSnapshot, shape: Shape, match, assumed: dict[int, np.ndarray]) -> tuple:
+def leader_own_match(snap: TASFlavorSnapshot) -> NodeMatch:
+    """A leader's own node constraints (TASLeaderPodSetFeasibility) unlike its workers': it
+    tolerates the taint they do not, and selects one rack of each block."""
+    return match_nodes(snap, (Toleration(key="dedicated", operator="Exists"),), {RACK: "r1"}, None, False)
+
+
+def from_scratch(snap: TASFlavorSnapshot, shape: Shape, match, assumed: dict[int, np.ndarray],
+                 leader_match: NodeMatch | None = None) -> tuple:
     remaining = snap.free.copy() if shape.simulate_empty else snap.free - snap.tas_usage
     for leaf, usage in assumed.items():
         remaining[leaf] -= usage
-    fresh = compute(snap.tree, shape, match, remaining, visited_leaves(snap, match), snap.resources.names)
+    leader_visited = None if leader_match is None else visited_leaves(snap, leader_match)
+    fresh = compute(snap.tree, shape, match, remaining, visited_leaves(snap, match), snap.resources.names,
+                    leader_match, leader_visited)
     return fresh.arrays, +fresh.resources
 
 
@@ -97,19 +107,25 @@ def apply(snap: TASFlavorSnapshot, op: tuple) -> None:
     listed=st.booleans(),
     few_parents=st.sampled_from([0, 16, 1000]),
     few_leaves=st.sampled_from([0, 16, 1000]),
+    leader_own=st.booleans(),
 )
-def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, few_parents, few_leaves):
+def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, few_parents, few_leaves, leader_own):
     """After each change, with the usage of PodSets placed earlier in the same workload assumed
     on a few leaves (and taken back at the next change); ancestors rolled up by numpy or, for
     a few, in Python, or (a few leaves of a shape without a leader) the change carried up in
-    Python."""
+    Python; the leader on its workers' leaves or (`leader_own`) on those of its own constraints."""
     phase1.FEW_PARENTS = few_parents
     phase1.FEW_LEAVES = few_leaves
     snap = snapshot(cpus, tainted)
     match = match_nodes(snap, (), {}, None, False)
+    own = leader_own_match(snap) if leader_own else None
     kinds = shapes(snap)
+
+    def leader_match(shape: Shape) -> NodeMatch | None:
+        return own if shape.leader_requests is not None else None
+
     for shape in kinds:
-        counts = kept_counts(snap, shape, match)
+        counts = kept_counts(snap, shape, match, None, leader_match(shape))
         if listed:  # the lists made for phase 2 are kept in step too
             for name in shape.counters:
                 counts.as_list(name)
@@ -119,8 +135,8 @@ def test_kept_counters_equal_counters_from_scratch(cpus, tainted, ops, listed, f
         assert np.array_equal(snap.remaining(simulate_empty=True), snap.free)
         assumed = {leaf: snap.vector({"cpu": cpu, "pods": 1}) for leaf, cpu in assumed_cpu.items()}
         for shape in kinds:
-            kept = kept_counts(snap, shape, match, assumed)
-            arrays, resources = from_scratch(snap, shape, match, assumed)
+            kept = kept_counts(snap, shape, match, assumed, leader_match(shape))
+            arrays, resources = from_scratch(snap, shape, match, assumed, leader_match(shape))
             assert set(kept.arrays) == set(shape.counters)
             for name in shape.counters:
                 assert np.array_equal(kept.arrays[name], arrays[name]), (op, shape, name)
