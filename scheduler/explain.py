@@ -13,7 +13,7 @@ the next pass admits it, since heads ahead of it in its ClusterQueue and cohort 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ from scheduler.stops import (
 )
 from scheduler.topology_assignment import (
     add_assumed_usage,
+    find_leader_and_workers,
     find_topology_assignment,
     find_topology_assignments_for_flavor,
     prepare_placement,
@@ -472,6 +473,21 @@ def pod_set_request(psf: PodSetFlavors, snap: TASFlavorSnapshot) -> TASPodSetReq
                             implied=psf.implied)
 
 
+def constrained_as_placed(req: TASPodSetRequest, group: Sequence[TASPodSetRequest],
+                          state: ClusterState) -> TASPodSetRequest:
+    """The request with the node constraints its placement applies to it: without
+    TASLeaderPodSetFeasibility a group's leader goes where its workers' node selector,
+    tolerations and affinity allow, its own not consulted."""
+    if not group or state.gates.TASLeaderPodSetFeasibility:
+        return req
+    leader, workers = find_leader_and_workers(list(group))
+    if leader is None or leader.name != req.name:
+        return req
+    spec = replace(req.pod_set.spec, affinity=workers.pod_set.spec.affinity)
+    return replace(req, pod_set=replace(req.pod_set, spec=spec), node_selector=workers.effective_node_selector(),
+                   tolerations=workers.effective_tolerations())
+
+
 def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFlavors,
                     assumed: dict, shared: Shared | None = None, *, remedies: bool = True,
                     before: list[TASPodSetRequest] | None = None,
@@ -489,7 +505,7 @@ def explain_pod_set(state: ClusterState, snap: TASFlavorSnapshot, psf: PodSetFla
     ps = psf.pod_set
     mode, level = mode_of(ps, psf.implied)
     out = PodSetExplanation(ps.name, psf.count, flavor=snap.name, mode=mode, level=level)
-    req = pod_set_request(psf, snap)
+    req = constrained_as_placed(pod_set_request(psf, snap), group, state)
     placer, params, reason = prepare_placement(snap, req, None, gates=state.gates, assumed_usage=assumed)
     if placer is None or params is None:
         out.reason = reason

@@ -15,9 +15,22 @@ import json
 import pytest
 
 from scheduler.codec import decode_assignment
+from scheduler.explain import explain_workload
 from scheduler.placement import PodSetPlacement
 
-from .factories import BLOCK, HOSTNAME, LEVELS, RACK, node, pod_set, taint, tas_setup, workload
+from .factories import (
+    BLOCK,
+    HOSTNAME,
+    LEVELS,
+    RACK,
+    cluster_state,
+    gates,
+    node,
+    pod_set,
+    taint,
+    tas_setup,
+    workload,
+)
 from .test_cli import simulate, write_yaml
 from .test_kueue_placement_extra import expected, shape
 from .test_kueue_placement_more import place_all
@@ -132,3 +145,20 @@ def test_the_command_line_takes_the_gate(capsys, tmp_path, value, leader_node):
     leader = next(ps for ps in result["podSets"] if ps["name"] == "leader")
     decoded = decode_assignment(leader["topologyAssignment"])
     assert [(d.values, d.count) for d in decoded.domains] == [((leader_node,), 1)]
+
+
+@pytest.mark.parametrize("gate, excluded_by_selector", [(False, 0), (True, 2)])
+def test_why_pending_counts_the_leader_by_the_constraints_its_placement_applies(gate, excluded_by_selector):
+    """Twelve workers do not fit the block's ten pods. Without the gate the leader's own
+    selector plays no part, and why-pending must not say it excludes nodes; with the gate it
+    excludes both nodes, and the leader fits nowhere."""
+    objects = [*tas_setup(levels=LEVELS), host("x1"), host("x2")]
+    wl = workload("w", pod_sets=group(node_selector={"accelerator": "true"}, workers=12))
+    state = cluster_state([*objects, wl], feature_gates=gates(**{GATE: gate}))
+    explanation = explain_workload(state, next(iter(state.workloads)))
+    leader, workers = explanation.pod_sets
+    assert not leader.fits and leader.reason == 'topology "default" allows to fit only 10 out of 12 pod(s)'
+    assert leader.exclusions is not None and leader.exclusions.node_selector == excluded_by_selector
+    block = leader.levels[0]
+    assert (block.level, block.best_fits) == (BLOCK, 0 if gate else 10)
+    assert workers.reason == "not placed: placed with pod set leader as one group, which does not fit"
