@@ -470,7 +470,7 @@ def pod_set_request(psf: PodSetFlavors, snap: TASFlavorSnapshot) -> TASPodSetReq
     """The TAS placement request of a PodSet on the flavor `snap`."""
     ps = psf.pod_set
     return TASPodSetRequest(pod_set=ps, count=psf.count, single_pod_requests=ps.spec.requests, flavor=snap.name,
-                            implied=psf.implied)
+                            implied=psf.implied, **psf.updates)
 
 
 def constrained_as_placed(req: TASPodSetRequest, group: Sequence[TASPodSetRequest],

@@ -134,6 +134,8 @@ class PodSetFlavors:
     # the placement's reason when it does not fit the topology even with no admitted workload
     # on the flavor's nodes (Kueue's simulate-empty check): no preemption or finish makes room
     empty_failure: str = ""
+    # the TASPodSetRequest fields its Ready admission checks' podSetUpdates change
+    updates: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -414,7 +416,8 @@ class FlavorAssigner:
             for ps in members:
                 needed = self.state.pods_after_reclaim(self.wl, ps)
                 count = counts.get(ps.name, needed) if counts else needed
-                psfs.append(PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps)))
+                psfs.append(PodSetFlavors(ps, count, tas=self.tas_requested(ps), implied=self.tas_implied(ps),
+                                          updates=pod_set_updates_for(self.wl, ps)))
                 needs.append(pod_set_needs(ps, count, self.state.config))
             if len(psfs) == 1:
                 self._assign_pod_set(psfs[0], needs[0], pending)
@@ -751,7 +754,7 @@ class FlavorAssigner:
                 pod_set=psf.pod_set, count=psf.count, single_pod_requests=psf.pod_set.spec.requests,
                 flavor=flavor, implied=psf.implied,
                 previous_assignment=self.previous_assignment(psf.pod_set) if elastic else None,
-                **pod_set_updates_for(self.wl, psf.pod_set)))
+                **psf.updates))
         return by_flavor
 
     def elastic_topology_error(self, psf: PodSetFlavors) -> str:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler.errors import InputError
+from scheduler.explain import explain_workload
 
 from .factories import (
     HOSTNAME,
     admission_check,
     admitted,
     cluster_queue,
+    cluster_state,
     domains_json,
     local_queue,
     node,
@@ -169,3 +171,20 @@ def test_a_delayed_topology_preempts_nothing_the_policy_forbids(blocker_priority
     result = run(preempting_cluster(waiting_for_topology(), blocker_priority, within=within))
     assert result_of(result, "blocker").status == "Admitted"
     assert [(e.key, e.reason) for e in result.events] == [("default/foo", "SecondPassFailed")]
+
+
+def test_why_pending_places_the_pod_set_with_its_checks_updates():
+    """A pending workload whose Ready check steers its PodSet to pool b, on a cluster with
+    pool a only: the flavor assigner places it with the update, and so does why-pending, which
+    says the node selector leaves it no node (not that it would fit)."""
+    wl = workload("foo", count=1, cpu="1", required=HOSTNAME)
+    wl["status"] = {"admissionChecks": [{"name": "prov", "state": "Ready", "message": "",
+                                         "podSetUpdates": [{"name": "main", "nodeSelector": {"pool": "b"}}]}]}
+    objects = [topology(levels=(HOSTNAME,)), resource_flavor(), cluster_queue(), local_queue(),
+               node("x1", cpu="4", labels={"pool": "a"}), wl]
+    state = cluster_state(objects)
+    explanation = explain_workload(state, state.workload("default/foo"))
+    assert not explanation.fits
+    (main,) = explanation.pod_sets
+    assert not main.fits and main.exclusions is not None and main.exclusions.node_selector == 1
+    assert [lvl.best_fits for lvl in main.levels] == [0]
