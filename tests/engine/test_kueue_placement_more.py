@@ -157,15 +157,18 @@ REPLACEMENT_GATES = {"TASMultiLayerTopology": True, "TASCacheNodeMatchResults": 
 
 
 def replace_on_nodes(
-    nodes: list[dict], pod_set_dict: dict, existing: list[tuple[str, int]], unhealthy: str
+    nodes: list[dict], pod_set_dict: dict, existing: list[tuple[str, int]], unhealthy: str,
+    assumed_usage: dict[str, dict[str, int]] | None = None, **gate_values: bool,
 ) -> tuple[TopologyAssignment | None, str]:
     """The merged assignment (or failure reason) after replacing `unhealthy`, searched on a
-    snapshot of the nodes alone: the workload's own pods are not counted, as in Kueue's test."""
-    feature_gates = gates(**REPLACEMENT_GATES)
+    snapshot of the nodes alone: the workload's own pods are not counted, as in Kueue's test
+    (which passes their usage as `assumed_usage` when it wants it counted)."""
+    feature_gates = gates(**{**REPLACEMENT_GATES, **gate_values})
     snap = flavor_snapshot([*tas_setup(levels=LEVELS), *nodes], feature_gates=feature_gates)
     (request,) = tas_requests(workload("test-wl", pod_sets=[pod_set_dict]))
     current = TopologyAssignment.of((HOSTNAME,), [((n,), c) for n, c in existing])
-    merged, _, reason = find_replacement_assignment(snap, request, current, unhealthy, gates=feature_gates)
+    merged, _, reason = find_replacement_assignment(snap, request, current, unhealthy, gates=feature_gates,
+                                                    assumed_usage=assumed_usage)
     return merged, reason
 
 

@@ -9,7 +9,11 @@ TASNodeFeasibilityForAllLevels off (a gate the engine does not have: it always b
 the gate off), and the TASPartialSlices cases: a PodSet whose count is not a multiple of its
 slice size, with and without a leader. (With TASPartialSlices off, Kueue's newest cases drop
 the trailing pods of such a PodSet, the behaviour reported as kueue#15277; the engine instead
-keeps the PodSet waiting with a reason, and those cases are not carried.)
+keeps the PodSet waiting with a reason, and those cases are not carried.) Three node
+replacements follow (a damaged slice repaired beside a partial one, the stale check a second
+failed node trips with TASReplaceMultipleFailedNodes off, a whole assignment moved), and the
+one case of Kueue's topology-spreading group that sets no rule (TASTopologySpreading is newer
+than the engine).
 
 Fresh placements are checked on the flavor snapshot with `find_topology_assignments_for_flavor`,
 as Kueue's test calls `FindTopologyAssignmentsForFlavor`; the node replacement calls
@@ -44,7 +48,7 @@ from .factories import (
     workload,
 )
 from .test_kueue_placement_extra import expected, shape
-from .test_kueue_placement_more import place_all
+from .test_kueue_placement_more import place_all, replace_on_nodes
 
 GPU = "example.com/gpu"
 GROUP = "sameGroup"
@@ -429,3 +433,67 @@ def test_partial_slice_the_trailing_pods_form_a_partial_last_slice():
     assert shape(result.assignment) == expected(("x1", 8), ("x2", 2))
 
 
+
+
+# ---------------------------------------------------------------- replacement, plain placement
+
+
+def b1_host(name: str, rack: str, cpu: str, *, ready: str = "True") -> dict:
+    return node(name, block="b1", rack=rack, cpu=cpu, pods="10", ready=ready)
+
+
+def test_partial_slice_replacement_the_damaged_slice_is_repaired_not_the_partial_one():
+    """Go case: "partial slice replacement: the damaged slice is repaired, not the partial one"
+    (TASPartialSlices on). Ten pods in slices of four per rack: r1, r2 hold four each, r3 the
+    partial slice of two. x1 (r1) is NotReady; the workload's own pods are counted on x1..x5
+    (Kueue's aggregated domain usages). Only r1 lost pods, so its spare x6 takes them, not
+    r3's x7; the partial slice (x5) stays last."""
+    nodes = [
+        b1_host("x1", "r1", "2", ready="False"),
+        b1_host("x2", "r1", "2"),
+        b1_host("x6", "r1", "2"),
+        b1_host("x3", "r2", "2"),
+        b1_host("x4", "r2", "2"),
+        b1_host("x5", "r3", "2"),
+        b1_host("x7", "r3", "2"),
+    ]
+    main = pod_set("main", count=10, cpu="1", required=BLOCK, slice_topology=RACK, slice_size=4)
+    own = {name: {"cpu": 2000, "pods": 2} for name in ("x1", "x2", "x3", "x4", "x5")}
+    merged, reason = replace_on_nodes(nodes, main, [("x1", 2), ("x2", 2), ("x3", 2), ("x4", 2), ("x5", 2)], "x1",
+                                      assumed_usage=own, TASPartialSlices=True)
+    assert reason == ""
+    assert shape(merged) == expected(("x2", 2), ("x6", 2), ("x3", 2), ("x4", 2), ("x5", 2))
+
+
+def test_multi_node_replacement_missing_tail_still_fails_the_stale_check_when_gate_is_disabled():
+    """Go case: "multi-node replacement: missing tail still fails the stale check when gate is
+    disabled" (TASReplaceMultipleFailedNodes off, the behaviour of Kueue v0.19): x1 and x2
+    are unhealthy and gone; the first is replaced, and the second, still in the assignment,
+    makes it stale."""
+    nodes = [b1_host("x5", "r1", "1"), b1_host("x4", "r2", "1")]
+    main = pod_set("main", count=3, cpu="1", required=RACK)
+    merged, reason = replace_on_nodes(nodes, main, [("x1", 1), ("x2", 1), ("x5", 1)], "x1")
+    assert merged is None
+    assert reason == ("Cannot replace the node, because the existing topologyAssignment is invalid, as it "
+                      "contains the stale domain x2")
+
+
+def test_replacement_required_rack_allows_moving_the_entire_assignment():
+    """Go case: "multi-node replacement: required rack allows moving the entire assignment"
+    (its one unhealthy node is the whole assignment, so no other domain binds the rack, as in
+    v0.19's single-node replacement): the pod goes to x4 in another rack."""
+    merged, reason = replace_on_nodes([b1_host("x4", "r2", "1")], pod_set("main", count=1, cpu="1", required=RACK),
+                                      [("x1", 1)], "x1")
+    assert reason == ""
+    assert shape(merged) == expected(("x4", 1))
+
+
+def test_topology_spreading_no_rules_plain_best_fit_placement():
+    """Go case: "topology spreading: no rules, plain best-fit placement": three blocks of two
+    racks of one node of 2 CPU; two pods of 1 CPU with the block required go to x1."""
+    nodes = [node(f"{b}-{r}-{h}", block=b, rack=r, hostname=False, labels={HOSTNAME: h}, cpu="2", pods="10")
+             for b, r, h in (("b1", "r1", "x1"), ("b1", "r2", "x2"), ("b2", "r1", "x3"), ("b2", "r2", "x4"),
+                             ("b3", "r1", "x5"), ("b3", "r2", "x6"))]
+    result = place_all([*tas_setup(levels=LEVELS), *nodes], [pod_set("main", count=2, cpu="1", required=BLOCK)])
+    assert result["main"].failure == ""
+    assert shape(result["main"].assignment) == expected(("x1", 2))
