@@ -286,7 +286,8 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
                                                gates(ConcurrentAdmission=True),
                                                gates(PriorityBoost=True, ConcurrentAdmission=True),
                                                gates(TASBalancedPlacement=True),
-                                               gates(TASFailedNodeReplacementFailFast=False)]),
+                                               gates(TASFailedNodeReplacementFailFast=False),
+                                               gates(TASLeaderPodSetFeasibility=True)]),
                 jobs=st.lists(JOB, min_size=2, max_size=10),
                 config=st.sampled_from([None, "fairSharing", "waitForPodsReady", "admissionFairSharing"]))
     def start(self, feature_gates, jobs, config=None) -> None:
@@ -374,8 +375,11 @@ class IncrementalEqualsRebuild(RuleBasedStateMachine):
         elif shape == "partial":  # slices of three pods and a partial slice of one or two (TASPartialSlices)
             kwargs = {"required": BLOCK, "slice_topology": RACK, "slice_size": 3}
             count = 3 * count + 1 + count % 2
-        elif shape == "group":  # a leader and its workers, placed together in a rack
-            kwargs = {"pod_sets": [pod_set("leader", cpu="1", required=RACK, group="g"),
+        elif shape == "group":  # a leader and its workers, placed together in a rack; the leader
+            # tolerates the maintenance taint its workers do not (TASLeaderPodSetFeasibility)
+            leader_tolerations = [{"key": "maintenance", "operator": "Exists"}]
+            kwargs = {"pod_sets": [pod_set("leader", cpu="1", required=RACK, group="g",
+                                           tolerations=leader_tolerations),
                                    pod_set("workers", count=count, cpu=cpu, required=RACK, group="g")]}
         elif shape == "two":  # two PodSets, each on its own
             kwargs = {"pod_sets": [pod_set("driver", cpu="1", preferred=RACK),
