@@ -199,6 +199,8 @@ def prepare_placement(
         match = node_match_for(snap, workers, gates)
         if own_leader is not None:
             leader_match = node_match_for(snap, own_leader, gates)
+            if leader_match is match:  # the workers' constraints: their counters serve as they are
+                leader_match = None
     tail = partial_slice_size(tr, workers.count)
     if tail and not gates.TASPartialSlices:
         return None, None, (f"the count {workers.count} of PodSet {workers.name} is not a multiple of its slice size "

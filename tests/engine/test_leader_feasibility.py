@@ -17,6 +17,7 @@ import pytest
 from scheduler.codec import decode_assignment
 from scheduler.explain import explain_workload
 from scheduler.placement import PodSetPlacement
+from scheduler.topology_assignment import find_topology_assignments_for_flavor
 
 from .factories import (
     BLOCK,
@@ -24,10 +25,12 @@ from .factories import (
     LEVELS,
     RACK,
     cluster_state,
+    flavor_snapshot,
     gates,
     node,
     pod_set,
     taint,
+    tas_requests,
     tas_setup,
     workload,
 )
@@ -162,3 +165,17 @@ def test_why_pending_counts_the_leader_by_the_constraints_its_placement_applies(
     block = leader.levels[0]
     assert (block.level, block.best_fits) == (BLOCK, 0 if gate else 10)
     assert workers.reason == "not placed: placed with pod set leader as one group, which does not fit"
+
+
+@pytest.mark.parametrize("own_selector, own_leaves", [(None, False), ({"accelerator": "true"}, True)])
+def test_a_leader_with_its_workers_constraints_is_counted_as_without_the_gate(own_selector, own_leaves):
+    """With the gate on, a leader whose node constraints are its workers' is counted on their
+    leaves, the counters kept as with the gate off; one with its own gets its own leaves."""
+    objects = [*tas_setup(levels=LEVELS), host("x1"), host("x2", labels={"accelerator": "true"})]
+    snap = flavor_snapshot(objects, feature_gates=gates(**{GATE: True}))
+    spec = {} if own_selector is None else {"node_selector": own_selector}
+    requests = tas_requests(workload("w", pod_sets=group(**spec)))
+    result = find_topology_assignments_for_flavor(snap, requests, gates=gates(**{GATE: True}))
+    assert [p.failure for p in result.values()] == ["", ""]
+    (counts,) = snap.phase1_cache.values()
+    assert (counts.leader_visited is not None) is own_leaves
