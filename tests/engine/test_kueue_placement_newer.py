@@ -48,6 +48,7 @@ from .factories import (
     workload,
 )
 from .test_kueue_placement_extra import expected, shape
+from .test_kueue_placement_more import host as b1_host
 from .test_kueue_placement_more import place_all, replace_on_nodes
 
 GPU = "example.com/gpu"
@@ -56,11 +57,12 @@ TWO_LEVELS = (BLOCK, RACK)
 
 
 def host(block: str, rack: str, name: str, *, cpu: str | None = None, gpu: str | None = None,
-         memory: str | None = None, pods: str = "10", ready: str = "True") -> dict:
+         memory: str | None = None, pods: str = "10", ready: str = "True", labels: dict | None = None,
+         taints: list[dict] | None = None) -> dict:
     """Node `{block}-{rack}-{name}` with hostname label `name`, as the Go cases name them."""
-    return node(f"{block}-{rack}-{name}", block=block, rack=rack, hostname=False, labels={HOSTNAME: name},
-                cpu=cpu, memory=memory, pods=pods, extra={GPU: gpu} if gpu is not None else None,
-                ready=ready)
+    return node(f"{block}-{rack}-{name}", block=block, rack=rack, hostname=False,
+                labels={HOSTNAME: name, **(labels or {})}, cpu=cpu, memory=memory, pods=pods,
+                extra={GPU: gpu} if gpu is not None else None, ready=ready, taints=taints or ())
 
 
 def cache_default_nodes() -> list[dict]:
@@ -139,10 +141,8 @@ def test_grouped_leader_and_workers_the_leader_does_not_tolerate_a_taint_the_wor
     gpu_taint = [taint("example.com/gpu", "present", "NoSchedule")]
     objects = [
         *tas_setup(levels=LEVELS),
-        node("b1-r1-x1", block="b1", rack="r1", hostname=False, labels={HOSTNAME: "x1"}, cpu="5", pods="10",
-             taints=gpu_taint),
-        node("b1-r1-x2", block="b1", rack="r1", hostname=False, labels={HOSTNAME: "x2"}, cpu="5", pods="10",
-             taints=gpu_taint),
+        host("b1", "r1", "x1", cpu="5", taints=gpu_taint),
+        host("b1", "r1", "x2", cpu="5", taints=gpu_taint),
     ]
     result = place_all(objects, [
         pod_set("leader", count=1, cpu="1", required=BLOCK, group=GROUP),
@@ -154,11 +154,7 @@ def test_grouped_leader_and_workers_the_leader_does_not_tolerate_a_taint_the_wor
 
 def pool_nodes() -> list[dict]:
     """b1/r1: node gpu (pool=gpu) and node cpu (pool=cpu), 5 CPU and 10 pods each."""
-    return [
-        node(f"b1-r1-{pool}", block="b1", rack="r1", hostname=False, labels={HOSTNAME: pool, "pool": pool},
-             cpu="5", pods="10")
-        for pool in ("gpu", "cpu")
-    ]
+    return [host("b1", "r1", pool, cpu="5", labels={"pool": pool}) for pool in ("gpu", "cpu")]
 
 
 def pool_group(level: str) -> list[dict]:
@@ -438,10 +434,6 @@ def test_partial_slice_the_trailing_pods_form_a_partial_last_slice():
 # ---------------------------------------------------------------- replacement, plain placement
 
 
-def b1_host(name: str, rack: str, cpu: str, *, ready: str = "True") -> dict:
-    return node(name, block="b1", rack=rack, cpu=cpu, pods="10", ready=ready)
-
-
 def test_partial_slice_replacement_the_damaged_slice_is_repaired_not_the_partial_one():
     """Go case: "partial slice replacement: the damaged slice is repaired, not the partial one"
     (TASPartialSlices on). Ten pods in slices of four per rack: r1, r2 hold four each, r3 the
@@ -449,13 +441,13 @@ def test_partial_slice_replacement_the_damaged_slice_is_repaired_not_the_partial
     (Kueue's aggregated domain usages). Only r1 lost pods, so its spare x6 takes them, not
     r3's x7; the partial slice (x5) stays last."""
     nodes = [
-        b1_host("x1", "r1", "2", ready="False"),
-        b1_host("x2", "r1", "2"),
-        b1_host("x6", "r1", "2"),
-        b1_host("x3", "r2", "2"),
-        b1_host("x4", "r2", "2"),
-        b1_host("x5", "r3", "2"),
-        b1_host("x7", "r3", "2"),
+        b1_host("x1", rack="r1", cpu="2", ready="False"),
+        b1_host("x2", rack="r1", cpu="2"),
+        b1_host("x6", rack="r1", cpu="2"),
+        b1_host("x3", rack="r2", cpu="2"),
+        b1_host("x4", rack="r2", cpu="2"),
+        b1_host("x5", rack="r3", cpu="2"),
+        b1_host("x7", rack="r3", cpu="2"),
     ]
     main = pod_set("main", count=10, cpu="1", required=BLOCK, slice_topology=RACK, slice_size=4)
     own = {name: {"cpu": 2000, "pods": 2} for name in ("x1", "x2", "x3", "x4", "x5")}
@@ -470,7 +462,7 @@ def test_multi_node_replacement_missing_tail_still_fails_the_stale_check_when_ga
     disabled" (TASReplaceMultipleFailedNodes off, the behaviour of Kueue v0.19): x1 and x2
     are unhealthy and gone; the first is replaced, and the second, still in the assignment,
     makes it stale."""
-    nodes = [b1_host("x5", "r1", "1"), b1_host("x4", "r2", "1")]
+    nodes = [b1_host("x5", rack="r1", cpu="1"), b1_host("x4", rack="r2", cpu="1")]
     main = pod_set("main", count=3, cpu="1", required=RACK)
     merged, reason = replace_on_nodes(nodes, main, [("x1", 1), ("x2", 1), ("x5", 1)], "x1")
     assert merged is None
@@ -482,8 +474,8 @@ def test_replacement_required_rack_allows_moving_the_entire_assignment():
     """Go case: "multi-node replacement: required rack allows moving the entire assignment"
     (its one unhealthy node is the whole assignment, so no other domain binds the rack, as in
     v0.19's single-node replacement): the pod goes to x4 in another rack."""
-    merged, reason = replace_on_nodes([b1_host("x4", "r2", "1")], pod_set("main", count=1, cpu="1", required=RACK),
-                                      [("x1", 1)], "x1")
+    main = pod_set("main", count=1, cpu="1", required=RACK)
+    merged, reason = replace_on_nodes([b1_host("x4", rack="r2", cpu="1")], main, [("x1", 1)], "x1")
     assert reason == ""
     assert shape(merged) == expected(("x4", 1))
 
@@ -491,7 +483,7 @@ def test_replacement_required_rack_allows_moving_the_entire_assignment():
 def test_topology_spreading_no_rules_plain_best_fit_placement():
     """Go case: "topology spreading: no rules, plain best-fit placement": three blocks of two
     racks of one node of 2 CPU; two pods of 1 CPU with the block required go to x1."""
-    nodes = [node(f"{b}-{r}-{h}", block=b, rack=r, hostname=False, labels={HOSTNAME: h}, cpu="2", pods="10")
+    nodes = [host(b, r, h, cpu="2")
              for b, r, h in (("b1", "r1", "x1"), ("b1", "r2", "x2"), ("b2", "r1", "x3"), ("b2", "r2", "x4"),
                              ("b3", "r1", "x5"), ("b3", "r2", "x6"))]
     result = place_all([*tas_setup(levels=LEVELS), *nodes], [pod_set("main", count=2, cpu="1", required=BLOCK)])
