@@ -19,6 +19,9 @@ WORKDIR /app
 COPY . .
 RUN pip install . \
     && rm -rf build ./*.egg-info \
+    # The code runs from /app, not from the installed copy: compile it here, or every process
+    # (PYTHONDONTWRITEBYTECODE, and /app not writable by the app user) compiles it at start.
+    && python -m compileall -q scheduler tasweb manage.py \
     # A throwaway key: collectstatic needs settings, not a secret.
     && DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 --home-dir /app app \
