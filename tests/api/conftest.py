@@ -87,6 +87,20 @@ def compare_as_kueue(record=None, *, now: datetime = DEMO_NOW) -> int:
 
 
 @pytest.fixture
+def queued(scheduled):
+    """Four more waiting workloads over two LocalQueues of the ClusterQueue."""
+    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "cluster-queue"}})
+    upsert(workload_object("a-low", priority=0, created="2025-06-01T11:00:00Z", count=200, gpus=8))
+    upsert(workload_object("b-high", priority=500, created="2025-06-01T11:58:00Z", count=200, gpus=8))
+    upsert(workload_object("c-research", namespace="research", queue="team-b", priority=500,
+                           created="2025-06-01T11:59:00Z", count=200, gpus=8))
+    upsert(workload_object("d-research", namespace="research", queue="team-b", priority=0,
+                           created="2025-06-01T11:01:00Z", count=200, gpus=8))
+    return scheduled
+
+
+@pytest.fixture
 def client() -> Client:
     return Client(HTTP_HOST="localhost")
 

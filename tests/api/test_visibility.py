@@ -11,20 +11,6 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db]
 V1BETA1 = "/apis/visibility.kueue.x-k8s.io/v1beta1"
 
 
-@pytest.fixture
-def queued(scheduled):
-    """Four more waiting workloads over two LocalQueues of the ClusterQueue."""
-    upsert({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "team-b", "namespace": "research"}, "spec": {"clusterQueue": "cluster-queue"}})
-    upsert(workload_object("a-low", priority=0, created="2025-06-01T11:00:00Z", count=200, gpus=8))
-    upsert(workload_object("b-high", priority=500, created="2025-06-01T11:58:00Z", count=200, gpus=8))
-    upsert(workload_object("c-research", namespace="research", queue="team-b", priority=500,
-                           created="2025-06-01T11:59:00Z", count=200, gpus=8))
-    upsert(workload_object("d-research", namespace="research", queue="team-b", priority=0,
-                           created="2025-06-01T11:01:00Z", count=200, gpus=8))
-    return scheduled
-
-
 def summary_items(response) -> list[tuple]:
     assert response.status_code == 200, response.content
     body = response.json()
