@@ -7,7 +7,6 @@ a user sees."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import shutil
 import ssl
@@ -39,41 +38,15 @@ def server(transactional_db, queued) -> Iterator[str]:
         yield url
 
 
-@contextlib.contextmanager
-def tls_live_server(certificate: Path, key: Path) -> Iterator[str]:
-    """The project's WSGI application behind TLS (the certificate given), in a thread."""
-    from django.test.testcases import LiveServerThread
-    from django.test.utils import override_settings
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(certificate, key)
-
-    class TLSServerThread(LiveServerThread):
-        def _create_server(self, connections_override=None):
-            httpd = super()._create_server(connections_override)
-            httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-            return httpd
-
-    with override_settings(ALLOWED_HOSTS=["*"]):
-        server = TLSServerThread("127.0.0.1", static_handler=lambda app: app, port=0)
-        server.daemon = True
-        server.start()
-        server.is_ready.wait()
-        if server.error:
-            raise server.error
-        try:
-            yield f"https://127.0.0.1:{server.port}"
-        finally:
-            server.terminate()
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made with openssl."""
+def self_signed(directory: Path) -> tuple[Path, ssl.SSLContext]:
+    """A certificate for 127.0.0.1, made with openssl, and a server context holding it."""
     certificate, key = directory / "server.crt", directory / "server.key"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(certificate)],
                    check=True, capture_output=True, timeout=60)
-    return certificate, key
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    return certificate, context
 
 
 def kubeconfig(path: Path, server_url: str, *, token: str | None = None, ca: Path | None = None) -> Path:
@@ -154,9 +127,9 @@ def test_kubectl_over_http_sends_no_token_and_is_told_why_it_is_refused(server, 
 
 def test_kubectl_over_https_reads_with_its_kubeconfig_token(transactional_db, queued, tmp_path, token, settings):
     settings.TAS_API_ANONYMOUS_READ = False
-    certificate, key = self_signed(tmp_path)
+    certificate, context = self_signed(tmp_path)
     path = f"{GROUP}/v1beta2/clusterqueues/cluster-queue/pendingworkloads"
-    with tls_live_server(certificate, key) as url:
+    with live_server(tls=context) as url:
         signed_in = kubectl_raw(kubeconfig(tmp_path / "config", url, token=token, ca=certificate), path)
         wrong = kubectl_raw(kubeconfig(tmp_path / "wrong", url, token="not-a-token", ca=certificate), path)
     assert signed_in.returncode == 0, signed_in.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,21 +39,29 @@ def chromium_path() -> str:
 
 
 @contextlib.contextmanager
-def live_server(host: str = "127.0.0.1") -> Iterator[str]:
+def live_server(host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None) -> Iterator[str]:
     """The project's WSGI application on a free port, in a thread; yields its base URL.
-    Static files are served by WhiteNoise from the finders (as in the embedded default)."""
+    Static files are served by WhiteNoise from the finders (as in the embedded default).
+    With `tls` (a server context holding its certificate), it serves https."""
     from django.test.testcases import LiveServerThread
     from django.test.utils import override_settings
 
+    class ServerThread(LiveServerThread):
+        def _create_server(self, connections_override=None):
+            httpd = super()._create_server(connections_override)
+            if tls is not None:
+                httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
+            return httpd
+
     with override_settings(WHITENOISE_USE_FINDERS=True, WHITENOISE_AUTOREFRESH=False, ALLOWED_HOSTS=["*"]):
-        server = LiveServerThread(host, static_handler=lambda app: app, port=0)
+        server = ServerThread(host, static_handler=lambda app: app, port=0)
         server.daemon = True
         server.start()
         server.is_ready.wait()
         if server.error:
             raise server.error
         try:
-            yield f"http://{host}:{server.port}"
+            yield f"{'https' if tls else 'http'}://{host}:{server.port}"
         finally:
             server.terminate()
 
