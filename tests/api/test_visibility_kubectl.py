@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.test import Client
 
 from tests.dashboard.browser import live_server
 
@@ -72,7 +71,7 @@ def names(body: dict) -> list[tuple[str, str, int]]:
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
-def test_kubectl_reads_a_cluster_queue_as_the_api_answers_it(server, tmp_path, version):
+def test_kubectl_reads_a_cluster_queue_as_the_api_answers_it(server, client, tmp_path, version):
     path = f"{GROUP}/{version}/clusterqueues/cluster-queue/pendingworkloads"
     done = kubectl_raw(kubeconfig(tmp_path / "config", server), path)
     assert done.returncode == 0, done.stderr
@@ -80,7 +79,7 @@ def test_kubectl_reads_a_cluster_queue_as_the_api_answers_it(server, tmp_path, v
     assert body["kind"] == "PendingWorkloadsSummary"
     assert body["apiVersion"] == f"visibility.kueue.x-k8s.io/{version}"
     # what the client reads is what the service answers (queue order, positions)
-    assert body == Client(HTTP_HOST="localhost").get(path).json()
+    assert body == client.get(path).json()
     listed = names(body)
     assert [position for *_, position in listed] == list(range(len(listed)))
     keys = [(ns, name) for ns, name, _ in listed]
